@@ -1,0 +1,33 @@
+"""Errors that end a command with a clear one-line message instead of a traceback."""
+
+
+class JobError(Exception):
+    """An expected failure: its message is shown to the person, as is."""
+
+    exit_status = 1
+
+
+class BadInput(JobError):
+    """Input refused before anything was written."""
+
+    exit_status = 2
+
+
+class NotFound(JobError):
+    exit_status = 2
+
+
+class Conflict(JobError):
+    """The request is valid but the current state forbids it (e.g. removing a busy group)."""
+
+    exit_status = 2
+
+
+class NotMigrated(JobError):
+    exit_status = 2
+
+
+class Unavailable(JobError):
+    """PostgreSQL, Ray or Kubernetes could not be reached."""
+
+    exit_status = 1
