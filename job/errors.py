@@ -31,3 +31,10 @@ class Unavailable(JobError):
     """PostgreSQL, Ray or Kubernetes could not be reached."""
 
     exit_status = 1
+
+
+class ClusterNotReady(JobError):
+    """A group's Ray cluster cannot be used this tick (e.g. its RayCluster is missing or not ready):
+    the group is skipped with this reason, the other groups go on."""
+
+    exit_status = 1
