@@ -1,0 +1,202 @@
+"""The operator's commands on a real PostgreSQL: a session as a person would type it, and bad input
+refused with a message naming the field, exit status 2, and an unchanged database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import run_cli, run_process
+
+
+def setup_group_and_users(capsys):
+    assert run_cli(capsys, "group", "add", "gpu", "--ray-address", "http://127.0.0.1:8265", "--policy", "drf").status == 0
+    assert run_cli(capsys, "user", "set", "alice", "--shares", "2").status == 0
+    assert run_cli(capsys, "user", "set", "bob").status == 0
+
+
+def test_operator_session_in_real_processes(database_url):
+    assert run_process("group", "add", "main", "--ray-address", "http://127.0.0.1:8265",
+                       "--selector", "roundrobin", "--half-life", "30m").status == 0
+    assert run_process("user", "set", "alice", "--shares", "3").status == 0
+    submitted = run_process("submit", "--user", "alice", "--group", "main", "--entrypoint", "python train.py",
+                            "--cpus", "2", "--memory", "4GiB", "--resource", "special=0.5",
+                            "--node-label", "pool=a", "--runtime-env", '{"env_vars": {"A": "1"}}',
+                            "--priority", "5", "--max-runtime", "2h", "--metadata", "team=ml")
+    assert submitted.status == 0, submitted.err
+    job_id = int(submitted.out.strip())
+
+    shown = run_process("show", str(job_id), "--json")
+    job = json.loads(shown.out)
+    assert job["id"] == job_id and job["user"] == "alice" and job["group"] == "main"
+    assert job["state"] == "PENDING" and job["priority"] == 5 and job["attempt"] == 0
+    assert job["resources"] == {"CPU": 2, "memory": 4 * 2**30, "special": 0.5}
+    assert job["node_labels"] == {"pool": "a"} and job["runtime_env"] == {"env_vars": {"A": "1"}}
+    assert job["max_runtime_s"] == 7200 and job["metadata"] == {"team": "ml"}
+    for key in ("submission_id", "node", "reason", "message", "ray_status", "submitted_at", "started_at", "finished_at"):
+        assert key in job
+
+    table = run_process("jobs", "--user", "alice")
+    assert table.status == 0 and "PENDING" in table.out and "CPU=2,memory=4GiB,special=0.5" in table.out
+
+    cancelled = run_process("cancel", str(job_id))
+    assert cancelled.status == 0 and "cancelled" in cancelled.out
+    again = run_process("cancel", str(job_id))
+    assert again.status == 0 and "already CANCELLED" in again.out
+    assert json.loads(run_process("show", str(job_id), "--json").out)["state"] == "CANCELLED"
+
+
+def test_job_without_resources_asks_for_one_cpu(database_url, capsys):
+    setup_group_and_users(capsys)
+    job_id = int(run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", "true").out)
+    assert json.loads(run_cli(capsys, "show", str(job_id), "--json").out)["resources"] == {"CPU": 1}
+
+
+def test_python_function_validates_like_the_cli(database_url, conn, capsys):
+    from job.errors import BadInput
+    from job.queue import submit
+
+    setup_group_and_users(capsys)
+    job_id = submit(user="alice", group="gpu", entrypoint="python x.py", resources={"GPU": 1, "memory": "512MiB"})
+    row = conn.execute("SELECT resources FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row["resources"] == {"GPU": 1, "memory": 512 * 2**20}
+    with pytest.raises(BadInput, match="entrypoint: must not be empty"):
+        submit(user="alice", group="gpu", entrypoint="  ")
+    # Enqueued inside the caller's transaction: rolled back with it.
+    conn.autocommit = False
+    submit(user="bob", group="gpu", entrypoint="true", conn=conn)
+    conn.rollback()
+    conn.autocommit = True
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 1
+
+
+def test_cancel_of_running_job_is_a_request(database_url, conn, capsys):
+    setup_group_and_users(capsys)
+    job_id = int(run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", "sleep 9").out)
+    conn.execute("UPDATE jobs SET state = 'RUNNING', submission_id = 'x-1-1', attempt = 1 WHERE id = %s", (job_id,))
+    result = run_cli(capsys, "cancel", str(job_id))
+    assert result.status == 0 and "cancel requested" in result.out
+    row = conn.execute("SELECT state, cancel_requested_at FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row["state"] == "RUNNING" and row["cancel_requested_at"] is not None
+
+
+def test_group_set_show_remove(database_url, conn, capsys):
+    setup_group_and_users(capsys)
+    assert run_cli(capsys, "group", "set", "gpu", "--selector", "concentrated", "--max-running-per-user", "4",
+                   "--max-resources-per-user", "GPU=2", "--strict-order", "--pending-timeout", "1d").status == 0
+    group = json.loads(run_cli(capsys, "group", "show", "gpu", "--json").out)
+    assert group["selector"] == "concentrated" and group["policy"] == "drf"
+    assert group["max_running_per_user"] == 4 and group["max_resources_per_user"] == {"GPU": 2}
+    assert group["strict_order"] is True and group["pending_timeout_s"] == 86400
+
+    run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", "true")
+    refused = run_cli(capsys, "group", "remove", "gpu")
+    assert refused.status == 2 and "1 pending or active job" in refused.err
+    conn.execute("UPDATE jobs SET state = 'SUCCEEDED', submission_id = 'x-1-1'")
+    assert run_cli(capsys, "group", "remove", "gpu").status == 0
+    assert json.loads(run_cli(capsys, "group", "list", "--json").out) == []
+
+
+def test_user_show_and_list(database_url, capsys):
+    setup_group_and_users(capsys)
+    run_cli(capsys, "submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true")
+    user = json.loads(run_cli(capsys, "user", "show", "alice", "--json").out)
+    assert user["shares"] == 2 and user["groups"][0]["pending"] == 1
+    names = [u["name"] for u in json.loads(run_cli(capsys, "user", "list", "--json").out)]
+    assert names == ["alice", "bob"]
+    assert run_cli(capsys, "user", "set", "alice", "--max-running", "3").status == 0
+    assert json.loads(run_cli(capsys, "user", "show", "alice", "--json").out)["shares"] == 2  # kept
+
+
+def _database_contents(conn) -> list:
+    return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("resource_groups", "users", "jobs", "group_state", "user_usage")]
+
+
+SUBMIT = ["submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true"]
+
+BAD_INPUT = [
+    # (argv, text the error must contain)
+    (["submit", "--user", "alice", "--group", "gpu", "--entrypoint", "   "], "entrypoint: must not be empty"),
+    ([*SUBMIT, "--cpus", "-1"], "CPU: must be finite and not negative"),
+    ([*SUBMIT, "--cpus", "nan"], "CPU: must be finite and not negative"),
+    ([*SUBMIT, "--cpus", "0.00001"], "steps of 0.0001"),
+    ([*SUBMIT, "--gpus", "two"], "GPU: not a number"),
+    ([*SUBMIT, "--memory", "4 gigs"], "not a memory size"),
+    ([*SUBMIT, "--resource", "cpu=2"], "unknown resource 'cpu': did you mean 'CPU'?"),
+    ([*SUBMIT, "--resource", "node:10.0.0.1=1"], "node resources are chosen by the scheduler"),
+    ([*SUBMIT, "--resource", "special"], "--resource: expected NAME=VALUE"),
+    ([*SUBMIT, "--runtime-env", "[1, 2]"], "--runtime-env: must be a JSON object"),
+    ([*SUBMIT, "--runtime-env", "{not json"], "--runtime-env: not valid JSON"),
+    ([*SUBMIT, "--runtime-env", "@/nonexistent/env.json"], "--runtime-env: cannot read /nonexistent/env.json"),
+    ([*SUBMIT, "--priority", "high"], "priority: Input should be a valid integer"),
+    ([*SUBMIT, "--not-before", "tomorrow"], "not_before: not a time"),
+    ([*SUBMIT, "--max-runtime", "forever"], "max_runtime_s: not a duration"),
+    ([*SUBMIT, "--max-runtime", "0s"], "max_runtime_s: Input should be greater than 0"),
+    ([*SUBMIT, "--node-label", "bad key=x"], "not a valid label key"),
+    ([*SUBMIT, "--metadata", "scheduler.job_id=7"], "set by the scheduler"),
+    (["submit", "--user", "carol", "--group", "gpu", "--entrypoint", "true"], "user: 'carol' does not exist"),
+    (["submit", "--user", "alice", "--group", "cpu", "--entrypoint", "true"], "group: 'cpu' does not exist"),
+    (["submit", "--user", "al ice", "--group", "gpu", "--entrypoint", "true"], "user: 'al ice' is not a valid user name"),
+    (["group", "add", "g2", "--ray-address", "localhost:8265"], "ray_address: 'localhost:8265': use http://host:port"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--policy", "random"], "policy: Input should be 'fifo'"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--selector", "best"], "selector: Input should be 'legacy'"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--resource-priority", "GPU,,CPU"], "resource_priority: give resource names"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--half-life=-5m"], "half_life_s: not a duration"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--max-attempts", "0"], "max_attempts: Input should be greater than 0"),
+    (["group", "add", "gpu", "--ray-address", "http://h:1"], "group 'gpu' already exists"),
+    (["group", "set", "nope", "--policy", "fifo"], "group 'nope' does not exist"),
+    (["user", "set", "bob", "--shares", "0"], "shares: Input should be greater than 0"),
+    (["jobs", "--state", "DONE"], "state: unknown DONE"),
+    (["cancel", "abc"], "job id: 'abc' is not a job id"),
+    (["show", "999"], "job 999 does not exist"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD_INPUT, ids=[" ".join(argv[:1] + argv[-2:]) for argv, _ in BAD_INPUT])
+def test_bad_input_is_refused_and_nothing_changes(database_url, conn, capsys, argv, message):
+    setup_group_and_users(capsys)
+    run_cli(capsys, *SUBMIT)
+    before = _database_contents(conn)
+    result = run_cli(capsys, *argv)
+    assert result.status == 2, (result.out, result.err)
+    assert message in result.err
+    assert result.err.startswith("error: ") and result.err.count("\n") == 1
+    assert result.out == ""
+    assert _database_contents(conn) == before
+
+
+def test_unmigrated_database_says_to_migrate(pg_server_url, capsys, monkeypatch):
+    import psycopg
+
+    from job.local_postgres import with_database
+
+    name = "jobtest_unmigrated"
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    monkeypatch.setenv("JOB_DATABASE_URL", with_database(pg_server_url, name))
+    try:
+        result = run_cli(capsys, "jobs")
+        assert result.status == 2 and "run `python -m job migrate`" in result.err
+        status = run_cli(capsys, "migrate", "--status")
+        assert "pending  0001_initial.sql" in status.out
+        assert run_cli(capsys, "migrate").status == 0
+        assert "applied  0001_initial.sql" in run_cli(capsys, "migrate", "--status").out
+        assert run_cli(capsys, "jobs").status == 0
+    finally:
+        with psycopg.connect(pg_server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_settings_errors_name_the_variable_and_hide_the_password():
+    missing = run_process("jobs", env={"JOB_DATABASE_URL": ""})
+    assert missing.status == 2 and "JOB_DATABASE_URL" in missing.err
+    bad = run_process("jobs", env={"JOB_DATABASE_URL": "mysql://u:s3cret@h/db"})
+    assert bad.status == 2 and "JOB_DATABASE_URL" in bad.err and "s3cret" not in bad.err
+    level = run_process("jobs", env={"JOB_LOG_LEVEL": "loud"})
+    assert level.status == 2 and "JOB_LOG_LEVEL" in level.err
+    down = run_process("jobs", env={"JOB_DATABASE_URL": "postgresql://u:s3cret@127.0.0.1:1/db"})
+    assert down.status == 1 and "unreachable" in down.err and "s3cret" not in down.err and "***" in down.err
+    assert "Traceback" not in down.err
