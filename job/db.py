@@ -14,10 +14,17 @@ from job.settings import redact_url, settings
 CONNECT_TIMEOUT_S = 5
 
 
-def connect(url: str | None = None, *, autocommit: bool = False) -> psycopg.Connection:
+def connect(url: str | None = None, *, autocommit: bool = False, counting: bool = False) -> psycopg.Connection:
+    """A connection with dict rows; `counting` makes one that counts its statements (the tick's)."""
     url = url or settings().require_database_url()
+    if counting:
+        from job.tick_store import CountingConnection
+
+        factory = CountingConnection
+    else:
+        factory = psycopg.Connection
     try:
-        return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
+        return factory.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.OperationalError as exc:
         # psycopg's message names host and port, never the password; the URL is redacted all the same.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,309 @@
+"""One tick over the resource groups: lock, observe, plan, commit, submit, report (DESIGN.md).
+
+Each group has its own connection, holding the group's advisory lock for the whole tick: a tick
+that dies releases it with its connection. Intents are committed before Ray is called, and every
+write is guarded by the state it expects, so a concurrent `cancel` or a crash at any point loses
+nothing and submits no attempt twice."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from job import db, log
+from job import tick_store as ts
+from job.errors import JobError, NotFound, Unavailable
+from job.failpoints import failpoint
+from job.planner import Snapshot, plan
+from job.planner.resources import dominant_share, to_units
+from job.planner.usage import charge_usage
+from job.reconcile import reconcile
+from job.settings import settings
+
+METADATA_PREFIX = "scheduler."
+
+
+@dataclass
+class GroupResult:
+    group: str
+    status: str  # ticked | skipped | failed
+    cause: str = ""
+    placed: int = 0
+    waiting: Counter = field(default_factory=Counter)
+    running: int = 0
+    finished: int = 0
+    steps_ms: dict[str, float] = field(default_factory=dict)
+    statements: int = 0
+    plan: dict | None = None
+
+
+class _Steps:
+    """Wall time per step of a group's tick, for the summary line and the benchmark."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def done(self, step: str) -> None:
+        now = time.perf_counter()
+        self.ms[step] = round(self.ms.get(step, 0) + (now - self._last) * 1000, 1)
+        self._last = now
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def run_tick(group_name: str | None = None, *, dry_run: bool = False, database_url: str | None = None) -> list[GroupResult]:
+    with db.session(database_url) as conn:
+        groups = ts.groups(conn, group_name)
+        installation = ts.installation_id(conn)
+    if group_name is not None and not groups:
+        raise NotFound(f"group {group_name!r} does not exist (see `python -m job group list`)")
+    results = []
+    for group in groups:
+        try:
+            result = tick_group(group, installation, dry_run=dry_run, database_url=database_url)
+        except (JobError, OSError) as exc:
+            result = GroupResult(group["name"], "failed", cause=str(exc))
+            log.error("group_failed", group=group["name"], cause=str(exc))
+        results.append(result)
+    return results
+
+
+def tick_group(group: dict, installation: str, *, dry_run: bool = False, database_url: str | None = None) -> GroupResult:
+    name = group["name"]
+    with db.connect(database_url, counting=True) as conn:
+        if not dry_run and not ts.try_lock(conn, name):
+            conn.commit()
+            log.event("group_skipped", group=name, reason="locked", message="another tick holds this group")
+            return GroupResult(name, "skipped", cause="locked")
+        try:
+            return _tick_locked(conn, group, installation, dry_run)
+        finally:
+            if not dry_run and not conn.closed:
+                conn.rollback()
+                ts.unlock(conn, name)
+                conn.commit()
+
+
+def cluster_of(group: dict):
+    from job.ray_adapter import cluster_for
+
+    address = group["ray_address"]
+    if address.startswith("raycluster://"):
+        from job.raycluster import resolve_dashboard_url
+
+        address = resolve_dashboard_url(address)
+    return cluster_for(address)
+
+
+def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupResult:
+    name = group["name"]
+    steps = _Steps()
+    result = GroupResult(name, "ticked")
+
+    # Observe: the nodes, and our active jobs as Ray sees them.
+    cluster = cluster_of(group)
+    nodes = cluster.nodes(group["node_labels"], group["use_head_node"])
+    active = ts.active_jobs(conn, name)
+    ray_jobs = cluster.jobs() if active else {}
+    now = utcnow()
+    steps.done("observe")
+
+    totals: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        for resource, amount in node.resources.items():
+            totals[resource] += to_units(amount)
+    still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result)
+    steps.done("reconcile")
+
+    # Plan.
+    pending = ts.pending_jobs(conn, name)
+    users = ts.users_of_group(conn, name)
+    state = ts.group_state(conn, name)
+    snapshot = _snapshot(group, now, nodes, still_active, pending, users, state)
+    decided = plan(snapshot)
+    steps.done("plan")
+    result.running = len(still_active)
+    result.waiting = Counter(w["reason"] for w in decided.waiting)
+    if dry_run:
+        result.plan = decided.model_dump(mode="json")
+        result.placed = len(decided.placements)
+        result.steps_ms, result.statements = steps.ms, conn.statements
+        return result
+
+    # Commit: intents, waiting reasons that changed, and the selector's state, in one transaction.
+    known = {row["id"]: (row["reason"], row["message"]) for row in pending}
+    changed = {int(w["job"]): (w["reason"], w["message"]) for w in decided.waiting
+               if known.get(int(w["job"])) != (w["reason"], w["message"])}
+    intents = ts.commit_intents(conn, [(int(p["job"]), p["node"]) for p in decided.placements], installation)
+    ts.set_waiting(conn, changed)
+    ts.save_group_state(conn, name, decided.state)
+    conn.commit()
+    steps.done("commit")
+    failpoint("after-intent")
+
+    # Submit.
+    shares = {user["name"]: user for user in users}
+    submitted, requeue = _submit(cluster, group, intents)
+    failpoint("after-submit")
+    ts.mark_submitted(conn, submitted)
+    for row in ts.return_to_pending(conn, requeue, group["max_attempts"]):
+        log.warning("submit_refused", group=name, job=row["id"], user=row["user_name"], state=row["state"],
+                    message=requeue[row["id"]][2])
+    conn.commit()
+    steps.done("submit")
+    for intent in intents:
+        if intent["id"] in submitted:
+            user = shares.get(intent["user_name"], {})
+            log.event("placed", group=name, job=intent["id"], user=intent["user_name"], node=intent["node"],
+                      attempt=intent["attempt"], policy=group["policy"], selector=group["selector"],
+                      shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
+    result.placed = len(submitted)
+    result.steps_ms, result.statements = steps.ms, conn.statements
+    _summary(result)
+    return result
+
+
+def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, now: datetime,
+               totals: dict[str, int], result: GroupResult) -> list[dict]:
+    """Bring our active jobs in line with Ray, carry out stops, fail pending timeouts and charge
+    usage. Returns the jobs still active."""
+    name = group["name"]
+    updates, stops, requeue, cancels = {}, {}, {}, []
+    finished_ids = set()
+    for job in active:
+        outcome = reconcile(job, ray_jobs.get(job["submission_id"]), now)
+        if outcome.update is not None and _changed(job, outcome.update):
+            updates[job["id"]] = outcome.update
+        if outcome.stop is not None:
+            stops[job["id"]] = outcome.stop
+        if outcome.requeue is not None:
+            requeue[job["id"]] = (job["state"], *outcome.requeue)
+        if outcome.cancel_unsubmitted:
+            cancels.append(job["id"])
+        if outcome.finished or outcome.requeue is not None:
+            finished_ids.add(job["id"])
+    for job_id, (reason, message) in stops.items():
+        job = next(j for j in active if j["id"] == job_id)
+        if job["reason"] != reason:
+            cluster.stop(job["submission_id"])
+            log.event("stop_requested", group=name, job=job_id, user=job["user_name"], reason=reason, message=message)
+    written = ts.update_jobs(conn, updates, from_states=("SUBMITTING", "SUBMITTED", "RUNNING"))
+    for row in ts.return_to_pending(conn, requeue, group["max_attempts"]):
+        log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
+                    reason=requeue[row["id"]][1], message=requeue[row["id"]][2])
+    for job_id in ts.cancel_absent(conn, cancels):
+        log.event("job_finished", group=name, job=job_id, state="CANCELLED", reason="Cancelled")
+    for job in active:
+        update = updates.get(job["id"])
+        if update is not None and job["id"] in written and job["id"] in finished_ids:
+            runtime = (update["finished_at"] - update["started_at"]).total_seconds() if update["started_at"] else None
+            log.event("job_finished", group=name, job=job["id"], user=job["user_name"], state=update["state"],
+                      reason=update["reason"], exit_code=update["exit_code"], node=update["node"],
+                      runtime_s=round(runtime, 1) if runtime is not None else None)
+    result.finished = len(finished_ids)
+
+    if group["pending_timeout_s"] is not None:
+        for row in ts.fail_pending_timeouts(conn, name, group["pending_timeout_s"], now):
+            log.event("job_finished", group=name, job=row["id"], user=row["user_name"], state="FAILED", reason="PendingTimeout")
+            result.finished += 1
+
+    _charge(conn, group, active, totals, now)
+    conn.commit()
+    return [job for job in active if job["id"] not in finished_ids]
+
+
+def _changed(job: dict, update: dict) -> bool:
+    return any(job.get(column, update[column]) != update[column] for column in ts.JOB_UPDATE_COLUMNS) \
+        or update["state"] != job["state"]
+
+
+def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> None:
+    """Charge each user the dominant share its jobs held since the last charge, decayed by the half life."""
+    since = group["usage_charged_at"]
+    users = ts.users_of_group(conn, group["name"])
+    if since is None:
+        ts.charge_usage(conn, group["name"], {}, now)
+        return
+    elapsed = max((now - since).total_seconds(), 0.0)
+    held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in ran:
+        for resource, amount in job["resources"].items():
+            held[job["user_name"]][resource] += to_units(amount)
+    usage = {}
+    for user in users:
+        share = dominant_share(held.get(user["name"], {}), totals) / user["shares"]
+        charged = charge_usage(user["usage"], share, elapsed, group["half_life_s"])
+        if charged != user["usage"]:
+            usage[user["name"]] = charged
+    ts.charge_usage(conn, group["name"], usage, now)
+
+
+def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pending: list[dict],
+              users: list[dict], state: dict) -> Snapshot:
+    return Snapshot.model_validate({
+        "group": {
+            "name": group["name"], "policy": group["policy"], "selector": group["selector"],
+            "resource_priority": group["resource_priority"], "half_life_s": group["half_life_s"],
+            "max_running_per_user": group["max_running_per_user"],
+            "max_resources_per_user": group["max_resources_per_user"], "strict_order": group["strict_order"],
+        },
+        "now": now,
+        "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels} for n in nodes],
+        "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"]}
+                    for j in active if j["node"]],
+        "pending": [{"id": str(j["id"]), "user": j["user_name"], "resources": j["resources"],
+                     "priority": j["priority"], "submitted_at": j["submitted_at"], "not_before": j["not_before"],
+                     "node_labels": j["node_labels"]} for j in pending],
+        "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
+                              "max_resources": u["max_resources"]} for u in users},
+        "state": state,
+    })
+
+
+def _submit(cluster, group: dict, intents: list[dict]) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
+    """Submit every intent, a few at a time. Returns the ids Ray has, and those Ray refused (to
+    return to PENDING). An intent whose fate is unknown (Ray unreachable) stays SUBMITTING: the
+    next tick looks its submission_id up in Ray."""
+    from job.ray_adapter import RaySubmitRefused
+
+    def submit(intent: dict) -> tuple[dict, Exception | None]:
+        metadata = {**intent["metadata"], f"{METADATA_PREFIX}job_id": str(intent["id"]),
+                    f"{METADATA_PREFIX}user": intent["user_name"], f"{METADATA_PREFIX}group": intent["group_name"],
+                    f"{METADATA_PREFIX}attempt": str(intent["attempt"])}
+        try:
+            cluster.submit(submission_id=intent["submission_id"], entrypoint=intent["entrypoint"],
+                           node_id=intent["node"], resources=intent["resources"],
+                           runtime_env=intent["runtime_env"], metadata=metadata)
+            return intent, None
+        except Exception as exc:  # sorted out below; one job's failure must not end the others
+            return intent, exc
+
+    submitted, refused = [], {}
+    unavailable = None
+    if not intents:
+        return submitted, refused
+    with ThreadPoolExecutor(max_workers=min(settings().submit_concurrency, len(intents))) as pool:
+        for intent, exc in pool.map(submit, intents):
+            if exc is None:
+                submitted.append(intent["id"])
+            elif isinstance(exc, RaySubmitRefused):
+                refused[intent["id"]] = ("SUBMITTING", "SubmitRefused", str(exc))
+            else:
+                unavailable = exc
+                log.warning("submit_unknown", group=group["name"], job=intent["id"],
+                            submission_id=intent["submission_id"], cause=str(exc) or type(exc).__name__)
+    if unavailable is not None and not submitted and not refused:
+        raise unavailable if isinstance(unavailable, JobError) else Unavailable(str(unavailable))
+    return submitted, refused
+
+
+def _summary(result: GroupResult) -> None:
+    log.event("group_ticked", group=result.group, placed=result.placed, waiting=sum(result.waiting.values()),
+              **{f"waiting_{reason}": count for reason, count in sorted(result.waiting.items())},
+              running=result.running, finished=result.finished, statements=result.statements,
+              **{f"{step}_ms": ms for step, ms in result.steps_ms.items()})
