@@ -17,7 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from packaging.utils import canonicalize_name
+
+from job.local_postgres import with_database
 
 # The sibling module by path, so this works whether or not tests/ is a package.
 _spec = importlib.util.spec_from_file_location("_dockerfile_checks", Path(__file__).with_name("test_dockerfile.py"))
@@ -145,6 +149,17 @@ def test_code_is_precompiled_so_a_read_only_root_costs_nothing(image):
     assert list(image.path("/app/job/__pycache__").glob("cli.*.pyc")), "python -m compileall did not run over /app/job"
 
 
+def test_the_environment_holds_exactly_the_lock(image):
+    # Catches an incomplete lock: a missing pin would be resolved, unpinned, by pip at build time.
+    frozen = image.run(str(image.python), "-m", "pip", "freeze").stdout.splitlines()
+    installed = {canonicalize_name(name): version for name, _, version in (line.partition("==") for line in frozen)}
+    pins = _checks.lock_pins()
+    unpinned = {name: version for name, version in installed.items() if pins.get(name) != version}
+    missing = sorted(set(pins) - set(installed))
+    assert not unpinned, f"installed without a matching pin in requirements.lock: {unpinned}"
+    assert not missing, f"pinned in requirements.lock but not installed: {missing}"
+
+
 def test_runtime_dependencies_import_and_are_consistent(image):
     image.run(str(image.python), "-c", "import ray.job_submission, ray.util.state, psycopg, kubernetes.client, pydantic_settings, tenacity")
     image.run(str(image.python), "-m", "pip", "check")
@@ -153,12 +168,19 @@ def test_runtime_dependencies_import_and_are_consistent(image):
         assert tool not in installed.lower(), f"{tool} got into the image's environment"
 
 
-def test_migrate_status_runs_from_the_image_layout(image):
-    url = os.environ.get("JOB_TEST_DATABASE_URL")
-    if not (ROOT / "job" / "migrate.py").exists() or not url:
-        pytest.skip("needs job/migrate.py and JOB_TEST_DATABASE_URL")
+def test_migrate_applies_the_image_sql_to_an_empty_database(image, pg_server_url):
+    name = f"jobtest_{os.getpid()}_image_layout"
+    with psycopg.connect(pg_server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(pg_server_url, name)
     image.env["JOB_DATABASE_URL"] = url
     try:
-        image.run(str(image.python), "-m", "job", "migrate", "--status")
+        image.run(str(image.python), "-m", "job", "migrate")
+        with psycopg.connect(url) as conn:
+            applied = sorted(row[0] for row in conn.execute("SELECT name FROM schema_migrations"))
+        assert applied == sorted(p.name for p in (ROOT / "sql").glob("[0-9]*.sql"))
     finally:
         del image.env["JOB_DATABASE_URL"]
+        with psycopg.connect(pg_server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
