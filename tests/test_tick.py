@@ -1,0 +1,220 @@
+"""The tick against a real local Ray cluster and a real PostgreSQL: placement, the lifecycle,
+fairness, cancels and limits, crashes at each failpoint, overlapping ticks, and outages."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psycopg
+import pytest
+
+from cli_helpers import run_process
+from job.queue import submit
+from job.tick import run_tick
+from job.tick_store import TICK_LOCK_CLASS
+
+pytestmark = pytest.mark.ray
+
+FINAL = ("SUCCEEDED", "FAILED", "STOPPED", "CANCELLED")
+
+
+def add_group(conn, address, name="main", **options):
+    columns = {"name": name, "ray_address": address, "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
+    conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+                 list(columns.values()))
+    for user in ("alice", "bob", "carol"):
+        conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (user,))
+
+
+def jobs(conn) -> dict[int, dict]:
+    return {row["id"]: row for row in conn.execute("SELECT * FROM jobs ORDER BY id")}
+
+
+def tick_until(conn, done, timeout=90, group=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        run_tick(group)
+        rows = jobs(conn)
+        if done(rows):
+            return rows
+        assert time.monotonic() < deadline, {i: (r["state"], r["reason"], r["message"]) for i, r in rows.items()}
+        time.sleep(1)
+
+
+def all_final(rows):
+    return all(row["state"] in FINAL for row in rows.values())
+
+
+@pytest.fixture
+def ray(ray_cluster, conn):
+    """The test cluster; at the end, whatever this test left running in Ray is stopped, so the
+    next test finds the nodes free."""
+    yield ray_cluster
+    from job.ray_adapter import cluster_for
+
+    cluster = cluster_for(ray_cluster.address)
+    for row in conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"):
+        cluster.stop(row["submission_id"])
+
+
+def ray_submissions(address, conn) -> dict[int, list[str]]:
+    """Per job id of this database, the submission ids Ray has for it."""
+    from job.ray_adapter import cluster_for
+
+    prefix = conn.execute("SELECT id FROM installation").fetchone()["id"] + "-"
+    found: dict[int, list[str]] = {}
+    for submission_id in cluster_for(address).jobs():
+        if submission_id.startswith(prefix):
+            found.setdefault(int(submission_id.split("-")[1]), []).append(submission_id)
+    return found
+
+
+def test_submitted_job_runs_on_the_planned_node_and_succeeds(ray, conn):
+    add_group(conn, ray.address)
+    job_id = submit(user="alice", group="main", entrypoint="echo hello from the scheduler", resources={"special": 1})
+    [result] = run_tick()
+    assert result.status == "ticked" and result.placed == 1
+    planned = jobs(conn)[job_id]
+    assert planned["state"] == "SUBMITTED" and planned["node"] == ray.b_id and planned["attempt"] == 1
+
+    rows = tick_until(conn, all_final)
+    assert rows[job_id]["state"] == "SUCCEEDED" and rows[job_id]["exit_code"] == 0
+    assert rows[job_id]["started_at"] is not None and rows[job_id]["finished_at"] is not None
+    from job.ray_adapter import cluster_for
+
+    ray_job = cluster_for(ray.address).job(planned["submission_id"])
+    assert ray_job.driver_node_id == ray.b_id
+    logs = run_process("logs", str(job_id))
+    assert logs.status == 0 and "hello from the scheduler" in logs.out
+
+
+def test_round_robin_continues_from_its_row_also_in_a_new_process(ray, conn):
+    add_group(conn, ray.address, selector="roundrobin")
+    first = submit(user="alice", group="main", entrypoint="true", resources={"CPU": 0.1})
+    run_tick()
+    second = submit(user="alice", group="main", entrypoint="true", resources={"CPU": 0.1})
+    ticked = run_process("tick")
+    assert ticked.status == 0, ticked.err
+    third = submit(user="alice", group="main", entrypoint="true", resources={"CPU": 0.1})
+    run_tick()
+    rows = jobs(conn)
+    workers = sorted([ray.a_id, ray.b_id])
+    assert [rows[first]["node"], rows[second]["node"], rows[third]["node"]] == [workers[0], workers[1], workers[0]]
+    state = conn.execute("SELECT document FROM group_state WHERE name = 'selector.roundrobin'").fetchone()
+    assert state["document"] == {"next_index": {"": 1}}
+    tick_until(conn, all_final)
+
+
+def test_fair_order_across_users_on_a_saturated_group(ray, conn):
+    add_group(conn, ray.address, policy="drf")
+    # Four CPUs in the group; alice queues first, yet bob gets half as soon as he asks.
+    alice = [submit(user="alice", group="main", entrypoint="sleep 4", resources={"CPU": 1}) for _ in range(4)]
+    bob = [submit(user="bob", group="main", entrypoint="sleep 4", resources={"CPU": 1}) for _ in range(4)]
+    run_tick()
+    rows = jobs(conn)
+    started = {job_id for job_id, row in rows.items() if row["state"] != "PENDING"}
+    assert len(started & set(alice)) == 2 and len(started & set(bob)) == 2
+    waiting = [rows[job_id] for job_id in alice + bob if job_id not in started]
+    assert all(row["reason"] == "Resources" for row in waiting)
+    # Over the next ticks each user's next job takes the next free CPU, alternating.
+    rows = tick_until(conn, all_final, timeout=120)
+    assert all(rows[job_id]["state"] == "SUCCEEDED" for job_id in alice + bob)
+
+
+def test_cancel_pending_and_running_and_max_runtime(ray, conn):
+    add_group(conn, ray.address)
+    running = submit(user="alice", group="main", entrypoint="sleep 60")
+    limited = submit(user="bob", group="main", entrypoint="sleep 60", max_runtime="2s")
+    pending = submit(user="carol", group="main", entrypoint="true", not_before="2100-01-01T00:00:00Z")
+    run_tick()
+    assert jobs(conn)[pending]["reason"] == "NotBefore"
+    assert run_process("cancel", str(pending)).status == 0
+    assert jobs(conn)[pending]["state"] == "CANCELLED"
+    tick_until(conn, lambda rows: rows[running]["state"] == "RUNNING")
+    assert run_process("cancel", str(running)).status == 0
+    rows = tick_until(conn, all_final)
+    assert (rows[running]["state"], rows[running]["reason"]) == ("STOPPED", "Cancelled")
+    assert (rows[limited]["state"], rows[limited]["reason"]) == ("STOPPED", "RuntimeLimit")
+    assert rows[pending]["submission_id"] is None
+
+
+@pytest.mark.parametrize("failpoint", ["after-intent", "after-submit"])
+def test_crash_at_a_failpoint_loses_nothing_and_runs_nothing_twice(ray, conn, failpoint):
+    add_group(conn, ray.address, max_attempts=3)
+    ids = [submit(user=user, group="main", entrypoint="true", resources={"CPU": 0.5})
+           for user in ("alice", "bob", "alice", "carol")]
+    crashed = run_process("tick", env={"JOB_FAILPOINT": failpoint})
+    assert crashed.status == -9, crashed.err
+    assert "event=failpoint" in crashed.err
+    assert {row["state"] for row in jobs(conn).values()} == {"SUBMITTING"}
+    rows = tick_until(conn, all_final)
+    assert all(row["state"] == "SUCCEEDED" for row in rows.values())
+    submissions = ray_submissions(ray.address, conn)
+    assert sorted(submissions) == sorted(ids)
+    for job_id in ids:
+        # One Ray submission per attempt, and only the attempt that ran.
+        assert submissions[job_id] == [rows[job_id]["submission_id"]]
+        assert rows[job_id]["attempt"] == (2 if failpoint == "after-intent" else 1)
+
+
+def test_a_tick_skips_a_group_another_tick_holds(ray, conn, database_url):
+    add_group(conn, ray.address)
+    job_id = submit(user="alice", group="main", entrypoint="true")
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, hashtext('main'))", (TICK_LOCK_CLASS,))
+        skipped = run_process("tick")
+        assert skipped.status == 0 and "event=group_skipped group=main reason=locked" in skipped.err
+        assert jobs(conn)[job_id]["state"] == "PENDING"
+    tick_until(conn, all_final)
+
+
+def test_two_ticks_at_once_submit_each_job_once(ray, conn, database_url):
+    import subprocess
+    import sys
+
+    add_group(conn, ray.address)
+    ids = [submit(user="alice", group="main", entrypoint="true", resources={"CPU": 0.2}) for _ in range(6)]
+    both = [subprocess.Popen([sys.executable, "-m", "job", "tick"], stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=120)[1] for process in both]
+    assert [process.returncode for process in both] == [0, 0], outputs
+    rows = tick_until(conn, all_final)
+    submissions = ray_submissions(ray.address, conn)
+    assert all(len(submissions[job_id]) == 1 and rows[job_id]["attempt"] == 1 for job_id in ids)
+
+
+def test_unschedulable_job_waits_and_does_not_block_others(ray, conn):
+    add_group(conn, ray.address)
+    huge = submit(user="alice", group="main", entrypoint="true", resources={"CPU": 64})
+    small = submit(user="alice", group="main", entrypoint="true")
+    run_tick()
+    rows = jobs(conn)
+    assert rows[huge]["state"] == "PENDING" and rows[huge]["reason"] == "Unschedulable"
+    assert "CPU 64" in rows[huge]["message"]
+    assert rows[small]["state"] == "SUBMITTED"
+    shown = json.loads(run_process("show", str(huge), "--json").out)
+    assert shown["reason"] == "Unschedulable"
+    tick_until(conn, lambda rows: rows[small]["state"] in FINAL)
+
+
+def test_ray_unreachable_fails_the_group_and_changes_nothing(ray, conn):
+    add_group(conn, "http://127.0.0.1:9", name="gone")
+    add_group(conn, ray.address, name="main")
+    lost = submit(user="alice", group="gone", entrypoint="true")
+    fine = submit(user="bob", group="main", entrypoint="true")
+    result = run_process("tick")
+    assert result.status == 1
+    failed = [line for line in result.err.splitlines() if "event=group_failed" in line]
+    assert len(failed) == 1 and "group=gone" in failed[0] and "unreachable" in failed[0]
+    assert "Traceback" not in result.err
+    rows = jobs(conn)
+    assert rows[lost]["state"] == "PENDING" and rows[lost]["attempt"] == 0
+    assert rows[fine]["state"] == "SUBMITTED"
+    tick_until(conn, lambda rows: rows[fine]["state"] in FINAL, group="main")
+
+
+def test_postgres_unreachable_exits_1_with_a_clear_line():
+    result = run_process("tick", env={"JOB_DATABASE_URL": "postgresql://scheduler:hunter2@127.0.0.1:9/jobs"})
+    assert result.status == 1
+    assert "PostgreSQL at postgresql://scheduler:***@127.0.0.1:9/jobs unreachable" in result.err
+    assert "hunter2" not in result.err and "Traceback" not in result.err
