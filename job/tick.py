@@ -12,6 +12,10 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+
+import psycopg
+from pydantic import ValidationError
+
 from job import db, log
 from job import tick_store as ts
 from job.errors import JobError, NotFound, Unavailable
@@ -23,6 +27,7 @@ from job.reconcile import reconcile
 from job.settings import settings
 
 METADATA_PREFIX = "scheduler."
+MESSAGE_REFRESH_PER_TICK = 1000
 
 
 @dataclass
@@ -35,16 +40,27 @@ class GroupResult:
     running: int = 0
     finished: int = 0
     steps_ms: dict[str, float] = field(default_factory=dict)
+    # Time spent waiting on Ray, within the steps: the rest is ours and PostgreSQL's.
+    ray_ms: float = 0.0
     statements: int = 0
     plan: dict | None = None
 
 
 class _Steps:
-    """Wall time per step of a group's tick, for the summary line and the benchmark."""
+    """Wall time per step of a group's tick, and of its Ray calls, for the summary line and the
+    benchmark."""
 
     def __init__(self) -> None:
         self.ms: dict[str, float] = {}
+        self.ray_ms = 0.0
         self._last = time.perf_counter()
+
+    def ray(self, call, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.ray_ms += (time.perf_counter() - began) * 1000
 
     def done(self, step: str) -> None:
         now = time.perf_counter()
@@ -66,7 +82,7 @@ def run_tick(group_name: str | None = None, *, dry_run: bool = False, database_u
     for group in groups:
         try:
             result = tick_group(group, installation, dry_run=dry_run, database_url=database_url)
-        except (JobError, OSError) as exc:
+        except (JobError, OSError, psycopg.Error) as exc:
             result = GroupResult(group["name"], "failed", cause=str(exc))
             log.error("group_failed", group=group["name"], cause=str(exc))
         results.append(result)
@@ -107,9 +123,9 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
 
     # Observe: the nodes, and our active jobs as Ray sees them.
     cluster = cluster_of(group)
-    nodes = cluster.nodes(group["node_labels"], group["use_head_node"])
+    nodes = steps.ray(cluster.nodes, group["node_labels"], group["use_head_node"])
     active = ts.active_jobs(conn, name)
-    ray_jobs = cluster.jobs() if active else {}
+    ray_jobs = steps.ray(cluster.jobs) if active else {}
     now = utcnow()
     steps.done("observe")
 
@@ -117,14 +133,14 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     for node in nodes:
         for resource, amount in node.resources.items():
             totals[resource] += to_units(amount)
-    still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result)
+    still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result, steps)
     steps.done("reconcile")
 
     # Plan.
     pending = ts.pending_jobs(conn, name)
     users = ts.users_of_group(conn, name)
     state = ts.group_state(conn, name)
-    snapshot = _snapshot(group, now, nodes, still_active, pending, users, state)
+    snapshot, invalid = _snapshot(group, now, nodes, still_active, pending, users, state)
     decided = plan(snapshot)
     steps.done("plan")
     result.running = len(still_active)
@@ -132,13 +148,14 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     if dry_run:
         result.plan = decided.model_dump(mode="json")
         result.placed = len(decided.placements)
-        result.steps_ms, result.statements = steps.ms, conn.statements
+        result.steps_ms, result.ray_ms, result.statements = steps.ms, steps.ray_ms, conn.statements
         return result
 
     # Commit: intents, waiting reasons that changed, and the selector's state, in one transaction.
-    known = {row["id"]: (row["reason"], row["message"]) for row in pending}
-    changed = {int(w["job"]): (w["reason"], w["message"]) for w in decided.waiting
-               if known.get(int(w["job"])) != (w["reason"], w["message"])}
+    changed = _waiting_changes(pending, decided.waiting)
+    ts.fail_invalid(conn, invalid)
+    for job_id, message in invalid.items():
+        log.warning("job_invalid", group=name, job=job_id, message=message)
     intents = ts.commit_intents(conn, [(int(p["job"]), p["node"]) for p in decided.placements], installation)
     ts.set_waiting(conn, changed)
     ts.save_group_state(conn, name, decided.state)
@@ -148,7 +165,7 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
 
     # Submit.
     shares = {user["name"]: user for user in users}
-    submitted, requeue = _submit(cluster, group, intents)
+    submitted, requeue = steps.ray(_submit, cluster, group, intents)
     failpoint("after-submit")
     ts.mark_submitted(conn, submitted)
     for row in ts.return_to_pending(conn, requeue, group["max_attempts"]):
@@ -163,13 +180,13 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
                       attempt=intent["attempt"], policy=group["policy"], selector=group["selector"],
                       shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
     result.placed = len(submitted)
-    result.steps_ms, result.statements = steps.ms, conn.statements
+    result.steps_ms, result.ray_ms, result.statements = steps.ms, steps.ray_ms, conn.statements
     _summary(result)
     return result
 
 
 def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, now: datetime,
-               totals: dict[str, int], result: GroupResult) -> list[dict]:
+               totals: dict[str, int], result: GroupResult, steps: _Steps) -> list[dict]:
     """Bring our active jobs in line with Ray, carry out stops, fail pending timeouts and charge
     usage. Returns the jobs still active."""
     name = group["name"]
@@ -190,7 +207,7 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
     for job_id, (reason, message) in stops.items():
         job = next(j for j in active if j["id"] == job_id)
         if job["reason"] != reason:
-            cluster.stop(job["submission_id"])
+            steps.ray(cluster.stop, job["submission_id"])
             log.event("stop_requested", group=name, job=job_id, user=job["user_name"], reason=reason, message=message)
     written = ts.update_jobs(conn, updates, from_states=("SUBMITTING", "SUBMITTED", "RUNNING"))
     for row in ts.return_to_pending(conn, requeue, group["max_attempts"]):
@@ -218,8 +235,7 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
 
 
 def _changed(job: dict, update: dict) -> bool:
-    return any(job.get(column, update[column]) != update[column] for column in ts.JOB_UPDATE_COLUMNS) \
-        or update["state"] != job["state"]
+    return any(job[column] != update[column] for column in ts.JOB_UPDATE_COLUMNS)
 
 
 def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> None:
@@ -243,9 +259,32 @@ def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: dat
     ts.charge_usage(conn, group["name"], usage, now)
 
 
+def _waiting_changes(pending: list[dict], waiting: list[dict]) -> dict[int, tuple[str, str]]:
+    """The waiting reasons to write. A new reason is always written. A message that only restates
+    figures (e.g. the most CPU free on any node) changes whenever the cluster does, for every job
+    of that shape: it is refreshed for the first jobs in queue order only, so that the head of the
+    queue is always current and a tick's writes stay bounded with 100k jobs waiting."""
+    known = {row["id"]: (row["reason"], row["message"]) for row in pending}
+    changed = {}
+    refreshed = 0
+    for entry in waiting:
+        job_id, new = int(entry["job"]), (entry["reason"], entry["message"])
+        old = known.get(job_id)
+        if old == new:
+            continue
+        if old is None or old[0] != new[0]:
+            changed[job_id] = new
+        elif refreshed < MESSAGE_REFRESH_PER_TICK:
+            changed[job_id] = new
+            refreshed += 1
+    return changed
+
+
 def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pending: list[dict],
-              users: list[dict], state: dict) -> Snapshot:
-    return Snapshot.model_validate({
+              users: list[dict], state: dict) -> tuple[Snapshot, dict[int, str]]:
+    """The planner's snapshot, and the pending jobs left out of it because their row cannot be
+    planned (e.g. a negative amount written around `submit`): id -> what is wrong."""
+    document = {
         "group": {
             "name": group["name"], "policy": group["policy"], "selector": group["selector"],
             "resource_priority": group["resource_priority"], "half_life_s": group["half_life_s"],
@@ -262,7 +301,19 @@ def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pendi
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
         "state": state,
-    })
+    }
+    invalid: dict[int, str] = {}
+    while True:
+        try:
+            return Snapshot.model_validate(document), invalid
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            if error["loc"][:1] != ("pending",) or len(error["loc"]) < 2:
+                raise
+            index = error["loc"][1]
+            bad = document["pending"].pop(index)
+            field = ".".join(str(part) for part in error["loc"][2:])
+            invalid[int(bad["id"])] = f"{field}: {error['msg']}" if field else error["msg"]
 
 
 def _submit(cluster, group: dict, intents: list[dict]) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
@@ -306,4 +357,4 @@ def _summary(result: GroupResult) -> None:
     log.event("group_ticked", group=result.group, placed=result.placed, waiting=sum(result.waiting.values()),
               **{f"waiting_{reason}": count for reason, count in sorted(result.waiting.items())},
               running=result.running, finished=result.finished, statements=result.statements,
-              **{f"{step}_ms": ms for step, ms in result.steps_ms.items()})
+              **{f"{step}_ms": ms for step, ms in result.steps_ms.items()}, ray_ms=round(result.ray_ms, 1))

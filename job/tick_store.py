@@ -45,8 +45,8 @@ def unlock(conn: psycopg.Connection, group: str) -> None:
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
     return conn.execute(
-        """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, reason,
-                  started_at, max_runtime_s, cancel_requested_at
+        """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
+                  reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at
            FROM jobs WHERE group_name = %s AND state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
            ORDER BY id""",
         (group,),
@@ -190,6 +190,18 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
         {"installation": installation, "ids": [job_id for job_id, _ in placements],
          "nodes": [node for _, node in placements]},
     ).fetchall()
+
+
+def fail_invalid(conn: psycopg.Connection, invalid: dict[int, str]) -> None:
+    """Pending rows the planner cannot read (written around `submit`'s checks): FAILED, with why."""
+    if not invalid:
+        return
+    ids = list(invalid)
+    conn.execute(
+        """UPDATE jobs SET state = 'FAILED', reason = 'InvalidJob', message = u.message, finished_at = now(), updated_at = now()
+           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message) WHERE jobs.id = u.id AND jobs.state = 'PENDING'""",
+        (ids, [invalid[i] for i in ids]),
+    )
 
 
 def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]]) -> None:

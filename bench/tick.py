@@ -1,0 +1,166 @@
+"""Benchmark of the tick on a real PostgreSQL and a real local Ray cluster.
+
+    python bench/tick.py                       # 1k, 10k and 100k pending jobs, then 50 submissions
+    python bench/tick.py --sizes 1k,10k --ticks 5
+
+Part 1: for each size, a fresh database holding that many pending jobs of 1,000 users (each asking
+CPU 1, so a handful fit the cluster and the rest wait). Several ticks run; the first one writes every
+job's first waiting reason, the later ones are the steady state. Printed per size: the median time
+of each step, the time outside Ray calls (reconcile, plan, commit, and the database part of the
+observe step), and the SQL statements per tick.
+
+Part 2: how fast the tick submits 50 jobs that all fit, against a bare JobSubmissionClient loop
+submitting 50 equivalent jobs (same resources, pinned the same way) in the same run.
+
+PostgreSQL: JOB_DATABASE_URL's server, else an embedded one. Ray: RAY_ADDRESS, else a head and two
+workers started here and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+
+from job import log  # noqa: E402
+from job.local_postgres import start_embedded, with_database  # noqa: E402
+from job.migrate import migrate  # noqa: E402
+from job.tick import run_tick  # noqa: E402
+
+USERS = 1000
+
+
+def size(text: str) -> int:
+    text = text.strip().lower()
+    return int(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = with_database(server_url, name)
+    with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        migrate(conn)
+    return url
+
+
+def fill(url: str, address: str, pending: int, cpu: float, entrypoint: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO resource_groups (name, ray_address, policy, selector, half_life_s)"
+                     " VALUES ('bench', %s, 'fairshare', 'dispersed', 3600)", (address,))
+        conn.execute("INSERT INTO users (name, shares) SELECT 'user' || i, 1 + i % 3 FROM generate_series(1, %s) i", (USERS,))
+        conn.execute(
+            """INSERT INTO jobs (user_name, group_name, entrypoint, resources, priority, submitted_at)
+               SELECT 'user' || (1 + i %% %s), 'bench', %s, jsonb_build_object('CPU', %s::float8), i %% 3,
+                      now() - make_interval(secs => %s - i)
+               FROM generate_series(1, %s) i""",
+            (USERS, entrypoint, cpu, pending, pending),
+        )
+        conn.execute("ANALYZE jobs")
+
+
+def stop_all(url: str, address: str) -> None:
+    from job.ray_adapter import cluster_for
+
+    with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
+        rows = conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')").fetchall()
+    for row in rows:
+        cluster_for(address).stop(row["submission_id"])
+
+
+def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> None:
+    print(f"\n== tick over N pending jobs ({USERS} users, {ticks} ticks each; medians of ticks 2..{ticks}) ==")
+    header = f"{'pending':>8} {'first tick s':>12} {'tick s':>7} {'outside Ray s':>13} {'observe':>8} {'reconcile':>9} " \
+             f"{'plan':>6} {'commit':>7} {'submit':>7} {'SQL/tick':>8}"
+    print(header)
+    for pending in sizes:
+        url = fresh_database(server_url, f"bench_tick_{pending}")
+        fill(url, address, pending, cpu=1, entrypoint="sleep 30")
+        results = []
+        for _ in range(ticks):
+            [result] = run_tick("bench", database_url=url)
+            assert result.status == "ticked", result.cause
+            results.append(result)
+        steady = results[1:] or results
+        step = {name: statistics.median(r.steps_ms.get(name, 0) for r in steady) / 1000
+                for name in ("observe", "reconcile", "plan", "commit", "submit")}
+        outside = statistics.median(_outside_ray(r) for r in steady)
+        total = statistics.median(sum(r.steps_ms.values()) for r in steady) / 1000
+        statements = sorted({r.statements for r in results})
+        print(f"{pending:>8} {sum(results[0].steps_ms.values()) / 1000:>12.3f} {total:>7.3f} {outside:>13.3f} "
+              f"{step['observe']:>8.3f} {step['reconcile']:>9.3f} {step['plan']:>6.3f} {step['commit']:>7.3f} "
+              f"{step['submit']:>7.3f} {'/'.join(map(str, statements)):>8}")
+        print(f"{'':>8} first tick outside Ray: {_outside_ray(results[0]):.3f} s (writes {pending} first waiting reasons)")
+        stop_all(url, address)
+
+
+def _outside_ray(result) -> float:
+    return (sum(result.steps_ms.values()) - result.ray_ms) / 1000
+
+
+def bench_submit(server_url: str, address: str, count: int) -> None:
+    from job.ray_adapter import cluster_for
+    from ray.job_submission import JobSubmissionClient
+
+    print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop ==")
+    nodes = cluster_for(address).nodes({}, use_head_node=False)
+    client = JobSubmissionClient(address)
+    prefix = uuid.uuid4().hex[:6]
+    started = time.perf_counter()
+    for i in range(count):
+        client.submit_job(entrypoint="true", submission_id=f"bare-{prefix}-{i}", entrypoint_num_cpus=0.01,
+                          entrypoint_label_selector={"ray.io/node-id": nodes[i % len(nodes)].id})
+    bare_s = time.perf_counter() - started
+
+    url = fresh_database(server_url, "bench_tick_submit")
+    fill(url, address, count, cpu=0.01, entrypoint="true")
+    started = time.perf_counter()
+    [result] = run_tick("bench", database_url=url)
+    tick_s = time.perf_counter() - started
+    assert result.placed == count, (result.placed, result.waiting)
+    submit_s = result.steps_ms["submit"] / 1000
+    print(f"{'':<34} {'seconds':>8} {'jobs/s':>8}")
+    print(f"{'bare client loop':<34} {bare_s:>8.3f} {count / bare_s:>8.1f}")
+    print(f"{'tick, submit step':<34} {submit_s:>8.3f} {count / submit_s:>8.1f}")
+    print(f"{'tick, whole (observe..submit)':<34} {tick_s:>8.3f} {count / tick_s:>8.1f}")
+    print(f"ratio tick/bare (whole tick): {bare_s / tick_s:.2f}   (submit step): {bare_s / submit_s:.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1k,10k,100k")
+    parser.add_argument("--ticks", type=int, default=4)
+    parser.add_argument("--submit", type=int, default=50)
+    args = parser.parse_args()
+    log.configure(level="WARNING")
+    with ExitStack() as stack:
+        server_url = os.environ.get("JOB_DATABASE_URL")
+        if not server_url:
+            server_url, server = start_embedded(Path(tempfile.mkdtemp(prefix="jobbench-pg")) / "data")
+            stack.callback(server.cleanup)
+        address = os.environ.get("RAY_ADDRESS")
+        if not address:
+            from job.local_ray import LocalRayCluster, NodeSpec
+
+            cluster = LocalRayCluster(head=NodeSpec(cpus=1), workers=[NodeSpec(cpus=2), NodeSpec(cpus=2)])
+            stack.callback(cluster.stop)
+            address = cluster.start()
+        bench_ticks(server_url, address, [size(s) for s in args.sizes.split(",")], args.ticks)
+        if args.submit:
+            bench_submit(server_url, address, args.submit)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
