@@ -63,23 +63,41 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
+@dataclass
+class _Node:
+    name: str
+    spec: NodeSpec
+    role_args: list[str]
+    process: subprocess.Popen
+    log_path: Path
+    starts: int = 1
+
+
 class LocalRayCluster:
     """A head and workers as child processes. `start()` returns the dashboard URL once every node
     is ALIVE; `stop()` (or leaving the `with` block, also on Ctrl-C) ends every process it started."""
 
+    # `ray start` of a worker gives up when its raylet has not registered within 30 s (fixed in
+    # Ray), which happens on a busy shared machine; such a worker is started again.
+    worker_starts = 3
+
     def __init__(self, head: NodeSpec, workers: list[NodeSpec], temp_dir: str | os.PathLike | None = None,
-                 start_timeout_s: float = 120.0):
+                 start_timeout_s: float = 180.0):
         self.head = head
         self.workers = list(workers)
         self.start_timeout_s = start_timeout_s
         self._own_temp_dir = temp_dir is None
         # Ray puts Unix sockets under the temp dir and their paths may not exceed ~107 characters:
-        # a short directory of our own, never the shared /tmp/ray of other clusters.
+        # a short directory of our own, never the shared /tmp/ray of other clusters. One directory
+        # for all nodes, as on a real cluster where every host has /tmp/ray: the job agent of a
+        # worker node reads driver logs under the *head's* session directory path.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp") if temp_dir is None else temp_dir)
         self.dashboard_url: str | None = None
         self.gcs_address: str | None = None
+        self._nodes: list[_Node] = []
+        # Every process ever started, dead ones too: stop() ends whatever they left behind.
         self._processes: list[subprocess.Popen] = []
-        self._logs: list[Path] = []
+        self._started = 0.0
 
     def __enter__(self) -> LocalRayCluster:
         self.start()
@@ -89,7 +107,7 @@ class LocalRayCluster:
         self.stop()
 
     def start(self) -> str:
-        started = time.monotonic()
+        self._started = time.monotonic()
         try:
             gcs_port, dashboard_port, client_port = _free_ports(3)
             self.gcs_address = f"127.0.0.1:{gcs_port}"
@@ -98,18 +116,32 @@ class LocalRayCluster:
                 "--head", "--port", str(gcs_port), "--dashboard-host", "127.0.0.1",
                 "--dashboard-port", str(dashboard_port), "--ray-client-server-port", str(client_port),
             ])
-            self._wait_for_port(gcs_port, started)
+            # Workers wait for the head to be fully up: its dashboard start takes the CPU that a
+            # worker's raylet needs to register in time on a two-core machine.
+            self._wait_for_nodes(1)
             for index, spec in enumerate(self.workers):
                 self._spawn(f"worker{index}", spec, ["--address", self.gcs_address])
-            self._wait_for_nodes(started)
-        except BaseException:
+            self._wait_for_nodes(1 + len(self.workers))
+        except BaseException as exc:
+            # A failed start keeps its logs for the person who reads the error.
+            self._own_temp_dir = self._own_temp_dir and isinstance(exc, KeyboardInterrupt)
             self.stop()
             raise
-        log.event("local_ray_started", dashboard=self.dashboard_url, nodes=1 + len(self.workers),
-                  seconds=round(time.monotonic() - started, 1), temp_dir=str(self.temp_dir))
+        restarts = sum(node.starts - 1 for node in self._nodes)
+        log.event("local_ray_started", dashboard=self.dashboard_url, nodes=len(self._nodes), restarts=restarts,
+                  seconds=round(time.monotonic() - self._started, 1), temp_dir=str(self.temp_dir))
         return self.dashboard_url
 
     def _spawn(self, name: str, spec: NodeSpec, role_args: list[str]) -> None:
+        node = _Node(name, spec, role_args, self._popen(name, spec, role_args), self.temp_dir / f"{name}.out")
+        self._nodes.append(node)
+
+    def _popen(self, name: str, spec: NodeSpec, role_args: list[str]) -> subprocess.Popen:
+        # Nodes sharing a session directory each take the first free socket name (raylet.1,
+        # raylet.2, ...) by looking at what exists; two doing it at once take the same one. So a
+        # node is started once the one before it has bound its socket, a second or two into its
+        # start, and the slow rest of the starts overlaps.
+        sockets = self._socket_count()
         # Every port a node binds is its own: two nodes on one host (or another engineer's cluster)
         # asking for a fixed default such as the dashboard agent's 52365 break each other's job logs.
         node_manager, object_manager, agent_http, agent_grpc, runtime_env, metrics = _free_ports(6)
@@ -126,45 +158,42 @@ class LocalRayCluster:
         ]
         if spec.labels:
             command += ["--labels", ",".join(f"{k}={v}" for k, v in spec.labels.items())]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
-        log_path = self.temp_dir / f"{name}.out"
-        with open(log_path, "wb") as out:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        with open(self.temp_dir / f"{name}.out", "ab") as out:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env=env, start_new_session=True, preexec_fn=_die_with_parent)
         self._processes.append(process)
-        self._logs.append(log_path)
+        while self._socket_count() <= sockets and process.poll() is None:
+            self._check_deadline()
+            time.sleep(0.1)
+        return process
 
-    def _check_alive(self) -> None:
-        for process, log_path in zip(self._processes, self._logs):
-            if process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise JobError(f"local Ray node exited with status {process.returncode} ({log_path}):\n{tail}")
+    def _socket_count(self) -> int:
+        return len(list(self.temp_dir.glob("session_*/sockets/raylet*")))
 
-    def _deadline_left(self, started: float) -> float:
-        left = self.start_timeout_s - (time.monotonic() - started)
-        if left <= 0:
+    def _check_deadline(self) -> None:
+        if time.monotonic() - self._started > self.start_timeout_s:
             raise Unavailable(f"local Ray cluster not up within {self.start_timeout_s:.0f}s; logs in {self.temp_dir}")
-        return left
 
-    def _wait_for_port(self, port: int, started: float) -> None:
-        # Workers can join as soon as the GCS listens; they start while the dashboard still loads.
-        while True:
-            self._check_alive()
-            self._deadline_left(started)
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.2)
+    def _check_nodes(self) -> None:
+        for node in self._nodes:
+            if node.process.poll() is None:
+                continue
+            if node.name == "head" or node.starts >= self.worker_starts:
+                tail = node.log_path.read_text(errors="replace")[-2000:]
+                raise JobError(f"local Ray node {node.name} exited with status {node.process.returncode} "
+                               f"after {node.starts} start(s) ({node.log_path}):\n{tail}")
+            log.warning("local_ray_node_restart", node=node.name, status=node.process.returncode)
+            node.starts += 1
+            node.process = self._popen(node.name, node.spec, node.role_args)
 
-    def _wait_for_nodes(self, started: float) -> None:
+    def _wait_for_nodes(self, expected: int) -> None:
         from job.ray_adapter import RayCluster
 
         cluster = RayCluster(self.dashboard_url, timeout_s=5.0, retry_s=0.0)
-        expected = 1 + len(self.workers)
         while True:
-            self._check_alive()
-            self._deadline_left(started)
+            self._check_nodes()
+            self._check_deadline()
             try:
                 if len(cluster.nodes({}, use_head_node=True)) == expected:
                     return
@@ -173,26 +202,29 @@ class LocalRayCluster:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        """End every process of this cluster: SIGTERM, a grace period, then SIGKILL."""
+        """End every process of this cluster: SIGTERM, a short grace period, then SIGKILL.
+
+        Every process at once, not `ray start` alone: a node asked to stop drains for up to
+        30 s while a job runs on it, which a throw-away cluster does not need."""
         if not self._processes:
             return
         processes = self._our_processes()
-        for p in processes:
-            try:
-                p.send_signal(signal.SIGTERM)
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(processes, timeout=10)
+        _send(processes, signal.SIGTERM)
+        _, alive = psutil.wait_procs(processes, timeout=3)
+        # Survivors, with any child they started meanwhile.
+        left = {p.pid: p for p in alive}
         for p in alive:
             try:
-                p.kill()
+                left.update((c.pid, c) for c in p.children(recursive=True))
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(alive, timeout=5)
+        _send(list(left.values()), signal.SIGKILL)
+        psutil.wait_procs(list(left.values()), timeout=5)
         for process in self._processes:
             process.wait(timeout=5)
         self._processes.clear()
-        log.event("local_ray_stopped", temp_dir=str(self.temp_dir), killed=len(alive))
+        self._nodes.clear()
+        log.event("local_ray_stopped", temp_dir=str(self.temp_dir), processes=len(processes), killed=len(left))
         if self._own_temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
@@ -202,6 +234,8 @@ class LocalRayCluster:
         # alone would leave those behind.
         found: dict[int, psutil.Process] = {}
         for process in self._processes:
+            if process.poll() is not None:
+                continue  # reaped: its pid may belong to someone else by now
             try:
                 root = psutil.Process(process.pid)
                 for p in [root, *root.children(recursive=True)]:
@@ -209,3 +243,12 @@ class LocalRayCluster:
             except psutil.NoSuchProcess:
                 pass
         return list(found.values())
+
+
+def _send(processes: list[psutil.Process], sig: int) -> None:
+    for p in processes:
+        try:
+            # psutil refuses when the pid now belongs to another process.
+            p.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
