@@ -208,7 +208,7 @@ class LocalRayCluster:
         30 s while a job runs on it, which a throw-away cluster does not need."""
         if not self._processes:
             return
-        processes = self._our_processes()
+        processes = self.processes()
         _send(processes, signal.SIGTERM)
         _, alive = psutil.wait_procs(processes, timeout=3)
         # Survivors, with any child they started meanwhile.
@@ -228,10 +228,10 @@ class LocalRayCluster:
         if self._own_temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def _our_processes(self) -> list[psutil.Process]:
-        # The `ray start` children and all their descendants. Raylet puts each worker in a process
-        # group of its own, and job drivers run in sessions of their own, so a process-group kill
-        # alone would leave those behind.
+    def processes(self) -> list[psutil.Process]:
+        """Every live process of this cluster: the `ray start` children and all their descendants.
+        Raylet puts each worker in a process group of its own and job drivers run in sessions of
+        their own, so a process-group kill alone would leave those behind."""
         found: dict[int, psutil.Process] = {}
         for process in self._processes:
             if process.poll() is not None:

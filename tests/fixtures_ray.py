@@ -1,0 +1,68 @@
+"""pytest plugin: `ray_cluster`, one Ray cluster for the whole test run.
+
+By default a local cluster is started once (about 20-40 s on a two-core machine) and stopped at the
+end of the run: a head with 1 CPU, worker A (2 CPUs, label pool=a) and worker B (2 CPUs, resource
+special=1, label pool=b), each with 1 GiB memory and a 100 MiB object store.
+
+JOB_TEST_RAY_ADDRESS=http://host:8265 uses that cluster instead. It must have exactly one alive
+node labelled pool=a with 2 CPUs and no `special` resource, and exactly one labelled pool=b with
+2 CPUs and special=1 (start them with `ray start ... --labels pool=a` and `--labels pool=b
+--resources '{"special": 1}'`); tests leave their finished jobs in its job history.
+
+Tests that use the fixture carry the `ray` marker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import psutil
+import pytest
+
+from job.local_ray import GIB, MIB, LocalRayCluster, NodeSpec
+from job.ray_adapter import RayCluster
+
+HEAD = NodeSpec(cpus=1, memory_bytes=1 * GIB, object_store_bytes=100 * MIB)
+WORKER_A = NodeSpec(cpus=2, labels={"pool": "a"}, memory_bytes=1 * GIB, object_store_bytes=100 * MIB)
+WORKER_B = NodeSpec(cpus=2, resources={"special": 1}, labels={"pool": "b"}, memory_bytes=1 * GIB,
+                    object_store_bytes=100 * MIB)
+
+
+@dataclass(frozen=True)
+class RayTestCluster:
+    address: str  # the dashboard URL, what a resource group's ray_address holds
+    head_id: str
+    a_id: str
+    b_id: str
+
+
+def _only(cluster: RayCluster, pool: str) -> str:
+    nodes = cluster.nodes({"pool": pool}, use_head_node=True)
+    assert len(nodes) == 1, f"the test cluster needs exactly one alive node labelled pool={pool}, found {len(nodes)}"
+    return nodes[0].id
+
+
+def _describe(address: str) -> RayTestCluster:
+    cluster = RayCluster(address, timeout_s=10.0)
+    [head] = [node for node in cluster.nodes({}, use_head_node=True) if node.is_head]
+    return RayTestCluster(address=address, head_id=head.id, a_id=_only(cluster, "a"), b_id=_only(cluster, "b"))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    address = os.environ.get("JOB_TEST_RAY_ADDRESS")
+    if address:
+        yield _describe(address)
+        return
+    local = LocalRayCluster(HEAD, [WORKER_A, WORKER_B])
+    try:
+        address = local.start()
+        yield _describe(address)
+        processes = local.processes()
+    finally:
+        local.stop()
+    # Nothing of the cluster may outlive the run: another engineer's cluster may share the machine,
+    # so `ray stop` is never an option for cleaning up after us.
+    survivors = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not survivors, f"processes of the test Ray cluster left after stop(): {survivors}"

@@ -1,0 +1,134 @@
+"""The Ray adapter against the real test cluster: nodes, pinned submission, idempotent resubmission,
+job listing, stop, logs, refusals and an unreachable address."""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+
+import pytest
+
+from job.errors import NotFound, Unavailable
+from job.ray_adapter import RayCluster, RaySubmitRefused
+
+pytestmark = pytest.mark.ray
+
+# The cluster keeps its job history for the whole run (and longer, with JOB_TEST_RAY_ADDRESS).
+RUN = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_cluster) -> RayCluster:
+    return RayCluster(ray_cluster.address, timeout_s=10.0)
+
+
+def sid(name: str) -> str:
+    return f"adapter-{RUN}-{name}"
+
+
+def submit(cluster, name, node_id, entrypoint="true", resources=None, runtime_env=None) -> bool:
+    return cluster.submit(submission_id=sid(name), entrypoint=entrypoint, node_id=node_id,
+                          resources={"CPU": 0.1} if resources is None else resources,
+                          runtime_env=runtime_env or {}, metadata={"test": name})
+
+
+def wait_for(cluster, name, statuses, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        job = cluster.job(sid(name))
+        if job is not None and job.status in statuses:
+            return job
+        assert time.monotonic() < deadline, f"{sid(name)} still {job and job.status}: {job and job.message}"
+        time.sleep(0.5)
+
+
+def test_nodes_carry_labels_and_totals_and_the_head_only_when_allowed(cluster, ray_cluster):
+    workers = {node.id: node for node in cluster.nodes({}, use_head_node=False)}
+    assert set(workers) == {ray_cluster.a_id, ray_cluster.b_id}
+    b = workers[ray_cluster.b_id]
+    assert b.labels["pool"] == "b" and b.labels["ray.io/node-id"] == b.id and not b.is_head
+    assert b.resources["CPU"] == 2 and b.resources["special"] == 1 and b.resources["memory"] > 0
+    assert not any(name.startswith("node:") or name == "object_store_memory" for name in b.resources)
+    assert "special" not in workers[ray_cluster.a_id].resources
+
+    with_head = {node.id: node for node in cluster.nodes({}, use_head_node=True)}
+    assert set(with_head) == {ray_cluster.head_id, ray_cluster.a_id, ray_cluster.b_id}
+    assert with_head[ray_cluster.head_id].is_head and with_head[ray_cluster.head_id].resources["CPU"] == 1
+
+
+def test_label_selector_keeps_nodes_with_every_label(cluster, ray_cluster):
+    assert [n.id for n in cluster.nodes({"pool": "a"}, use_head_node=True)] == [ray_cluster.a_id]
+    assert [n.id for n in cluster.nodes({"ray.io/node-id": ray_cluster.b_id, "pool": "b"}, False)] == [ray_cluster.b_id]
+    assert cluster.nodes({"ray.io/node-id": ray_cluster.b_id, "pool": "a"}, use_head_node=True) == []
+    assert cluster.nodes({"pool": "nowhere"}, use_head_node=True) == []
+
+
+def test_submit_runs_on_the_chosen_node_once_and_is_listed(cluster, ray_cluster):
+    assert submit(cluster, "pinned", ray_cluster.b_id, entrypoint="echo adapter says $((6 * 7))",
+                  resources={"CPU": 0.5, "special": 0.5, "memory": 10 * 2**20})
+    # The same submission id again, as after a lost answer: Ray already has it and keeps the first.
+    assert submit(cluster, "pinned", ray_cluster.a_id, entrypoint="echo second submission") is False
+
+    job = wait_for(cluster, "pinned", ("SUCCEEDED", "FAILED"))
+    assert job.status == "SUCCEEDED", job.message
+    assert job.driver_node_id == ray_cluster.b_id
+    assert job.exit_code == 0
+    assert job.start_time is not None and job.end_time is not None and job.start_time <= job.end_time
+    assert job.start_time.utcoffset().total_seconds() == 0
+
+    assert cluster.jobs()[sid("pinned")] == job
+    logs = cluster.logs(sid("pinned"))
+    assert "adapter says 42" in logs and "second submission" not in logs
+
+
+def test_unknown_job(cluster):
+    assert cluster.job(sid("never-submitted")) is None
+    assert cluster.stop(sid("never-submitted")) is False
+    with pytest.raises(NotFound):
+        cluster.logs(sid("never-submitted"))
+
+
+def test_stop_a_running_job(cluster, ray_cluster):
+    assert submit(cluster, "sleeper", ray_cluster.a_id, entrypoint="echo started; sleep 60")
+    wait_for(cluster, "sleeper", ("RUNNING",))
+    assert cluster.stop(sid("sleeper")) is True
+    job = wait_for(cluster, "sleeper", ("STOPPED", "SUCCEEDED", "FAILED"), timeout=30)
+    assert job.status == "STOPPED" and job.end_time is not None
+    assert cluster.stop(sid("sleeper")) is False
+
+
+def test_a_submission_ray_refuses(cluster, ray_cluster):
+    # Ray's job agent validates the label selector and refuses this node id; the head wraps that
+    # in an HTTP 500, which must not be mistaken for an outage (and retried).
+    started = time.monotonic()
+    with pytest.raises(RaySubmitRefused, match="Invalid label selector value"):
+        submit(cluster, "bad-node", "not a node id!")
+    assert time.monotonic() - started < 2
+    assert cluster.job(sid("bad-node")) is None
+
+
+def test_a_runtime_env_the_client_library_refuses(cluster, ray_cluster):
+    with pytest.raises(RaySubmitRefused, match="env_vars"):
+        submit(cluster, "bad-env", ray_cluster.a_id, runtime_env={"env_vars": {"N": 1}})
+    assert cluster.job(sid("bad-env")) is None
+
+
+@pytest.mark.parametrize("runtime_env", [{"working_dir": "/etc"}, {"py_modules": ["s3://bucket/m.zip", "."]},
+                                         {"pip": "requirements.txt"}])
+def test_local_paths_in_runtime_env_are_refused_before_ray(cluster, ray_cluster, runtime_env):
+    # The client library would zip and upload (or read) these from the scheduler's own disk.
+    with pytest.raises(RaySubmitRefused, match="only remote URIs"):
+        submit(cluster, "local-path", ray_cluster.a_id, runtime_env=runtime_env)
+    assert cluster.job(sid("local-path")) is None
+
+
+def test_unreachable_address_is_unavailable_within_seconds():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cluster = RayCluster(f"http://127.0.0.1:{port}", timeout_s=2.0)
+    started = time.monotonic()
+    with pytest.raises(Unavailable, match=rf"ray at http://127.0.0.1:{port} unreachable: connection failed"):
+        cluster.jobs()
+    assert time.monotonic() - started < 8
