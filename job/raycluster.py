@@ -94,7 +94,12 @@ def _read_raycluster(namespace: str, name: str, cluster: str) -> dict[str, Any]:
     except ApiException as exc:
         if exc.status == 404:
             raise ClusterNotReady(f"{cluster} not found") from None
-        if exc.status in (401, 403):
+        if exc.status == 401:
+            raise ClusterNotReady(
+                f"{cluster}: the Kubernetes API refused the credentials (401 {exc.reason}): "
+                "check the kubeconfig's user, or the pod's ServiceAccount token"
+            ) from None
+        if exc.status == 403:
             raise ClusterNotReady(
                 f"{cluster}: the Kubernetes API refused to read it ({exc.status} {exc.reason}): "
                 f"the scheduler's ServiceAccount needs get on rayclusters.ray.io in namespace {namespace}"

@@ -88,9 +88,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: FakeKubernetesAPI
 
     def do_GET(self):
-        self.server.requests.append((self.path.split("?")[0], self.headers.get("Authorization")))
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        # The scheme is case-insensitive: the in-cluster loader sends "bearer".
+        credentials = token if scheme.lower() == "bearer" else None
+        self.server.requests.append((self.path.split("?")[0], credentials))
         parts = self.path.split("?")[0].strip("/").split("/")
-        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if credentials != TOKEN:
             return self._status(401, "Unauthorized", "Unauthorized")
         if len(parts) != 7 or parts[:3] != ["apis", "ray.io", "v1"] or parts[3] != "namespaces" or parts[5] != "rayclusters":
             return self._status(404, "NotFound", "the server could not find the requested resource")
@@ -160,7 +163,7 @@ current-context: fake
 def test_ready_raycluster_resolves_to_its_head_service_dashboard(api):
     api.put("ml", "shared", ready_status("shared"))
     assert raycluster.resolve_dashboard_url("raycluster://ml/shared") == "http://shared-head-svc.ml.svc.cluster.local:8265"
-    assert api.requests == [("/apis/ray.io/v1/namespaces/ml/rayclusters/shared", f"Bearer {TOKEN}")]
+    assert api.requests == [("/apis/ray.io/v1/namespaces/ml/rayclusters/shared", TOKEN)]
 
 
 def test_service_name_and_dashboard_port_come_from_the_status(api):
@@ -240,6 +243,59 @@ def test_configuration_is_loaded_once_per_process(api, tmp_path, monkeypatch):
     assert len(api.requests) == 2
 
 
+def _self_signed_certificate(directory) -> tuple[str, str]:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert, key_file = directory / "ca.crt", directory / "tls.key"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(cert), str(key_file)
+
+
+def test_in_a_pod_the_service_account_wins_over_a_kubeconfig(api, tmp_path, monkeypatch):
+    """In a pod: the API server from KUBERNETES_SERVICE_HOST/PORT over TLS, with the mounted
+    token and CA, even where a kubeconfig exists (here the `api` fixture's, which must go unused)."""
+    import ssl
+
+    from kubernetes.config import incluster_config
+
+    in_cluster = FakeKubernetesAPI()
+    cert, key = _self_signed_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    in_cluster.socket = context.wrap_socket(in_cluster.socket, server_side=True)
+    threading.Thread(target=in_cluster.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        (tmp_path / "token").write_text(TOKEN)
+        monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+        monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", cert)
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(in_cluster.server_address[1]))
+        in_cluster.put("ml", "c", ready_status("c"))
+        assert raycluster.resolve_dashboard_url("raycluster://ml/c") == "http://c-head-svc.ml.svc.cluster.local:8265"
+        assert in_cluster.requests == [("/apis/ray.io/v1/namespaces/ml/rayclusters/c", TOKEN)]
+        assert api.requests == []
+    finally:
+        in_cluster.shutdown()
+        in_cluster.server_close()
+
+
 def test_no_configuration_is_not_ready_and_not_remembered(api, tmp_path, monkeypatch):
     kubeconfig = tmp_path / "kubeconfig"
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
@@ -248,6 +304,13 @@ def test_no_configuration_is_not_ready_and_not_remembered(api, tmp_path, monkeyp
     api.put("ml", "c", ready_status("c"))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     assert raycluster.resolve_dashboard_url("raycluster://ml/c").startswith("http://c-head-svc.ml.")
+
+
+def test_refused_credentials_are_named(api, tmp_path, monkeypatch):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(kubeconfig.read_text().replace(TOKEN, "expired-token"))
+    with pytest.raises(ClusterNotReady, match=r"raycluster ml/c: the Kubernetes API refused the credentials \(401 Unauthorized\)"):
+        raycluster.resolve_dashboard_url("raycluster://ml/c")
 
 
 def test_unreachable_api_server_is_not_ready(api):
