@@ -1,0 +1,173 @@
+"""Benchmark of the planner on synthetic snapshots.
+
+    python bench/plan.py                        # 10k, 100k and 1M pending jobs, every policy and selector
+    python bench/plan.py --sizes 10k,100k --repeat 5
+
+Each size runs in its own process, so that its peak memory (max RSS) is its own. The snapshot has
+1,000 users, 1,000 nodes, 10k running jobs and a few dozen request shapes. For each policy and
+selector it prints the median time of `plan(snapshot)`, the median time of `json.loads` on the
+same snapshot's JSON, and their ratio; per size, the median time of `Snapshot.model_validate` on
+the loaded dict, the peak memory of one plan (tracemalloc) and the process's max RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from job.planner import Snapshot, plan  # noqa: E402
+
+POLICIES = ("fifo", "lifo", "drf", "fairshare")
+SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")
+GIB = 2**30
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+
+
+def shapes() -> list[tuple[dict, dict]]:
+    """A few dozen distinct (resources, node_labels) requests."""
+    cpu_jobs = [({"CPU": cpu, "memory": cpu * mem * GIB}, {}) for cpu in (0.5, 1, 2, 4, 8, 16) for mem in (1, 2, 4, 8)]
+    gpu_jobs = [({"CPU": 8 * gpu, "GPU": gpu, "memory": 64 * gpu * GIB}, {}) for gpu in (1, 2, 4, 8)]
+    a100_jobs = [({"CPU": 4, "GPU": gpu, "memory": 32 * GIB}, {"ray.io/accelerator-type": "A100"}) for gpu in (1, 2)]
+    custom = [({"CPU": 1, "licence": 1}, {})]
+    return cpu_jobs + gpu_jobs + a100_jobs + custom
+
+
+def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", seed: int = 1) -> dict:
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(1000):
+        if i % 5 == 0:
+            accelerator = "A100" if i % 10 == 0 else "H100"
+            resources = {"CPU": 96, "GPU": 8, "memory": 1024 * GIB}
+            labels = {"ray.io/node-group": "gpu", "ray.io/accelerator-type": accelerator}
+        else:
+            resources = {"CPU": rng.choice((32, 64, 128)), "memory": rng.choice((128, 256, 512)) * GIB}
+            labels = {"ray.io/node-group": "cpu"}
+        if i % 50 == 1:
+            resources["licence"] = 4
+        resources[f"node:10.0.{i // 256}.{i % 256}"] = 1
+        nodes.append({"id": f"{i:040x}", "resources": resources, "labels": labels})
+    kinds = shapes()
+    users = [f"user{u:04d}" for u in range(1000)]
+    running = []
+    free = [dict(node["resources"]) for node in nodes]
+    while len(running) < 10_000:
+        resources, labels = rng.choice(kinds[:24])
+        index = rng.randrange(len(nodes))
+        if all(free[index].get(r, 0) >= a for r, a in resources.items()):
+            for r, a in resources.items():
+                free[index][r] -= a
+            running.append({"id": f"r{len(running)}", "user": rng.choice(users), "node": nodes[index]["id"], "resources": resources})
+    jobs = []
+    for j in range(pending):
+        resources, labels = kinds[min(int(rng.expovariate(0.12)), len(kinds) - 1)]
+        job = {
+            "id": str(100_000 + j),
+            "user": users[min(int(rng.paretovariate(1.2)) - 1, 999)] if j % 2 else rng.choice(users),
+            "resources": resources,
+            "priority": rng.choice((0, 0, 0, 0, 1, 2)),
+            "submitted_at": (NOW - timedelta(seconds=rng.randrange(86_400))).isoformat(),
+        }
+        if labels:
+            job["node_labels"] = labels
+        if j % 100 == 0:
+            job["not_before"] = (NOW + timedelta(hours=1)).isoformat()
+        jobs.append(job)
+    user_specs = {name: {"shares": rng.choice((1, 1, 2, 4)), "usage": rng.uniform(0, 10_000)} for name in users}
+    for name in users[::20]:
+        user_specs[name]["max_running"] = 20
+    for name in users[5::20]:
+        user_specs[name]["max_resources"] = {"CPU": 64, "GPU": 4}
+    return {
+        "group": {"name": "bench", "policy": policy, "selector": selector, "half_life_s": 3600, "max_running_per_user": 200},
+        "now": NOW.isoformat(),
+        "nodes": nodes,
+        "running": running,
+        "pending": jobs,
+        "users": user_specs,
+        "state": {"selector.roundrobin": {"next_index": {"": 17}}},
+    }
+
+
+def median_time(function, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run_size(pending: int, repeat: int, policies, selectors) -> None:
+    document = snapshot(pending)
+    text = json.dumps(document)
+    del document
+    load = median_time(lambda: json.loads(text), repeat)
+    loaded = json.loads(text)
+    validate = median_time(lambda: Snapshot.model_validate(loaded), repeat)
+    base = Snapshot.model_validate(loaded)
+    del loaded
+    print(f"pending {pending:>9,}: json.loads {load:7.3f}s  Snapshot.model_validate {validate:7.3f}s", flush=True)
+    first = None
+    for policy in policies:
+        for selector in selectors:
+            group = base.group.model_copy(update={"policy": policy, "selector": selector})
+            shot = base.model_copy(update={"group": group})
+            seconds = median_time(lambda: plan(shot), repeat)
+            result = plan(shot)
+            first = first or (shot, policy, selector)
+            print(
+                f"  {policy:<9} {selector:<12} plan {seconds:7.3f}s  ratio to load {seconds / load:5.2f}"
+                f"  placed {len(result.placements):>6,}  waiting {len(result.waiting):>9,}",
+                flush=True,
+            )
+    shot, policy, selector = first
+    tracemalloc.start()
+    plan(shot)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"  peak memory: one plan ({policy}/{selector}) {peak / 2**20:,.0f} MiB; process max RSS {rss / 2**20:,.0f} MiB", flush=True)
+
+
+def size(text: str) -> int:
+    text = text.strip().lower()
+    for suffix, factor in (("k", 1_000), ("m", 1_000_000)):
+        if text.endswith(suffix):
+            return int(float(text[:-1]) * factor)
+    return int(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10k,100k,1M", help="pending jobs per snapshot, comma-separated")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the median is printed)")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--selectors", default=",".join(SELECTORS))
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    policies, selectors = args.policies.split(","), args.selectors.split(",")
+    if args.one:
+        run_size(size(args.one), args.repeat, policies, selectors)
+        return
+    for text in args.sizes.split(","):
+        # A process per size: its max RSS is then this size's peak memory.
+        subprocess.run(
+            [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies, "--selectors", args.selectors],
+            check=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Ray resource amounts in Ray's own fixed point, so that what fits here fits in Ray.
+
+Ray keeps every resource amount as an integer count of 1/10000 units (`FixedPoint` in the raylet),
+rounding half up when it converts from a float. Comparing raw floats instead would let 0.1 + 0.2
+jobs "fit" in 0.3 of a node here and not in Ray, or the other way round.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+
+UNIT = 10_000
+
+# Resources Ray counts in bytes: shown as KiB, MiB, GiB... in messages.
+BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def to_units(amount: float) -> int:
+    """A Ray amount (e.g. 0.5 CPU, 4294967296 bytes of memory) as an integer count of 1/10000."""
+    return int(amount * UNIT + 0.5)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable map from Ray resource name to amount in units of 1/10000; zero amounts are
+    dropped, so two equal requests compare and hash equal however they were written.
+
+    Amounts may be negative only as the result of subtraction (a node over-committed by someone
+    else has negative free resources, which simply fits nothing)."""
+
+    __slots__ = ("_units", "_hash")
+
+    def __init__(self, units: Mapping[str, int] | Iterable[tuple[str, int]] = ()):
+        self._units = {name: amount for name, amount in dict(units).items() if amount}
+        self._hash: int | None = None
+
+    @classmethod
+    def of(cls, amounts: Mapping[str, float]) -> Resources:
+        """From Ray amounts, as in a job's request or a node's totals."""
+        return cls((name, to_units(amount)) for name, amount in amounts.items())
+
+    def amounts(self) -> dict[str, float | int]:
+        """Back to Ray amounts, whole numbers as ints."""
+        return {name: _from_units(units) for name, units in self._units.items()}
+
+    def __getitem__(self, name: str) -> int:
+        return self._units[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def items(self):
+        return self._units.items()
+
+    def get(self, name: str, default: int = 0) -> int:
+        return self._units.get(name, default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._units == other._units
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._units.items()))
+        return self._hash
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        total = dict(self._units)
+        for name, amount in other.items():
+            total[name] = total.get(name, 0) + amount
+        return Resources(total)
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        rest = dict(self._units)
+        for name, amount in other.items():
+            rest[name] = rest.get(name, 0) - amount
+        return Resources(rest)
+
+    def fits_in(self, available: Mapping[str, int]) -> bool:
+        return fits(self._units.items(), available)
+
+    def dominant_share(self, totals: Mapping[str, int]) -> float:
+        return dominant_share(self, totals)
+
+    def __repr__(self) -> str:
+        return f"Resources.of({self.amounts()!r})"
+
+    def __str__(self) -> str:
+        return describe(self._units.items())
+
+
+def fits(need: Iterable[tuple[str, int]], available: Mapping[str, int]) -> bool:
+    """Whether every (name, amount) of `need` is covered by `available` (a plain dict is fine)."""
+    for name, amount in need:
+        if available.get(name, 0) < amount:
+            return False
+    return True
+
+
+def dominant_share(used: Mapping[str, int], totals: Mapping[str, int]) -> float:
+    """max over resources r of used[r] / totals[r], both in units: DRF's dominant share, not yet
+    divided by the user's shares. A resource the group has none of (a job still running on a node
+    that left) cannot be shared out, so it does not count."""
+    share = 0.0
+    for name, amount in used.items():
+        total = totals.get(name, 0)
+        if total > 0 and amount / total > share:
+            share = amount / total
+    return share
+
+
+def _from_units(units: int) -> float | int:
+    whole, rest = divmod(units, UNIT)
+    return whole if rest == 0 else units / UNIT
+
+
+def format_amount(name: str, units: int) -> str:
+    """One amount for people: `4`, `0.5`, or for byte resources `8 GiB`, `1.5 MiB`."""
+    if name not in BYTE_RESOURCES:
+        value = _from_units(units)
+        return str(value) if isinstance(value, int) else f"{value:.4f}".rstrip("0")
+    size = units / UNIT
+    exponent = min(int(math.log(size, 1024)) if size >= 1 else 0, len(_BYTE_UNITS) - 1)
+    scaled = size / 1024**exponent
+    text = f"{scaled:.2f}".rstrip("0").rstrip(".")
+    return f"{text} {_BYTE_UNITS[exponent]}"
+
+
+def describe(amounts: Iterable[tuple[str, int]]) -> str:
+    """`CPU 4, memory 8 GiB`, in the order given; `nothing` for an empty request."""
+    text = ", ".join(f"{name} {format_amount(name, units)}" for name, units in amounts)
+    return text or "nothing"

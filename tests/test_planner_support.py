@@ -1,0 +1,177 @@
+"""Helpers for the planner tests: short snapshot builders, and a reference planner written straight
+from DESIGN.md (slow and obvious) that the real planner must agree with."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from job.planner import Snapshot, plan
+from job.planner.resources import dominant_share, fits, to_units
+from job.planner.usage import usage_share
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+GIB = 2**30
+
+
+def at(minutes: float) -> str:
+    """A time `minutes` after NOW (negative: before), as snapshot text."""
+    return (NOW + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
+
+
+def snapshot(policy="fifo", selector="dispersed", nodes=None, running=(), pending=(), users=None, state=None, **group) -> dict:
+    """A snapshot document. `nodes` maps id to resources, or to (resources, labels); `pending` items
+    are (id, user, resources) or (id, user, resources, extra fields); `running` items are
+    (id, user, node, resources)."""
+    node_list = []
+    for ident, spec in (nodes or {}).items():
+        resources, labels = spec if isinstance(spec, tuple) else (spec, {})
+        node_list.append({"id": ident, "resources": resources, "labels": labels})
+    jobs = []
+    for item in pending:
+        ident, user, resources, *extra = item
+        jobs.append({"id": ident, "user": user, "resources": resources, **(extra[0] if extra else {})})
+    return {
+        "group": {"name": "g", "policy": policy, "selector": selector, **group},
+        "now": NOW.isoformat(),
+        "nodes": node_list,
+        "running": [{"id": i, "user": u, "node": n, "resources": r} for i, u, n, r in running],
+        "pending": jobs,
+        "users": users or {},
+        "state": state or {},
+    }
+
+
+def run(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
+    """The plan as (placements as (job, node) pairs, {job: reason}, state)."""
+    result = plan(Snapshot.model_validate(document)).model_dump(mode="json")
+    return (
+        [(p["job"], p["node"]) for p in result["placements"]],
+        {w["job"]: w["reason"] for w in result["waiting"]},
+        result["state"],
+    )
+
+
+def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
+    """What DESIGN.md says the plan is, computed the slow way: every choice scans everything."""
+    snap = Snapshot.model_validate(document)
+    group = snap.group
+    priority = list(group.resource_priority)
+    requested = sorted({r for job in snap.pending for r in job["resources"]} - set(priority))
+    order = priority + requested
+    units = lambda amounts: {r: to_units(a) for r, a in amounts.items() if to_units(a)}  # noqa: E731
+    nodes = sorted(snap.nodes, key=lambda n: n.id)
+    total = {n.id: units(n.resources) for n in nodes}
+    free = {n.id: dict(total[n.id]) for n in nodes}
+    totals: dict[str, int] = {}
+    for n in nodes:
+        for r, a in total[n.id].items():
+            totals[r] = totals.get(r, 0) + a
+    used: dict[str, dict[str, int]] = {}
+    count: dict[str, int] = {}
+    for job in snap.running:
+        need = units(job["resources"])
+        mine = used.setdefault(job["user"], {})
+        for r, a in need.items():
+            mine[r] = mine.get(r, 0) + a
+            if job["node"] in free:
+                free[job["node"]][r] = free[job["node"]].get(r, 0) - a
+        count[job["user"]] = count.get(job["user"], 0) + 1
+
+    def limits(user):
+        s = snap.users.get(user)
+        max_running = s.max_running if s and s.max_running is not None else group.max_running_per_user
+        max_res = s.max_resources if s and s.max_resources is not None else group.max_resources_per_user
+        return max_running, None if max_res is None else {r: to_units(a) for r, a in max_res.items()}
+
+    def score(user):
+        s = snap.users.get(user)
+        shares, usage = (s.shares, s.usage) if s else (1.0, 0.0)
+        past = usage_share(usage, group.half_life_s) if group.policy == "fairshare" else 0.0
+        return (dominant_share(used.get(user, {}), totals) + past) / shares
+
+    def age(pair):
+        position, job = pair
+        when = job.get("submitted_at")
+        return (-job.get("priority", 0), when or datetime.min.replace(tzinfo=timezone.utc), 0 if when else position, len(job["id"]), job["id"])
+
+    jobs = [job for _, job in sorted(enumerate(snap.pending), key=age)]
+    if group.policy == "lifo":
+        by_priority: dict[int, list] = {}
+        for job in jobs:
+            by_priority.setdefault(job.get("priority", 0), []).append(job)
+        jobs = [job for p in sorted(by_priority, reverse=True) for job in reversed(by_priority[p])]
+
+    def in_order():
+        if group.policy in ("fifo", "lifo"):
+            yield from jobs
+            return
+        queues: dict[str, list] = {}
+        for job in jobs:
+            queues.setdefault(job["user"], []).append(job)
+        while queues:
+            user = min(queues, key=lambda u: (score(u), u))
+            yield queues[user].pop(0)
+            if not queues[user]:
+                del queues[user]
+
+    def pool(job):
+        labels = job.get("node_labels") or {}
+        return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
+
+    next_index = dict((snap.state.get("selector.roundrobin") or {}).get("next_index", {}))
+
+    def choose(job, need):
+        candidates = [n for n in pool(job) if fits(need.items(), free[n.id])]
+        if group.selector == "roundrobin":
+            ring = pool(job)
+            key = ",".join(f"{k}={v}" for k, v in sorted((job.get("node_labels") or {}).items()))
+            start = next_index.get(key, 0) % len(ring)
+            for step in range(len(ring)):
+                position = (start + step) % len(ring)
+                if ring[position] in candidates:
+                    next_index[key] = position + 1
+                    return ring[position]
+            return None
+        if not candidates:
+            return None
+
+        def extras(n):
+            return sum(1 for r in priority if total[n.id].get(r, 0) > 0 and r not in need)
+
+        vector = {
+            "legacy": lambda n: tuple(-total[n.id].get(r, 0) for r in order),
+            "dispersed": lambda n: tuple(-free[n.id].get(r, 0) for r in order),
+            "concentrated": lambda n: tuple(free[n.id].get(r, 0) for r in order),
+        }[group.selector]
+        return min(candidates, key=lambda n: (extras(n), vector(n), n.id))
+
+    placements, waiting, blocked = [], {}, False
+    for job in in_order():
+        need = units(job["resources"])
+        user = job["user"]
+        max_running, max_res = limits(user)
+        mine = used.setdefault(user, {})
+        not_before = job.get("not_before")
+        if not any(fits(need.items(), total[n.id]) for n in pool(job)):
+            waiting[job["id"]] = "Unschedulable"
+        elif not_before is not None and not_before > snap.now:
+            waiting[job["id"]] = "NotBefore"
+        elif max_running is not None and count.get(user, 0) >= max_running:
+            waiting[job["id"]] = "UserJobLimit"
+        elif max_res is not None and any(r in max_res and mine.get(r, 0) + a > max_res[r] for r, a in need.items()):
+            waiting[job["id"]] = "UserResourceLimit"
+        elif blocked:
+            waiting[job["id"]] = "Priority"
+        else:
+            node = choose(job, need)
+            if node is None:
+                waiting[job["id"]] = "Resources"
+                blocked = group.strict_order
+                continue
+            for r, a in need.items():
+                free[node.id][r] -= a
+                mine[r] = mine.get(r, 0) + a
+            count[user] = count.get(user, 0) + 1
+            placements.append((job["id"], node.id))
+    state = {"selector.roundrobin": {"next_index": dict(sorted(next_index.items()))}} if group.selector == "roundrobin" else {}
+    return placements, waiting, state
