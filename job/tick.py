@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from job import db, log
 from job import tick_store as ts
-from job.errors import JobError, NotFound, Unavailable
+from job.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.failpoints import failpoint
 from job.planner import Snapshot, plan
 from job.planner.resources import dominant_share, to_units
@@ -82,6 +82,10 @@ def run_tick(group_name: str | None = None, *, dry_run: bool = False, database_u
     for group in groups:
         try:
             result = tick_group(group, installation, dry_run=dry_run, database_url=database_url)
+        except ClusterNotReady as exc:
+            # A RayCluster still being created or resumed is expected: skipped, like a held lock.
+            result = GroupResult(group["name"], "skipped", cause=str(exc))
+            log.warning("group_skipped", group=group["name"], reason="ClusterNotReady", message=str(exc))
         except (JobError, OSError, psycopg.Error) as exc:
             result = GroupResult(group["name"], "failed", cause=str(exc))
             log.error("group_failed", group=group["name"], cause=str(exc))
