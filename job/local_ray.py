@@ -41,12 +41,13 @@ class NodeSpec:
 
 
 def _free_ports(count: int) -> list[int]:
-    # All sockets stay open until every port is chosen, so the ports differ from each other.
+    # All sockets stay open until every port is chosen, so the ports differ from each other. Bound
+    # on every address: Ray binds some ports on all interfaces, others on the host's own IP.
     sockets = []
     try:
         for _ in range(count):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind(("", 0))
             sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:
@@ -56,9 +57,9 @@ def _free_ports(count: int) -> list[int]:
 
 def _die_with_parent() -> None:
     # If the Python process that started the cluster is killed (SIGKILL, a test timeout that ends
-    # the interpreter), `ray start --block` gets SIGTERM and takes its node down with it. Popen is
-    # always called from the thread that lives as long as the cluster: the signal follows the
-    # creating *thread*.
+    # the interpreter), `ray start --block` gets SIGTERM and takes its node down with it. The
+    # signal follows the *thread* that started the child: start clusters from a thread that
+    # outlives them, such as the main thread.
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 

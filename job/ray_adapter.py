@@ -13,6 +13,7 @@ Errors, as the tick sees them:
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -23,6 +24,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from job import log
 from job.errors import JobError, NotFound, Unavailable
+from job.settings import redact_url, settings
 
 T = TypeVar("T")
 
@@ -89,9 +91,9 @@ def _local_paths(runtime_env: dict[str, Any]) -> list[str]:
     found = []
     for name in _URI_FIELDS:
         value = runtime_env.get(name)
-        for item in value if isinstance(value, list) else [value] if value is not None else []:
-            if not (isinstance(item, str) and "://" in item):
-                found.append(name)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        if any(not (isinstance(item, str) and "://" in item) for item in items):
+            found.append(name)
     for name in _FILE_FIELDS:
         value = runtime_env.get(name)
         if isinstance(value, str) and (name != "conda" or value.endswith((".yaml", ".yml"))):
@@ -104,13 +106,15 @@ class RayCluster:
 
     def __init__(self, address: str, timeout_s: float | None = None, retry_s: float = 4.0):
         if timeout_s is None:
-            from job.settings import settings
-
             timeout_s = settings().ray_timeout_s
         self.address = address.rstrip("/")
+        # For messages and logs: a dashboard behind basic auth carries a password in its URL.
+        self.shown_address = redact_url(self.address)
         self.timeout_s = timeout_s
         self.retry_s = retry_s
         self._client_instance = None
+        # The tick submits from a few threads at once; one client (and one version check) for all.
+        self._client_lock = threading.Lock()
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -120,11 +124,11 @@ class RayCluster:
                   "filter_values": "ALIVE"}
         body = self._call("list nodes", lambda c: c.get_json("/api/v0/nodes", params))
         if not body.get("result"):
-            raise Unavailable(f"ray at {self.address}: state API error: {body.get('msg')}")
+            raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
         # A partial answer would make live nodes look gone and their jobs look lost.
         if listing.get("partial_failure_warning") or listing["total"] != listing["num_after_truncation"]:
-            raise Unavailable(f"ray at {self.address}: incomplete node list: {listing.get('partial_failure_warning')}")
+            raise Unavailable(f"ray at {self.shown_address}: incomplete node list: {listing.get('partial_failure_warning')}")
         found = []
         for node in listing["result"]:
             labels = dict(node.get("labels") or {})
@@ -162,7 +166,7 @@ class RayCluster:
 
         def refused(exc: _HttpError) -> bool:
             if "already exists" in exc.text:
-                log.event("ray_submit_exists", address=self.address, submission_id=submission_id)
+                log.event("ray_submit_exists", address=self.shown_address, submission_id=submission_id)
                 return False
             raise RaySubmitRefused(f"ray refused submission {submission_id}: {_reason(exc.text)}")
 
@@ -189,7 +193,7 @@ class RayCluster:
         """The driver's output so far. NotFound when Ray has no such job."""
 
         def not_found() -> str:
-            raise NotFound(f"ray at {self.address} has no job {submission_id}")
+            raise NotFound(f"ray at {self.shown_address} has no job {submission_id}")
 
         return self._call("job logs", lambda c: c.get_job_logs(submission_id),
                           handle=_on_404(not_found), submission_id=submission_id)
@@ -202,7 +206,7 @@ class RayCluster:
         is not retried goes to `handle` when given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
-            log.warning("ray_retry", address=self.address, call=what, attempt=state.attempt_number,
+            log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,
                         error=_short(state.outcome.exception()), **fields)
 
         retrying = Retrying(
@@ -226,17 +230,18 @@ class RayCluster:
 
     def _failed(self, what: str, exc: BaseException) -> Unavailable:
         if _retryable(exc):
-            return Unavailable(f"ray at {self.address} unreachable: {_short(exc)}")
-        return Unavailable(f"ray at {self.address} failed {what}: {_short(exc)}")
+            return Unavailable(f"ray at {self.shown_address} unreachable: {_short(exc)}")
+        return Unavailable(f"ray at {self.shown_address} failed {what}: {_short(exc)}")
 
     def _client(self):
-        if self._client_instance is None:
-            try:
-                self._client_instance = _make_client(self.address, self.timeout_s)
-            except RuntimeError as exc:
-                # Something answers HTTP there, but not a Ray dashboard of a usable version.
-                raise Unavailable(f"ray at {self.address} not usable: {exc}") from None
-        return self._client_instance
+        with self._client_lock:
+            if self._client_instance is None:
+                try:
+                    self._client_instance = _make_client(self.address, self.timeout_s)
+                except RuntimeError as exc:
+                    # Something answers HTTP there, but not a Ray dashboard of a usable version.
+                    raise Unavailable(f"ray at {self.shown_address} not usable: {exc}") from None
+            return self._client_instance
 
 
 def _on_404(result: Any) -> Callable[[_HttpError], Any]:
@@ -257,6 +262,8 @@ def _short(exc: BaseException | None) -> str:
         return "timed out"
     if isinstance(exc, (requests.ConnectionError, ConnectionError)):
         return "connection failed"
+    if isinstance(exc, requests.RequestException):
+        return type(exc).__name__  # its text holds the URL, and so any password in it
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -272,7 +279,7 @@ def _reason(text: str) -> str:
 def _job(details) -> RayJob:
     return RayJob(
         submission_id=details.submission_id,
-        status=str(details.status.value if hasattr(details.status, "value") else details.status),
+        status=details.status.value,
         driver_node_id=details.driver_node_id or None,
         start_time=_utc(details.start_time),
         end_time=_utc(details.end_time),
