@@ -25,6 +25,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from job import log
 from job.errors import JobError, NotFound, Unavailable
 from job.settings import redact_url, settings
+from job.specs import local_runtime_env_fields
 
 T = TypeVar("T")
 
@@ -32,11 +33,6 @@ NODE_ID_LABEL = "ray.io/node-id"
 # Ray's built-in resources, passed as their own submit_job arguments; everything else goes to
 # entrypoint_resources (Ray refuses these names there).
 _BUILTIN = {"CPU": "entrypoint_num_cpus", "GPU": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
-# runtime_env fields that the client library reads from, or zips and uploads from, the *local*
-# filesystem when given a path: in the scheduler that would ship the scheduler's own files
-# (service-account token included) to a user's job. Only remote URIs are let through.
-_URI_FIELDS = ("working_dir", "py_modules", "java_jars")
-_FILE_FIELDS = ("pip", "uv", "conda")
 # The head wraps the refusal of its job agent (a ValueError/TypeError there: duplicate id, invalid
 # label selector) in its own 500; the agent's 4xx status survives in the text.
 _AGENT_REFUSED = re.compile(r"Request failed with status code 4\d\d")
@@ -87,20 +83,6 @@ def _utc(ms: int | None) -> datetime | None:
     return None if not ms else datetime.fromtimestamp(ms / 1000, timezone.utc)
 
 
-def _local_paths(runtime_env: dict[str, Any]) -> list[str]:
-    found = []
-    for name in _URI_FIELDS:
-        value = runtime_env.get(name)
-        items = value if isinstance(value, list) else [] if value is None else [value]
-        if any(not (isinstance(item, str) and "://" in item) for item in items):
-            found.append(name)
-    for name in _FILE_FIELDS:
-        value = runtime_env.get(name)
-        if isinstance(value, str) and (name != "conda" or value.endswith((".yaml", ".yml"))):
-            found.append(name)
-    return found
-
-
 class RayCluster:
     """One Ray cluster, addressed by its dashboard URL (http://host:8265)."""
 
@@ -145,7 +127,7 @@ class RayCluster:
                runtime_env: dict[str, Any], metadata: dict[str, str]) -> bool:
         """Submit pinned to `node_id`. True: this call created the job; False: Ray already had this
         submission_id (an earlier call of ours got through). Raises RaySubmitRefused or Unavailable."""
-        local = _local_paths(runtime_env)
+        local = local_runtime_env_fields(runtime_env)
         if local:
             raise RaySubmitRefused(f"runtime_env {', '.join(local)}: only remote URIs are allowed, not local paths")
         kwargs: dict[str, Any] = {"entrypoint_resources": {}}

@@ -75,6 +75,28 @@ def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
     return dict(labels)
 
 
+# runtime_env fields that Ray's client library reads from, or zips and uploads from, the *local*
+# filesystem when given a path: in the scheduler that would ship the scheduler's own files
+# (service-account token included) to a user's job. Only remote URIs are let through.
+_URI_FIELDS = ("working_dir", "py_modules", "java_jars")
+_FILE_FIELDS = ("pip", "uv", "conda")
+
+
+def local_runtime_env_fields(runtime_env: dict[str, Any]) -> list[str]:
+    """The runtime_env fields that name local files instead of remote URIs or inline values."""
+    found = []
+    for name in _URI_FIELDS:
+        value = runtime_env.get(name)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        if any(not (isinstance(item, str) and "://" in item) for item in items):
+            found.append(name)
+    for name in _FILE_FIELDS:
+        value = runtime_env.get(name)
+        if isinstance(value, str) and (name != "conda" or value.endswith((".yaml", ".yml"))):
+            found.append(name)
+    return found
+
+
 def pairs(items: list[str] | None, option: str) -> dict[str, str]:
     """['k=v', ...] from a repeatable command-line option, as a map."""
     result: dict[str, str] = {}
@@ -148,6 +170,15 @@ class JobSpec(_Spec):
     @classmethod
     def _duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _runtime_env(cls, value: dict[str, Any]) -> dict[str, Any]:
+        local = local_runtime_env_fields(value)
+        if local:
+            raise ValueError(f"{', '.join(local)}: give a remote URI (e.g. s3://bucket/code.zip) or an inline list; "
+                             "the scheduler does not upload local files")
+        return value
 
     @field_validator("metadata")
     @classmethod

@@ -130,6 +130,7 @@ BAD_INPUT = [
     ([*SUBMIT, "--runtime-env", "[1, 2]"], "--runtime-env: must be a JSON object"),
     ([*SUBMIT, "--runtime-env", "{not json"], "--runtime-env: not valid JSON"),
     ([*SUBMIT, "--runtime-env", "@/nonexistent/env.json"], "--runtime-env: cannot read /nonexistent/env.json"),
+    ([*SUBMIT, "--runtime-env", '{"working_dir": "."}'], "runtime_env: working_dir: give a remote URI"),
     ([*SUBMIT, "--priority", "high"], "priority: Input should be a valid integer"),
     ([*SUBMIT, "--not-before", "tomorrow"], "not_before: not a time"),
     ([*SUBMIT, "--max-runtime", "forever"], "max_runtime_s: not a duration"),

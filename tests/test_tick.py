@@ -218,3 +218,61 @@ def test_postgres_unreachable_exits_1_with_a_clear_line():
     assert result.status == 1
     assert "PostgreSQL at postgresql://scheduler:***@127.0.0.1:9/jobs unreachable" in result.err
     assert "hunter2" not in result.err and "Traceback" not in result.err
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(ray, conn):
+    add_group(conn, ray.address)
+    job_id = submit(user="alice", group="main", entrypoint="true", resources={"special": 1})
+    before = jobs(conn)
+    result = run_process("tick", "--dry-run")
+    assert result.status == 0, result.err
+    [line] = result.out.splitlines()
+    printed = json.loads(line)
+    assert printed["group"] == "main" and printed["placements"] == [{"job": str(job_id), "node": ray.b_id}]
+    assert jobs(conn) == before
+    assert conn.execute("SELECT count(*) AS n FROM group_state").fetchone()["n"] == 0
+
+
+def test_loop_ticks_until_its_deadline(ray, conn):
+    add_group(conn, ray.address)
+    job_id = submit(user="alice", group="main", entrypoint="true")
+    result = run_process("loop", "--for", "12s", "--every", "1s")
+    assert result.status == 0, result.err
+    finished = [line for line in result.err.splitlines() if "event=loop_finished" in line]
+    assert len(finished) == 1 and "reason=deadline" in finished[0]
+    assert result.err.count("event=group_ticked") >= 2
+    assert jobs(conn)[job_id]["state"] != "PENDING"
+    tick_until(conn, all_final)
+
+
+def test_loop_finishes_its_tick_on_sigterm_and_exits_0(ray, conn):
+    import signal
+    import subprocess
+    import sys
+
+    add_group(conn, ray.address)
+    job_id = submit(user="alice", group="main", entrypoint="true")
+    process = subprocess.Popen([sys.executable, "-m", "job", "loop", "--for", "120s", "--every", "1s"],
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while jobs(conn)[job_id]["state"] == "PENDING":
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert "reason=sigterm" in err and "Traceback" not in err
+    tick_until(conn, all_final)
+
+
+def test_bad_row_fails_that_job_not_the_tick(ray, conn):
+    add_group(conn, ray.address)
+    good = submit(user="alice", group="main", entrypoint="true")
+    bad = conn.execute("""INSERT INTO jobs (user_name, group_name, entrypoint, resources)
+                          VALUES ('bob', 'main', 'true', '{"CPU": -2}') RETURNING id""").fetchone()["id"]
+    [result] = run_tick()
+    assert result.status == "ticked"
+    rows = jobs(conn)
+    assert rows[bad]["state"] == "FAILED" and rows[bad]["reason"] == "InvalidJob" and "CPU" in rows[bad]["message"]
+    assert rows[good]["state"] == "SUBMITTED"
+    tick_until(conn, all_final)
