@@ -103,8 +103,9 @@ class _Planner:
             submitted = job.get("submitted_at")
             ident = job["id"]
             # Ids compare by length first: the tick's ids are numbers, and "9" goes before "10".
-            key = (-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident)
-            append((key, job, shape, users.get(job["user"]) or self._user(job["user"])))
+            # The entry is flat, not (key, ...): sorting 100k flat tuples is twice as fast.
+            user = users.get(job["user"]) or self._user(job["user"])
+            append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, job, shape, user))
         entries.sort()
         return entries
 
@@ -135,27 +136,38 @@ class _Planner:
         select = self.selector.select
         placed = self.selector.placed
         placements = []
-        # (job, reason, what the message depends on)
-        waiting: list[tuple[dict, str, object]] = []
-        wait = waiting.append
+        waiting: list[dict] = []
+        # Per reason, per what its message depends on, the entries waiting for that message.
+        unsaid: dict[str, dict[object, list[dict]]] = {}
+
+        def wait(job: dict, reason: str, subject: object) -> None:
+            entry = {"job": job["id"], "reason": reason, "message": ""}
+            waiting.append(entry)
+            same = unsaid.setdefault(reason, {}).get(subject)
+            if same is None:
+                unsaid[reason][subject] = [entry]
+            else:
+                same.append(entry)
+
         blocker = None
-        for _, job, shape, user in POLICIES[self.group.policy](self.entries):
+        for entry in POLICIES[self.group.policy](self.entries):
+            job, shape, user = entry[5:]
             not_before = job.get("not_before")
             if shape.unschedulable:
-                wait((job, "Unschedulable", shape))
+                wait(job, "Unschedulable", shape)
             elif not_before is not None and not_before > now:
-                wait((job, "NotBefore", not_before))
+                wait(job, "NotBefore", not_before)
             elif user.max_running is not None and user.running >= user.max_running:
-                wait((job, "UserJobLimit", user))
+                wait(job, "UserJobLimit", user)
             elif user.max_resources is not None and not user.may_take(shape):
-                wait((job, "UserResourceLimit", (user, shape)))
+                wait(job, "UserResourceLimit", (user, shape))
             elif blocker is not None:
-                wait((job, "Priority", blocker))
+                wait(job, "Priority", blocker)
             else:
                 node = None if shape.full else select(shape)
                 if node is None:
                     shape.full = True
-                    wait((job, "Resources", shape))
+                    wait(job, "Resources", shape)
                     if strict:
                         blocker = job["id"]
                     continue
@@ -166,19 +178,12 @@ class _Planner:
                 placed(node)
                 placements.append({"job": job["id"], "node": node.id})
         messages = _Messages(self)
-        texts: dict[tuple[str, object], str] = {}
-        return Plan.model_construct(
-            placements=placements,
-            waiting=[
-                {
-                    "job": job["id"],
-                    "reason": reason,
-                    "message": texts.get((reason, subject)) or texts.setdefault((reason, subject), messages.say(reason, subject)),
-                }
-                for job, reason, subject in waiting
-            ],
-            state=self._state(),
-        )
+        for reason, by_subject in unsaid.items():
+            for subject, entries in by_subject.items():
+                text = messages.say(reason, subject)
+                for entry in entries:
+                    entry["message"] = text
+        return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
 
     def _state(self) -> dict[str, dict]:
         document = self.selector.state_document()

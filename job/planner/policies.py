@@ -1,8 +1,8 @@
 """Queue policies: the order in which the planner considers pending jobs (DESIGN.md, "Choosing the
 next job").
 
-Each policy takes the planner's entries `(key, job, shape, user)`, already sorted by key: higher
-priority first, then older first, then by id. That is the fifo order, and the order within one
+Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id, job,
+shape, user)`, already sorted: higher priority first, then older first, then by id. That is the fifo order, and the order within one
 user for drf and fairshare. The drf/fairshare order is lazy: it depends on what the planner has
 placed so far, which it reads from the users' state as it goes.
 """
@@ -10,13 +10,14 @@ placed so far, which it reads from the users' state as it goes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from heapq import heapify, heappop, heapreplace
 from itertools import groupby
 
 from job.planner.picture import Shape, UserState
 from job.planner.usage import usage_share
 
-Entry = tuple[tuple, dict, Shape, UserState]
+Entry = tuple[int, datetime, int, int, str, dict, Shape, UserState]
 
 
 def fifo(entries: list[Entry]) -> Iterable[Entry]:
@@ -25,7 +26,7 @@ def fifo(entries: list[Entry]) -> Iterable[Entry]:
 
 def lifo(entries: list[Entry]) -> Iterator[Entry]:
     """Higher priority first still; newest first within a priority."""
-    for _, same_priority in groupby(entries, key=lambda entry: entry[0][0]):
+    for _, same_priority in groupby(entries, key=lambda entry: entry[0]):
         yield from reversed(list(same_priority))
 
 
@@ -34,13 +35,13 @@ def fair(entries: list[Entry]) -> Iterator[Entry]:
     read again after each of the user's jobs is placed."""
     queues: dict[UserState, list[Entry]] = {}
     for entry in entries:
-        queues.setdefault(entry[3], []).append(entry)
+        queues.setdefault(entry[7], []).append(entry)
     # Names are unique, so the comparison never goes past them.
     heap = [(user.score(), user.name, 0, queue) for user, queue in queues.items()]
     heapify(heap)
     while heap:
         score, name, index, queue = heap[0]
-        user = queue[0][3]
+        user = queue[0][7]
         running = user.running
         end = len(queue)
         # Until one of the user's jobs is placed, the score does not change and the user stays
