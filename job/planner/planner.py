@@ -44,7 +44,7 @@ class _Planner:
             for name, amount in node.total.items():
                 self.totals[name] = self.totals.get(name, 0) + amount
         self.users: dict[str, UserState] = {}
-        self.pools: dict[tuple, Pool] = {}
+        self.pools: dict[str, Pool] = {}
         self.shapes: dict[tuple, Shape] = {}
         # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
         self.interned: dict[tuple[Resources, str], Shape] = {}
@@ -110,12 +110,10 @@ class _Planner:
         return entries
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
-        # A request without labels is keyed by its items alone, one with labels by the pair of
-        # items and labels: the two cannot be equal, as items start with a name, not a tuple.
-        shape = self.shapes[raw] = self._shape(Resources.of(job["resources"]), job.get("node_labels") or {})
-        return shape
-
-    def _shape(self, need: Resources, labels: dict[str, str]) -> Shape:
+        # `raw` is the request as written: its items alone without labels, the pair of items and
+        # labels with them (the two cannot be equal: items start with a name, not a tuple).
+        need = Resources.of(job["resources"])
+        labels = job.get("node_labels") or {}
         pool_key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         pool = self.pools.get(pool_key)
         if pool is None:
@@ -127,6 +125,7 @@ class _Planner:
         shape = self.interned.get((need, pool_key))
         if shape is None:
             shape = self.interned[(need, pool_key)] = Shape(need=need, pool=pool)
+        self.shapes[raw] = shape
         return shape
 
     def run(self) -> Plan:

@@ -89,56 +89,61 @@ class _ByFree(Selector):
     """Fewest extras, then free capacity compared resource by resource in priority order: the least
     (`sign` 1) or the most (`sign` -1); then the smaller id.
 
-    Each shape has a heap of (extras, key, id, node) over the nodes that may still fit it, where
-    key is the free vector times `sign`: the preferred node comes first. A node that no longer fits
-    a shape leaves its heap for good. Heaps are not touched on placement; instead an entry whose
-    key is out of date is put right when it reaches the top (see `_fresh`)."""
+    Each shape has a heap of flat entries (extras, *key, id, version, node), where key is the free
+    vector times `sign` (the preferred node comes first) and version counts the node's placements
+    when the entry was made; ids are unique, so comparisons stop before the version. A node that
+    no longer fits a shape leaves its heap for good. Heaps are not touched on placement; an entry
+    whose version is out of date is put right when it reaches the top (see `_stale`)."""
 
     sign: ClassVar[int]
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
+        self._versions = dict.fromkeys(nodes, 0)
         self._keys = {node: self._key(node) for node in nodes}
         self._heaps: dict[Shape, list[tuple]] = {}
 
     def _key(self, node: NodeState) -> tuple[int, ...]:
-        return tuple(self.sign * node.free.get(r, 0) for r in self.order)
+        sign = self.sign
+        return tuple(sign * node.free.get(r, 0) for r in self.order)
+
+    def _entry(self, node: NodeState, shape: Shape) -> tuple:
+        return (_extras(node, shape), *self._keys[node], node.id, self._versions[node], node)
 
     def _heap(self, shape: Shape) -> list[tuple]:
         heap = self._heaps.get(shape)
         if heap is None:
-            keys = self._keys
-            heap = self._heaps[shape] = [
-                (_extras(node, shape), keys[node], node.id, node)
-                for node in shape.pool.nodes
-                if fits(shape.items, node.free)
-            ]
+            heap = self._heaps[shape] = [self._entry(node, shape) for node in shape.pool.nodes if fits(shape.items, node.free)]
             heapify(heap)
         return heap
 
     def select(self, shape: Shape) -> NodeState | None:
         heap = self._fresh(shape)
-        keys = self._keys
+        versions = self._versions
         need = shape.items
         while heap:
             entry = heap[0]
-            node = entry[3]
-            if not fits(need, node.free):
-                heappop(heap)
-            elif entry[1] == keys[node]:
-                return node
+            node = entry[-1]
+            free = node.free
+            for name, amount in need:
+                if free.get(name, 0) < amount:
+                    heappop(heap)
+                    break
             else:
-                self._stale(heap, entry, keys[node])
+                if entry[-2] == versions[node]:
+                    return node
+                self._stale(heap, node, shape)
         return None
 
     def placed(self, node: NodeState) -> None:
+        self._versions[node] += 1
         self._keys[node] = self._key(node)
 
     def _fresh(self, shape: Shape) -> list[tuple]:
         raise NotImplementedError
 
-    def _stale(self, heap: list[tuple], entry: tuple, key: tuple[int, ...]) -> None:
-        """The entry on top of the heap has an older key than its node's `key`."""
+    def _stale(self, heap: list[tuple], node: NodeState, shape: Shape) -> None:
+        """The entry on top of the heap is older than the node's last placement."""
         raise NotImplementedError
 
 
@@ -152,8 +157,8 @@ class Dispersed(_ByFree):
     # out of date sorts too early, never too late, and is re-keyed when it reaches the top.
     _fresh = _ByFree._heap
 
-    def _stale(self, heap, entry, key):
-        heapreplace(heap, (entry[0], key, entry[2], entry[3]))
+    def _stale(self, heap, node, shape):
+        heapreplace(heap, self._entry(node, shape))
 
 
 class Concentrated(_ByFree):
@@ -181,11 +186,11 @@ class Concentrated(_ByFree):
             # Sorted by id so that the heap, and so ties, do not depend on set order.
             for node in sorted(shape.pool.members.intersection(self._changed[read:]), key=lambda node: node.id):
                 if fits(shape.items, node.free):
-                    heappush(heap, (_extras(node, shape), self._keys[node], node.id, node))
+                    heappush(heap, self._entry(node, shape))
         self._read[shape] = len(self._changed)
         return heap
 
-    def _stale(self, heap, entry, key):
+    def _stale(self, heap, node, shape):
         # The node's current entry was pushed when it changed; this one is left over.
         heappop(heap)
 
