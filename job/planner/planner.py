@@ -9,12 +9,13 @@ updates the node's free resources, the user's share and the selector's state bef
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import get_args
 
 from job.planner.picture import NodeState, Pool, Shape, UserState
 from job.planner.policies import POLICIES, Entry, memory
 from job.planner.resources import Resources, describe, dominant_share, format_amount, to_units
 from job.planner.selectors import SELECTORS
-from job.planner.snapshot import DEFAULT_USER, Plan, Snapshot
+from job.planner.snapshot import DEFAULT_USER, Plan, Reason, Snapshot
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
@@ -137,51 +138,48 @@ class _Planner:
         placements = []
         waiting: list[dict] = []
         # Per reason, per what its message depends on, the entries waiting for that message.
-        unsaid: dict[str, dict[object, list[dict]]] = {}
-
-        def wait(job: dict, reason: str, subject: object) -> None:
-            entry = {"job": job["id"], "reason": reason, "message": ""}
-            waiting.append(entry)
-            same = unsaid.setdefault(reason, {}).get(subject)
-            if same is None:
-                unsaid[reason][subject] = [entry]
-            else:
-                same.append(entry)
-
+        unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
         blocker = None
         for entry in POLICIES[self.group.policy](self.entries):
             job, shape, user = entry[5:]
             not_before = job.get("not_before")
             if shape.unschedulable:
-                wait(job, "Unschedulable", shape)
+                reason, subject = "Unschedulable", shape
             elif not_before is not None and not_before > now:
-                wait(job, "NotBefore", not_before)
+                reason, subject = "NotBefore", not_before
             elif user.max_running is not None and user.running >= user.max_running:
-                wait(job, "UserJobLimit", user)
+                reason, subject = "UserJobLimit", user
             elif user.max_resources is not None and not user.may_take(shape):
-                wait(job, "UserResourceLimit", (user, shape))
+                reason, subject = "UserResourceLimit", (user, shape)
             elif blocker is not None:
-                wait(job, "Priority", blocker)
+                reason, subject = "Priority", blocker
             else:
                 node = None if shape.full else select(shape)
-                if node is None:
-                    shape.full = True
-                    wait(job, "Resources", shape)
-                    if strict:
-                        blocker = job["id"]
+                if node is not None:
+                    free = node.free
+                    for name, amount in shape.items:
+                        free[name] -= amount
+                    user.take(shape, totals)
+                    placed(node)
+                    placements.append({"job": job["id"], "node": node.id})
                     continue
-                free = node.free
-                for name, amount in shape.items:
-                    free[name] -= amount
-                user.take(shape, totals)
-                placed(node)
-                placements.append({"job": job["id"], "node": node.id})
+                shape.full = True
+                reason, subject = "Resources", shape
+                if strict:
+                    blocker = job["id"]
+            record = {"job": job["id"], "reason": reason, "message": ""}
+            waiting.append(record)
+            same = unsaid[reason].get(subject)
+            if same is None:
+                unsaid[reason][subject] = [record]
+            else:
+                same.append(record)
         messages = _Messages(self)
         for reason, by_subject in unsaid.items():
-            for subject, entries in by_subject.items():
+            for subject, records in by_subject.items():
                 text = messages.say(reason, subject)
-                for entry in entries:
-                    entry["message"] = text
+                for record in records:
+                    record["message"] = text
         return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
 
     def _state(self) -> dict[str, dict]:
