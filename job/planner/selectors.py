@@ -183,8 +183,8 @@ class Concentrated(_ByFree):
         heap = self._heap(shape)
         read = self._read.get(shape, 0)
         if not fresh and read < len(self._changed):
-            # Sorted by id so that the heap, and so ties, do not depend on set order.
-            for node in sorted(shape.pool.members.intersection(self._changed[read:]), key=lambda node: node.id):
+            # In any order: entries are unique (ids, then versions), so the heap's top is the same.
+            for node in shape.pool.members.intersection(self._changed[read:]):
                 if fits(shape.items, node.free):
                     heappush(heap, self._entry(node, shape))
         self._read[shape] = len(self._changed)
