@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from cli_helpers import run_process
+from test_raycluster import api  # noqa: F401  (the fake Kubernetes API fixture)
 from job.queue import submit
 from job.tick import run_tick
 from job.tick_store import TICK_LOCK_CLASS
@@ -107,7 +108,7 @@ def test_round_robin_continues_from_its_row_also_in_a_new_process(ray, conn):
 
 
 def test_fair_order_across_users_on_a_saturated_group(ray, conn):
-    add_group(conn, ray.address, policy="drf")
+    add_group(conn, ray.address, policy="fairshare", half_life_s=3600)
     # Four CPUs in the group; alice queues first, yet bob gets half as soon as he asks.
     alice = [submit(user="alice", group="main", entrypoint="sleep 4", resources={"CPU": 1}) for _ in range(4)]
     bob = [submit(user="bob", group="main", entrypoint="sleep 4", resources={"CPU": 1}) for _ in range(4)]
@@ -120,6 +121,10 @@ def test_fair_order_across_users_on_a_saturated_group(ray, conn):
     # Over the next ticks each user's next job takes the next free CPU, alternating.
     rows = tick_until(conn, all_final, timeout=120)
     assert all(rows[job_id]["state"] == "SUCCEEDED" for job_id in alice + bob)
+    # Both were charged for what they held, alike: the same work at the same shares.
+    usage = {row["user_name"]: row["usage"] for row in conn.execute("SELECT user_name, usage FROM user_usage")}
+    assert usage["alice"] > 0 and usage["bob"] > 0
+    assert 0.5 < usage["alice"] / usage["bob"] < 2
 
 
 def test_cancel_pending_and_running_and_max_runtime(ray, conn):
@@ -276,3 +281,19 @@ def test_bad_row_fails_that_job_not_the_tick(ray, conn):
     assert rows[bad]["state"] == "FAILED" and rows[bad]["reason"] == "InvalidJob" and "CPU" in rows[bad]["message"]
     assert rows[good]["state"] == "SUBMITTED"
     tick_until(conn, all_final)
+
+
+def test_a_raycluster_not_ready_skips_its_group_and_the_others_go_on(ray, conn, api):
+    add_group(conn, "raycluster://ml/absent", name="absent")
+    add_group(conn, "raycluster://ml/starting", name="starting")
+    add_group(conn, ray.address, name="main")
+    api.put("ml", "starting", {})  # just created: KubeRay has written no status yet
+    waiting = submit(user="alice", group="absent", entrypoint="true")
+    placed = submit(user="bob", group="main", entrypoint="true")
+    results = {result.group: result for result in run_tick()}
+    assert (results["absent"].status, results["absent"].cause) == ("skipped", "raycluster ml/absent not found")
+    assert results["starting"].status == "skipped" and "not ready" in results["starting"].cause
+    assert results["main"].status == "ticked"
+    rows = jobs(conn)
+    assert rows[waiting]["state"] == "PENDING" and rows[placed]["state"] == "SUBMITTED"
+    tick_until(conn, lambda rows: rows[placed]["state"] in FINAL, group="main")
