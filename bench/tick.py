@@ -59,7 +59,7 @@ def fill(url: str, address: str, pending: int, cpu: float, entrypoint: str) -> N
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO resource_groups (name, ray_address, policy, selector, half_life_s)"
                      " VALUES ('bench', %s, 'fairshare', 'dispersed', 3600)", (address,))
-        conn.execute("INSERT INTO users (name, shares) SELECT 'user' || i, 1 + i % 3 FROM generate_series(1, %s) i", (USERS,))
+        conn.execute("INSERT INTO users (name, shares) SELECT 'user' || i, 1 + i %% 3 FROM generate_series(1, %s) i", (USERS,))
         conn.execute(
             """INSERT INTO jobs (user_name, group_name, entrypoint, resources, priority, submitted_at)
                SELECT 'user' || (1 + i %% %s), 'bench', %s, jsonb_build_object('CPU', %s::float8), i %% 3,

@@ -177,8 +177,9 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
                     message=requeue[row["id"]][2])
     conn.commit()
     steps.done("submit")
+    accepted = set(submitted)
     for intent in intents:
-        if intent["id"] in submitted:
+        if intent["id"] in accepted:
             user = shares.get(intent["user_name"], {})
             log.event("placed", group=name, job=intent["id"], user=intent["user_name"], node=intent["node"],
                       attempt=intent["attempt"], policy=group["policy"], selector=group["selector"],
