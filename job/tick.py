@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import psycopg
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from job import db, log
 from job import tick_store as ts
@@ -22,12 +22,14 @@ from job.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.failpoints import failpoint
 from job.planner import Snapshot, plan
 from job.planner.resources import dominant_share, to_units
+from job.planner.snapshot import ResourceMap
 from job.planner.usage import charge_usage
 from job.reconcile import reconcile
 from job.settings import settings
 
 METADATA_PREFIX = "scheduler."
-MESSAGE_REFRESH_PER_TICK = 1000
+NEW_REASONS_PER_TICK = 10_000
+MESSAGE_REFRESH_PER_TICK = 1_000
 
 
 @dataclass
@@ -264,32 +266,52 @@ def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: dat
     ts.charge_usage(conn, group["name"], usage, now)
 
 
-def _waiting_changes(pending: list[dict], waiting: list[dict]) -> dict[int, tuple[str, str]]:
-    """The waiting reasons to write. A new reason is always written. A message that only restates
-    figures (e.g. the most CPU free on any node) changes whenever the cluster does, for every job
-    of that shape: it is refreshed for the first jobs in queue order only, so that the head of the
-    queue is always current and a tick's writes stay bounded with 100k jobs waiting."""
-    known = {row["id"]: (row["reason"], row["message"]) for row in pending}
+def _waiting_changes(pending: list[tuple], waiting: list[dict]) -> dict[int, tuple[str, str]]:
+    """The waiting reasons to write, in queue order, bounded so that a tick's writes stay bounded
+    with 100k jobs waiting. A new reason goes first (at most NEW_REASONS_PER_TICK; after a burst
+    of submissions the rest follow over the next ticks). A message that only restates figures
+    (the most CPU free on any node) changes whenever the cluster does, for every job of that
+    shape: it is refreshed for the first MESSAGE_REFRESH_PER_TICK jobs only, so the head of the
+    queue is always current."""
+    known = {row[0]: (row[7], row[8]) for row in pending}
     changed = {}
-    refreshed = 0
+    refreshes = []
     for entry in waiting:
         job_id, new = int(entry["job"]), (entry["reason"], entry["message"])
         old = known.get(job_id)
         if old == new:
             continue
         if old is None or old[0] != new[0]:
-            changed[job_id] = new
-        elif refreshed < MESSAGE_REFRESH_PER_TICK:
-            changed[job_id] = new
-            refreshed += 1
+            if len(changed) < NEW_REASONS_PER_TICK:
+                changed[job_id] = new
+        elif len(refreshes) < MESSAGE_REFRESH_PER_TICK:
+            refreshes.append((job_id, new))
+    changed.update(refreshes)
     return changed
 
 
-def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pending: list[dict],
+_REQUEST = TypeAdapter(ResourceMap)
+_LABELS = TypeAdapter(dict[str, str])
+
+
+def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
+    """The validated value of a JSON text, or what is wrong with it."""
+    try:
+        return adapter.validate_json(text)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        return f"{'.'.join(str(part) for part in (field, *error['loc']))}: {error['msg']}"
+
+
+def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pending: list[tuple],
               users: list[dict], state: dict) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
-    planned (e.g. a negative amount written around `submit`): id -> what is wrong."""
-    document = {
+    planned (e.g. a negative amount written around `submit`): id -> what is wrong.
+
+    Pending jobs are checked here rather than by Snapshot's own validation, which costs about a
+    second per 100k jobs: ids, users, priorities and times come typed from PostgreSQL, and what a
+    row can get wrong, its request and labels, is checked once per distinct value."""
+    snapshot = Snapshot.model_validate({
         "group": {
             "name": group["name"], "policy": group["policy"], "selector": group["selector"],
             "resource_priority": group["resource_priority"], "half_life_s": group["half_life_s"],
@@ -300,25 +322,27 @@ def _snapshot(group: dict, now: datetime, nodes: list, active: list[dict], pendi
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels} for n in nodes],
         "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"]}
                     for j in active if j["node"]],
-        "pending": [{"id": str(j["id"]), "user": j["user_name"], "resources": j["resources"],
-                     "priority": j["priority"], "submitted_at": j["submitted_at"], "not_before": j["not_before"],
-                     "node_labels": j["node_labels"]} for j in pending],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
         "state": state,
-    }
-    invalid: dict[int, str] = {}
-    while True:
-        try:
-            return Snapshot.model_validate(document), invalid
-        except ValidationError as exc:
-            error = exc.errors(include_url=False)[0]
-            if error["loc"][:1] != ("pending",) or len(error["loc"]) < 2:
-                raise
-            index = error["loc"][1]
-            bad = document["pending"].pop(index)
-            field = ".".join(str(part) for part in error["loc"][2:])
-            invalid[int(bad["id"])] = f"{field}: {error['msg']}" if field else error["msg"]
+    })
+    requests: dict[str, dict | str] = {}
+    labels: dict[str, dict | str] = {}
+    jobs, invalid = [], {}
+    for job_id, user, request_text, labels_text, priority, submitted_at, not_before, _, _ in pending:
+        request = requests.get(request_text)
+        if request is None:
+            request = requests[request_text] = _checked(_REQUEST, request_text, "resources")
+        label_map = labels.get(labels_text)
+        if label_map is None:
+            label_map = labels[labels_text] = _checked(_LABELS, labels_text, "node_labels")
+        if isinstance(request, str) or isinstance(label_map, str):
+            invalid[job_id] = request if isinstance(request, str) else label_map
+            continue
+        jobs.append({"id": str(job_id), "user": user, "resources": request, "priority": priority,
+                     "submitted_at": submitted_at, "not_before": not_before, "node_labels": label_map})
+    snapshot.pending = jobs
+    return snapshot, invalid
 
 
 def _submit(cluster, group: dict, intents: list[dict]) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
