@@ -244,3 +244,18 @@ def test_format_amount(name, amount, text):
 def test_describe():
     assert describe([("CPU", 40_000), ("memory", to_units(8 * GIB))]) == "CPU 4, memory 8 GiB"
     assert describe([]) == "nothing"
+
+
+def test_plan_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+
+    document = snapshot("drf", "dispersed", nodes={"n1": {"CPU": 1}}, pending=[("1", "u", {"CPU": 1})])
+    assert gc.isenabled()
+    plan(Snapshot.model_validate(document))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan(Snapshot.model_validate(document))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ updates the node's free resources, the user's share and the selector's state bef
 
 from __future__ import annotations
 
+import gc
 from datetime import datetime, timezone
 from typing import get_args
 
@@ -22,7 +23,16 @@ _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 
 
 def plan(snapshot: Snapshot) -> Plan:
-    return _Planner(snapshot).run()
+    # A plan allocates a few objects per pending job and frees none before it returns, so the
+    # cyclic collector would only walk them again and again: a quarter of the time at 100k jobs.
+    # It makes no cycles worth collecting early; the collector's state is restored as it was.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Planner(snapshot).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Planner:
