@@ -7,9 +7,11 @@ nothing and submits no attempt twice."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -21,9 +23,9 @@ from job import tick_store as ts
 from job.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.failpoints import failpoint
 from job.planner import Snapshot, plan
-from job.planner.resources import dominant_share, to_units
+from job.planner.resources import to_units
 from job.planner.snapshot import ResourceMap
-from job.planner.usage import charge_usage
+from job.planner.usage import charge_users
 from job.reconcile import reconcile
 from job.settings import settings
 
@@ -42,6 +44,7 @@ class GroupResult:
     running: int = 0
     finished: int = 0
     steps_ms: dict[str, float] = field(default_factory=dict)
+    reasons_written: int = 0
     # Time spent waiting on Ray, within the steps: the rest is ours and PostgreSQL's.
     ray_ms: float = 0.0
     statements: int = 0
@@ -68,6 +71,17 @@ class _Steps:
         now = time.perf_counter()
         self.ms[step] = round(self.ms.get(step, 0) + (now - self._last) * 1000, 1)
         self._last = now
+
+
+@contextmanager
+def _without_gc():
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def utcnow() -> datetime:
@@ -142,12 +156,14 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result, steps)
     steps.done("reconcile")
 
-    # Plan.
-    pending = ts.pending_jobs(conn, name)
-    users = ts.users_of_group(conn, name)
-    state = ts.group_state(conn, name)
-    snapshot, invalid = _snapshot(group, now, nodes, still_active, pending, users, state)
-    decided = plan(snapshot)
+    # Plan. Reading 100k pending rows and building their snapshot make objects that are never
+    # cyclic garbage: collecting meanwhile would only rescan them, over and over.
+    with _without_gc():
+        pending = ts.pending_jobs(conn, name)
+        users = ts.users_of_group(conn, name)
+        state = ts.group_state(conn, name)
+        snapshot, invalid = _snapshot(group, now, nodes, still_active, pending, users, state)
+        decided = plan(snapshot)
     steps.done("plan")
     result.running = len(still_active)
     result.waiting = Counter(w["reason"] for w in decided.waiting)
@@ -164,6 +180,7 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
         log.warning("job_invalid", group=name, job=job_id, message=message)
     intents = ts.commit_intents(conn, [(int(p["job"]), p["node"]) for p in decided.placements], installation)
     ts.set_waiting(conn, changed)
+    result.reasons_written = len(changed)
     ts.save_group_state(conn, name, decided.state)
     conn.commit()
     steps.done("commit")
@@ -257,12 +274,7 @@ def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: dat
     for job in ran:
         for resource, amount in job["resources"].items():
             held[job["user_name"]][resource] += to_units(amount)
-    usage = {}
-    for user in users:
-        share = dominant_share(held.get(user["name"], {}), totals) / user["shares"]
-        charged = charge_usage(user["usage"], share, elapsed, group["half_life_s"])
-        if charged != user["usage"]:
-            usage[user["name"]] = charged
+    usage = charge_users({user["name"]: user["usage"] for user in users}, held, totals, elapsed, group["half_life_s"])
     ts.charge_usage(conn, group["name"], usage, now)
 
 
@@ -384,6 +396,7 @@ def _submit(cluster, group: dict, intents: list[dict]) -> tuple[list[int], dict[
 
 def _summary(result: GroupResult) -> None:
     log.event("group_ticked", group=result.group, placed=result.placed, waiting=sum(result.waiting.values()),
+              reasons_written=result.reasons_written,
               **{f"waiting_{reason}": count for reason, count in sorted(result.waiting.items())},
               running=result.running, finished=result.finished, statements=result.statements,
               **{f"{step}_ms": ms for step, ms in result.steps_ms.items()}, ray_ms=round(result.ray_ms, 1))

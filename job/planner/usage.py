@@ -7,6 +7,9 @@ the same U."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+
+from job.planner.resources import dominant_share
 
 _LN2 = math.log(2)
 
@@ -26,3 +29,18 @@ def charge_usage(usage: float, dominant_share: float, elapsed_s: float, half_lif
 def usage_share(usage: float, half_life_s: float) -> float:
     """The dominant share that, held for ever, gives usage U: U·ln 2 / H (0 when H is 0)."""
     return usage * _LN2 / half_life_s if half_life_s > 0 else 0.0
+
+
+def charge_users(usage: Mapping[str, float], held: Mapping[str, Mapping[str, int]], totals: Mapping[str, int],
+                 elapsed_s: float, half_life_s: float) -> dict[str, float]:
+    """Every user's usage after `elapsed_s` seconds in which each user held `held[user]` (units)
+    of a group whose totals are `totals`; only the users whose usage changed. Usage accrues the
+    plain dominant share: the user's shares divide the fair-share score, not the usage, so
+    dividing here too would count them twice."""
+    changed = {}
+    for user in usage.keys() | held.keys():
+        before = usage.get(user, 0.0)
+        after = charge_usage(before, dominant_share(held.get(user, {}), totals), elapsed_s, half_life_s)
+        if after != before:
+            changed[user] = after
+    return changed
