@@ -215,7 +215,9 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
     usage. Returns the jobs still active."""
     name = group["name"]
     updates, stops, requeue, cancels = {}, {}, {}, []
-    finished_ids = set()
+    # No longer active: finished, or back to PENDING for a new attempt.
+    finished_ids, gone_ids = set(), set()
+    by_id = {job["id"]: job for job in active}
     for job in active:
         outcome = reconcile(job, ray_jobs.get(job["submission_id"]), now)
         if outcome.update is not None and _changed(job, outcome.update):
@@ -226,10 +228,12 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
             requeue[job["id"]] = (job["state"], *outcome.requeue)
         if outcome.cancel_unsubmitted:
             cancels.append(job["id"])
-        if outcome.finished or outcome.requeue is not None:
+        if outcome.finished:
             finished_ids.add(job["id"])
+        if outcome.finished or outcome.requeue is not None:
+            gone_ids.add(job["id"])
     for job_id, (reason, message) in stops.items():
-        job = next(j for j in active if j["id"] == job_id)
+        job = by_id[job_id]
         if job["reason"] != reason:
             steps.ray(cluster.stop, job["submission_id"])
             log.event("stop_requested", group=name, job=job_id, user=job["user_name"], reason=reason, message=message)
@@ -255,7 +259,7 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
 
     _charge(conn, group, active, totals, now)
     conn.commit()
-    return [job for job in active if job["id"] not in finished_ids]
+    return [job for job in active if job["id"] not in gone_ids]
 
 
 def _changed(job: dict, update: dict) -> bool:
