@@ -18,7 +18,8 @@ from job.planner.resources import Resources, describe, dominant_share, format_am
 from test_planner_support import GIB, at, run, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = Path("/work/shared/examples")
+# The shared worked example lies beside the repository (../shared), in a session as in CI.
+EXAMPLES = ROOT.parent / "shared" / "examples"
 
 # (name, group options, users, running, pending, expected placements, expected reasons)
 REASONS = [
