@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, url: str | None) -> str | None:
-        if url is None:
+        if not url:
             return None
         scheme = urlsplit(url).scheme
         if scheme not in ("postgres", "postgresql"):
@@ -52,7 +52,7 @@ def settings() -> Settings:
         error = exc.errors()[0]
         variable = "JOB_" + str(error["loc"][0]).upper() if error["loc"] else "JOB_*"
         # The input itself is not echoed: it may be a URL with a password.
-        raise BadInput(f"{variable} is invalid: {error['msg']}") from None
+        raise BadInput(f"{variable} is invalid: {error['msg'].removeprefix('Value error, ')}") from None
 
 
 def redact_url(url: str) -> str:
