@@ -89,28 +89,47 @@ class _ByFree(Selector):
     """Fewest extras, then free capacity compared resource by resource in priority order: the least
     (`sign` 1) or the most (`sign` -1); then the smaller id.
 
-    Each shape has a heap of flat entries (extras, *key, id, version, node), where key is the free
-    vector times `sign` (the preferred node comes first) and version counts the node's placements
-    when the entry was made; ids are unique, so comparisons stop before the version. A node that
-    no longer fits a shape leaves its heap for good. Heaps are not touched on placement; an entry
-    whose version is out of date is put right when it reaches the top (see `_stale`)."""
+    Each shape has a heap of ints that order as the tuples (extras, *sign·free, id) would: bit
+    fields, most significant first, of the extras, then one field per resource, then the node's
+    index in id order. A heap step then compares two ints instead of two tuples field by field.
+    The fields are wide enough for the whole plan: free resources only go down, and a placement
+    leaves them at 0 or more, so each stays between min(0, lowest at the start) and max(0, highest
+    at the start). A node that no longer fits a shape leaves its heap for good. Heaps are not
+    touched on placement; an entry whose key is not the node's current one is put right when it
+    reaches the top (see `_stale`)."""
 
     sign: ClassVar[int]
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
-        self._versions = dict.fromkeys(nodes, 0)
-        self._keys = {node: self._key(node) for node in nodes}
-        self._heaps: dict[Shape, list[tuple]] = {}
+        self._nodes = sorted(nodes, key=lambda node: node.id)
+        self._index = {node: index for index, node in enumerate(self._nodes)}
+        self._mask = (1 << len(nodes).bit_length()) - 1
+        # (name, zero, weight): the field is (free - zero)·weight, where zero makes it start at 0
+        # (the least free for `sign` 1, the most for -1) and weight is ±the field's lowest bit.
+        self._fields: list[tuple[str, int, int]] = []
+        shift = self._mask.bit_length()
+        for name in reversed(order):
+            amounts = [node.free.get(name, 0) for node in nodes]
+            low, high = min(0, *amounts), max(0, *amounts)
+            self._fields.append((name, low if self.sign > 0 else high, self.sign << shift))
+            shift += (high - low).bit_length()
+        self._extras_shift = shift
+        self._key_mask = (1 << shift) - 1
+        self._keys = [self._key(node) for node in self._nodes]
+        self._heaps: dict[Shape, list[int]] = {}
 
-    def _key(self, node: NodeState) -> tuple[int, ...]:
-        sign = self.sign
-        return tuple(sign * node.free.get(r, 0) for r in self.order)
+    def _key(self, node: NodeState) -> int:
+        free = node.free
+        key = self._index[node]
+        for name, zero, weight in self._fields:
+            key += (free.get(name, 0) - zero) * weight
+        return key
 
-    def _entry(self, node: NodeState, shape: Shape) -> tuple:
-        return (_extras(node, shape), *self._keys[node], node.id, self._versions[node], node)
+    def _entry(self, node: NodeState, shape: Shape) -> int:
+        return (_extras(node, shape) << self._extras_shift) | self._keys[self._index[node]]
 
-    def _heap(self, shape: Shape) -> list[tuple]:
+    def _heap(self, shape: Shape) -> list[int]:
         heap = self._heaps.get(shape)
         if heap is None:
             heap = self._heaps[shape] = [self._entry(node, shape) for node in shape.pool.nodes if fits(shape.items, node.free)]
@@ -119,31 +138,37 @@ class _ByFree(Selector):
 
     def select(self, shape: Shape) -> NodeState | None:
         heap = self._fresh(shape)
-        versions = self._versions
+        nodes, keys, mask, key_mask = self._nodes, self._keys, self._mask, self._key_mask
         need = shape.items
+        stale = self._stale
         while heap:
             entry = heap[0]
-            node = entry[-1]
+            index = entry & mask
+            key = keys[index]
+            # Whether a node fits does not depend on its key: an entry out of date is put right
+            # first, and the node is checked once it is on top with its current key.
+            if entry & key_mask != key:
+                stale(heap, entry, key)
+                continue
+            node = nodes[index]
             free = node.free
             for name, amount in need:
                 if free.get(name, 0) < amount:
                     heappop(heap)
                     break
             else:
-                if entry[-2] == versions[node]:
-                    return node
-                self._stale(heap, node, shape)
+                return node
         return None
 
     def placed(self, node: NodeState) -> None:
-        self._versions[node] += 1
-        self._keys[node] = self._key(node)
+        self._keys[self._index[node]] = self._key(node)
 
-    def _fresh(self, shape: Shape) -> list[tuple]:
+    def _fresh(self, shape: Shape) -> list[int]:
         raise NotImplementedError
 
-    def _stale(self, heap: list[tuple], node: NodeState, shape: Shape) -> None:
-        """The entry on top of the heap is older than the node's last placement."""
+    def _stale(self, heap: list[int], entry: int, key: int) -> None:
+        """The entry on top of the heap is older than the node's last placement; `key` is its
+        current one."""
         raise NotImplementedError
 
 
@@ -157,8 +182,8 @@ class Dispersed(_ByFree):
     # out of date sorts too early, never too late, and is re-keyed when it reaches the top.
     _fresh = _ByFree._heap
 
-    def _stale(self, heap, node, shape):
-        heapreplace(heap, self._entry(node, shape))
+    def _stale(self, heap, entry, key):
+        heapreplace(heap, entry - (entry & self._key_mask) + key)
 
 
 class Concentrated(_ByFree):
@@ -178,19 +203,19 @@ class Concentrated(_ByFree):
         super().placed(node)
         self._changed.append(node)
 
-    def _fresh(self, shape: Shape) -> list[tuple]:
+    def _fresh(self, shape: Shape) -> list[int]:
         fresh = shape not in self._heaps
         heap = self._heap(shape)
         read = self._read.get(shape, 0)
         if not fresh and read < len(self._changed):
-            # In any order: entries are unique (ids, then versions), so the heap's top is the same.
+            # In any order: the heap's top is the same whatever order the pushes come in.
             for node in shape.pool.members.intersection(self._changed[read:]):
                 if fits(shape.items, node.free):
                     heappush(heap, self._entry(node, shape))
         self._read[shape] = len(self._changed)
         return heap
 
-    def _stale(self, heap, node, shape):
+    def _stale(self, heap, entry, key):
         # The node's current entry was pushed when it changed; this one is left over.
         heappop(heap)
 
