@@ -117,7 +117,6 @@ class _Planner:
             # The entry is flat, not (key, ...): sorting 100k flat tuples is twice as fast.
             user = users.get(job["user"]) or self._user(job["user"])
             append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, job, shape, user))
-        entries.sort()
         return entries
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
@@ -150,40 +149,49 @@ class _Planner:
         # Per reason, per what its message depends on, the entries waiting for that message.
         unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
         blocker = None
-        for entry in POLICIES[self.group.policy](self.entries):
-            job, shape, user = entry[5:]
-            not_before = job.get("not_before")
-            if shape.unschedulable:
-                reason, subject = "Unschedulable", shape
-            elif not_before is not None and not_before > now:
-                reason, subject = "NotBefore", not_before
-            elif user.max_running is not None and user.running >= user.max_running:
-                reason, subject = "UserJobLimit", user
-            elif user.max_resources is not None and not user.may_take(shape):
-                reason, subject = "UserResourceLimit", (user, shape)
-            elif blocker is not None:
-                reason, subject = "Priority", blocker
-            else:
-                node = None if shape.full else select(shape)
-                if node is not None:
-                    free = node.free
-                    for name, amount in shape.items:
-                        free[name] -= amount
-                    user.take(shape, totals)
-                    placed(node)
-                    placements.append({"job": job["id"], "node": node.id})
-                    continue
-                shape.full = True
-                reason, subject = "Resources", shape
-                if strict:
-                    blocker = job["id"]
-            record = {"job": job["id"], "reason": reason, "message": ""}
-            waiting.append(record)
-            same = unsaid[reason].get(subject)
-            if same is None:
-                unsaid[reason][subject] = [record]
-            else:
-                same.append(record)
+        runs = POLICIES[self.group.policy](self.entries)
+        taken = None
+        while True:
+            try:
+                queue, start = runs.send(taken)
+            except StopIteration:
+                break
+            taken = len(queue)
+            for index in range(start, taken):
+                _, _, _, _, _, job, shape, user = queue[index]
+                not_before = job.get("not_before")
+                if shape.unschedulable:
+                    reason, subject = "Unschedulable", shape
+                elif not_before is not None and not_before > now:
+                    reason, subject = "NotBefore", not_before
+                elif user.max_running is not None and user.running >= user.max_running:
+                    reason, subject = "UserJobLimit", user
+                elif user.max_resources is not None and not user.may_take(shape):
+                    reason, subject = "UserResourceLimit", (user, shape)
+                elif blocker is not None:
+                    reason, subject = "Priority", blocker
+                else:
+                    node = None if shape.full else select(shape)
+                    if node is not None:
+                        free = node.free
+                        for name, amount in shape.items:
+                            free[name] -= amount
+                        user.take(shape, totals)
+                        placed(node)
+                        placements.append({"job": job["id"], "node": node.id})
+                        taken = index + 1
+                        break
+                    shape.full = True
+                    reason, subject = "Resources", shape
+                    if strict:
+                        blocker = job["id"]
+                record = {"job": job["id"], "reason": reason, "message": ""}
+                waiting.append(record)
+                same = unsaid[reason].get(subject)
+                if same is None:
+                    unsaid[reason][subject] = [record]
+                else:
+                    same.append(record)
         messages = _Messages(self)
         for reason, by_subject in unsaid.items():
             for subject, records in by_subject.items():

@@ -2,14 +2,19 @@
 next job").
 
 Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id, job,
-shape, user)`, already sorted: higher priority first, then older first, then by id. That is the fifo order, and the order within one
-user for drf and fairshare. The drf/fairshare order is lazy: it depends on what the planner has
-placed so far, which it reads from the users' state as it goes.
+shape, user)` in any order. Sorted, they are the fifo order (higher priority first, then older
+first, then by id), and the order within one user for drf and fairshare.
+
+A policy is a generator of runs: it yields `(entries, start)`, and the planner takes the entries
+from `start` on, in order, until it places one or reaches the end, then sends back the index
+after the last one it took. Nothing a policy looks at changes between two placements, so it decides
+once per placement rather than once per job. The drf/fairshare order is lazy: it depends on what
+the planner has placed so far, which it reads from the users' state as it goes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator
 from datetime import datetime
 from heapq import heapify, heappop, heapreplace
 from itertools import groupby
@@ -18,44 +23,52 @@ from job.planner.picture import Shape, UserState
 from job.planner.usage import usage_share
 
 Entry = tuple[int, datetime, int, int, str, dict, Shape, UserState]
+Runs = Generator[tuple[list[Entry], int], int, None]
 
 
-def fifo(entries: list[Entry]) -> Iterable[Entry]:
-    return entries
+def _in_turn(entries: list[Entry]) -> Runs:
+    """The entries in the order given, whatever is placed."""
+    index = 0
+    while index < len(entries):
+        index = yield entries, index
 
 
-def lifo(entries: list[Entry]) -> Iterator[Entry]:
+def fifo(entries: list[Entry]) -> Runs:
+    entries.sort()
+    yield from _in_turn(entries)
+
+
+def lifo(entries: list[Entry]) -> Runs:
     """Higher priority first still; newest first within a priority."""
+    entries.sort()
     for _, same_priority in groupby(entries, key=lambda entry: entry[0]):
-        yield from reversed(list(same_priority))
+        yield from _in_turn(list(same_priority)[::-1])
 
 
-def fair(entries: list[Entry]) -> Iterator[Entry]:
+def fair(entries: list[Entry]) -> Runs:
     """drf and fairshare: the user with the lowest score goes next, ties by user name; the score is
     read again after each of the user's jobs is placed."""
     queues: dict[UserState, list[Entry]] = {}
     for entry in entries:
         queues.setdefault(entry[7], []).append(entry)
+    # Each queue sorted on its own: fewer comparisons than one sort of every entry.
+    for queue in queues.values():
+        queue.sort()
     # Names are unique, so the comparison never goes past them.
     heap = [(user.score(), user.name, 0, queue) for user, queue in queues.items()]
     heapify(heap)
     while heap:
         score, name, index, queue = heap[0]
-        user = queue[0][7]
-        running = user.running
-        end = len(queue)
         # Until one of the user's jobs is placed, the score does not change and the user stays
-        # first in line: no need to go through the heap for each job.
-        while index < end and user.running == running:
-            yield queue[index]
-            index += 1
-        if index == end:
+        # first in line.
+        index = yield queue, index
+        if index == len(queue):
             heappop(heap)
         else:
-            heapreplace(heap, (user.score(), name, index, queue))
+            heapreplace(heap, (queue[0][7].score(), name, index, queue))
 
 
-POLICIES: dict[str, Callable[[list[Entry]], Iterable[Entry]]] = {
+POLICIES: dict[str, Callable[[list[Entry]], Runs]] = {
     "fifo": fifo,
     "lifo": lifo,
     "drf": fair,
