@@ -107,6 +107,7 @@ class _Planner:
         append = entries.append
         shapes = self.shapes
         users = self.users
+        now = self.snapshot.now
         for position, job in enumerate(self.snapshot.pending):
             labels = job.get("node_labels")
             raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
@@ -116,7 +117,12 @@ class _Planner:
             # Ids compare by length first: the tick's ids are numbers, and "9" goes before "10".
             # The entry is flat, not (key, ...): sorting 100k flat tuples is twice as fast.
             user = users.get(job["user"]) or self._user(job["user"])
-            append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, job, shape, user))
+            # Only a start time still to come holds a job back. Decided here, it spares the plan
+            # reading the job itself again, in an order that is not the list's.
+            later = job.get("not_before")
+            if later is not None and not later > now:
+                later = None
+            append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user))
         return entries
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
@@ -139,7 +145,6 @@ class _Planner:
         return shape
 
     def run(self) -> Plan:
-        now = self.snapshot.now
         strict = self.group.strict_order
         totals = self.totals
         select = self.selector.select
@@ -158,12 +163,11 @@ class _Planner:
                 break
             taken = len(queue)
             for index in range(start, taken):
-                _, _, _, _, _, job, shape, user = queue[index]
-                not_before = job.get("not_before")
+                _, _, _, _, ident, later, shape, user = queue[index]
                 if shape.unschedulable:
                     reason, subject = "Unschedulable", shape
-                elif not_before is not None and not_before > now:
-                    reason, subject = "NotBefore", not_before
+                elif later is not None:
+                    reason, subject = "NotBefore", later
                 elif user.max_running is not None and user.running >= user.max_running:
                     reason, subject = "UserJobLimit", user
                 elif user.max_resources is not None and not user.may_take(shape):
@@ -178,14 +182,14 @@ class _Planner:
                             free[name] -= amount
                         user.take(shape, totals)
                         placed(node)
-                        placements.append({"job": job["id"], "node": node.id})
+                        placements.append({"job": ident, "node": node.id})
                         taken = index + 1
                         break
                     shape.full = True
                     reason, subject = "Resources", shape
                     if strict:
-                        blocker = job["id"]
-                record = {"job": job["id"], "reason": reason, "message": ""}
+                        blocker = ident
+                record = {"job": ident, "reason": reason, "message": ""}
                 waiting.append(record)
                 same = unsaid[reason].get(subject)
                 if same is None:

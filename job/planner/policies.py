@@ -1,8 +1,8 @@
 """Queue policies: the order in which the planner considers pending jobs (DESIGN.md, "Choosing the
 next job").
 
-Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id, job,
-shape, user)` in any order. Sorted, they are the fifo order (higher priority first, then older
+Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id,
+not_before, shape, user)` in any order (not_before only when still to come). Sorted, they are the fifo order (higher priority first, then older
 first, then by id), and the order within one user for drf and fairshare.
 
 A policy is a generator of runs: it yields `(entries, start)`, and the planner takes the entries
@@ -22,7 +22,7 @@ from itertools import groupby
 from job.planner.picture import Shape, UserState
 from job.planner.usage import usage_share
 
-Entry = tuple[int, datetime, int, int, str, dict, Shape, UserState]
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState]
 Runs = Generator[tuple[list[Entry], int], int, None]
 
 
