@@ -218,6 +218,9 @@ class _Messages:
         self.planner = planner
         self.group = planner.group.name
         self.rank = {name: index for index, name in enumerate(planner.order)}
+        # The most of a resource on any node of a pool, total or free, by (pool, "total" or
+        # "free", name): the shapes of one pool share them.
+        self.maxima: dict[tuple[Pool, str, str], int] = {}
 
     def say(self, reason: str, subject) -> str:
         return getattr(self, reason)(subject)
@@ -229,8 +232,15 @@ class _Messages:
         labels = f" on a node labelled {shape.pool.key}" if shape.pool.key else ""
         return f"needs {describe(self._in_order(shape.items))}{labels}"
 
-    def _most(self, shape: Shape, holdings) -> list[tuple[str, int]]:
-        return [(name, max(holdings(node).get(name, 0) for node in shape.pool.nodes)) for name, _ in self._in_order(shape.items)]
+    def _most(self, shape: Shape, held: str) -> list[tuple[str, int]]:
+        most = []
+        for name, _ in self._in_order(shape.items):
+            key = (shape.pool, held, name)
+            amount = self.maxima.get(key)
+            if amount is None:
+                amount = self.maxima[key] = max(getattr(node, held).get(name, 0) for node in shape.pool.nodes)
+            most.append((name, amount))
+        return most
 
     def _short(self, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
         return [(name, amount) for (name, amount), (_, need) in zip(most, self._in_order(shape.items)) if amount < need]
@@ -239,14 +249,14 @@ class _Messages:
         where = f"group {self.group}" + (f" labelled {shape.pool.key}" if shape.pool.key else "")
         if not shape.pool.nodes:
             return f"{self._needs(shape)}; no node of {where}"
-        most = self._most(shape, lambda node: node.total)
+        most = self._most(shape, "total")
         short = self._short(shape, most)
         if short:
             return f"{self._needs(shape)}; no node of {where} has more than {describe(short)}"
         return f"{self._needs(shape)}; no single node of {where} has all of it (the most of each on any node: {describe(most)})"
 
     def Resources(self, shape: Shape) -> str:
-        most = self._most(shape, lambda node: node.free)
+        most = self._most(shape, "free")
         where = "node labelled " + shape.pool.key if shape.pool.key else "node"
         if self._short(shape, most):
             return f"{self._needs(shape)}; the most free on any {where} is {describe(most)}"

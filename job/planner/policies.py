@@ -14,10 +14,11 @@ the planner has placed so far, which it reads from the users' state as it goes.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Generator
 from datetime import datetime
 from heapq import heapify, heappop, heapreplace
-from itertools import groupby
+from operator import itemgetter
 
 from job.planner.picture import Shape, UserState
 from job.planner.usage import usage_share
@@ -41,8 +42,11 @@ def fifo(entries: list[Entry]) -> Runs:
 def lifo(entries: list[Entry]) -> Runs:
     """Higher priority first still; newest first within a priority."""
     entries.sort()
-    for _, same_priority in groupby(entries, key=lambda entry: entry[0]):
-        yield from _in_turn(list(same_priority)[::-1])
+    start = 0
+    while start < len(entries):
+        end = bisect_right(entries, entries[start][0], lo=start, key=itemgetter(0))
+        yield from _in_turn(entries[start:end][::-1])
+        start = end
 
 
 def fair(entries: list[Entry]) -> Runs:
