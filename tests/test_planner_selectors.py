@@ -109,3 +109,10 @@ def test_stateless_selectors_write_no_state(selector):
     state = {"selector.roundrobin": {"next_index": {"": 4}}}
     _, _, new_state = run(snapshot("fifo", selector, nodes={"a": {"CPU": 1}}, pending=[("1", "u", {"CPU": 1})], state=state))
     assert new_state == {}
+
+
+@pytest.mark.parametrize("selector", ["legacy", "concentrated", "dispersed", "roundrobin"])
+def test_a_group_without_nodes_still_plans(selector):
+    placements, waiting, _ = run(snapshot("fifo", selector, pending=[("1", "u", {"CPU": 1}), ("2", "u", {})]))
+    assert placements == []
+    assert waiting == {"1": "Unschedulable", "2": "Unschedulable"}

@@ -111,7 +111,7 @@ class _ByFree(Selector):
         shift = self._mask.bit_length()
         for name in reversed(order):
             amounts = [node.free.get(name, 0) for node in nodes]
-            low, high = min(0, *amounts), max(0, *amounts)
+            low, high = min([0, *amounts]), max([0, *amounts])
             self._fields.append((name, low if self.sign > 0 else high, self.sign << shift))
             shift += (high - low).bit_length()
         self._extras_shift = shift
