@@ -120,7 +120,7 @@ class _Planner:
             # Only a start time still to come holds a job back. Decided here, it spares the plan
             # reading the job itself again, in an order that is not the list's.
             later = job.get("not_before")
-            if later is not None and not later > now:
+            if later is not None and later <= now:
                 later = None
             append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user))
         return entries
