@@ -96,9 +96,10 @@ class _ByFree(Selector):
     leaves them at 0 or more, so each stays between min(0, lowest at the start) and max(0, highest
     at the start). A node that no longer fits a shape leaves its heap for good. Heaps are not
     touched on placement; an entry whose key is not the node's current one is put right when it
-    reaches the top (see `_stale`)."""
+    reaches the top: re-keyed where `rekey` is set, else dropped (see the subclasses)."""
 
     sign: ClassVar[int]
+    rekey: ClassVar[bool]
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
@@ -140,7 +141,7 @@ class _ByFree(Selector):
         heap = self._fresh(shape)
         nodes, keys, mask, key_mask = self._nodes, self._keys, self._mask, self._key_mask
         need = shape.items
-        stale = self._stale
+        rekey = self.rekey
         while heap:
             entry = heap[0]
             index = entry & mask
@@ -148,7 +149,10 @@ class _ByFree(Selector):
             # Whether a node fits does not depend on its key: an entry out of date is put right
             # first, and the node is checked once it is on top with its current key.
             if entry & key_mask != key:
-                stale(heap, entry, key)
+                if rekey:
+                    heapreplace(heap, entry - (entry & key_mask) + key)
+                else:
+                    heappop(heap)
                 continue
             node = nodes[index]
             free = node.free
@@ -166,11 +170,6 @@ class _ByFree(Selector):
     def _fresh(self, shape: Shape) -> list[int]:
         raise NotImplementedError
 
-    def _stale(self, heap: list[int], entry: int, key: int) -> None:
-        """The entry on top of the heap is older than the node's last placement; `key` is its
-        current one."""
-        raise NotImplementedError
-
 
 class Dispersed(_ByFree):
     """Spread: the most free capacity."""
@@ -180,10 +179,8 @@ class Dispersed(_ByFree):
 
     # A placement only lowers a node's free resources, so its key (negated) only grows: an entry
     # out of date sorts too early, never too late, and is re-keyed when it reaches the top.
+    rekey = True
     _fresh = _ByFree._heap
-
-    def _stale(self, heap, entry, key):
-        heapreplace(heap, entry - (entry & self._key_mask) + key)
 
 
 class Concentrated(_ByFree):
@@ -191,6 +188,9 @@ class Concentrated(_ByFree):
 
     name = "concentrated"
     sign = 1
+    # The node's current entry was pushed when it changed (see `_fresh`); one out of date is left
+    # over.
+    rekey = False
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
@@ -214,10 +214,6 @@ class Concentrated(_ByFree):
                     heappush(heap, self._entry(node, shape))
         self._read[shape] = len(self._changed)
         return heap
-
-    def _stale(self, heap, entry, key):
-        # The node's current entry was pushed when it changed; this one is left over.
-        heappop(heap)
 
 
 class RoundRobin(Selector):
