@@ -4,7 +4,8 @@
     python bench/tick.py --sizes 1k,10k --ticks 5
 
 Part 1: for each size, a fresh database holding that many pending jobs of 1,000 users (each asking
-CPU 1, so a handful fit the cluster and the rest wait). Several ticks run; the first one writes every
+CPU 1, so a handful fit the cluster and the rest wait; the ones placed sleep through the whole
+measurement, so that no Ray driver starts or ends while ticks are timed). Several ticks run; the first one writes every
 job's first waiting reason, the later ones are the steady state. Printed per size: the median time
 of each step, the time outside Ray calls (reconcile, plan, commit, and the database part of the
 observe step), and the SQL statements per tick.
@@ -67,16 +68,20 @@ def fill(url: str, address: str, pending: int, cpu: float, entrypoint: str) -> N
                FROM generate_series(1, %s) i""",
             (USERS, entrypoint, cpu, pending, pending),
         )
-        conn.execute("ANALYZE jobs")
+        # As autovacuum would soon: without it the first tick also pays for PostgreSQL setting hint
+        # bits on 100k freshly inserted rows, which is the insert's cost, not the tick's.
+        conn.execute("VACUUM ANALYZE jobs")
 
 
 def stop_all(url: str, address: str) -> None:
+    """Stop what the size's ticks started, and wait until Ray is done with it."""
     from job.ray_adapter import cluster_for
 
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
         rows = conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')").fetchall()
     for row in rows:
         cluster_for(address).stop(row["submission_id"])
+    wait_finished(address, [row["submission_id"] for row in rows])
 
 
 def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> None:
@@ -86,7 +91,7 @@ def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> 
     print(header)
     for pending in sizes:
         url = fresh_database(server_url, f"bench_tick_{pending}")
-        fill(url, address, pending, cpu=1, entrypoint="sleep 30")
+        fill(url, address, pending, cpu=1, entrypoint="sleep 600")
         # The first ticks write the jobs' first waiting reasons, a bounded number per tick; the
         # steady state starts with the first tick that has none left to write.
         results = []
@@ -120,32 +125,54 @@ def _outside_ray(result) -> float:
     return (sum(result.steps_ms.values()) - result.ray_ms) / 1000
 
 
-def bench_submit(server_url: str, address: str, count: int) -> None:
+def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 300) -> None:
+    """Until Ray has finished these jobs: drivers still starting would slow the next batch."""
+    from job.ray_adapter import cluster_for
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        known = cluster_for(address).jobs()
+        if all(known.get(i) is not None and known[i].status in ("SUCCEEDED", "FAILED", "STOPPED") for i in submission_ids):
+            return
+        time.sleep(1)
+    raise SystemExit(f"jobs not finished after {timeout_s} s")
+
+
+def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None:
     from job.ray_adapter import cluster_for
     from ray.job_submission import JobSubmissionClient
 
-    print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop ==")
+    print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop "
+          f"(medians of {rounds} rounds, each batch on an idle cluster) ==")
     nodes = cluster_for(address).nodes({}, use_head_node=False)
     client = JobSubmissionClient(address)
-    prefix = uuid.uuid4().hex[:6]
-    started = time.perf_counter()
-    for i in range(count):
-        client.submit_job(entrypoint="true", submission_id=f"bare-{prefix}-{i}", entrypoint_num_cpus=0.01,
-                          entrypoint_label_selector={"ray.io/node-id": nodes[i % len(nodes)].id})
-    bare_s = time.perf_counter() - started
+    bare, tick, submit_step = [], [], []
+    for round_ in range(rounds):
+        prefix = uuid.uuid4().hex[:6]
+        ids = [f"bare-{prefix}-{i}" for i in range(count)]
+        started = time.perf_counter()
+        for i, submission_id in enumerate(ids):
+            client.submit_job(entrypoint="true", submission_id=submission_id, entrypoint_num_cpus=0.01,
+                              entrypoint_label_selector={"ray.io/node-id": nodes[i % len(nodes)].id})
+        bare.append(time.perf_counter() - started)
+        wait_finished(address, ids)
 
-    url = fresh_database(server_url, "bench_tick_submit")
-    fill(url, address, count, cpu=0.01, entrypoint="true")
-    started = time.perf_counter()
-    [result] = run_tick("bench", database_url=url)
-    tick_s = time.perf_counter() - started
-    assert result.placed == count, (result.placed, result.waiting)
-    submit_s = result.steps_ms["submit"] / 1000
+        url = fresh_database(server_url, "bench_tick_submit")
+        fill(url, address, count, cpu=0.01, entrypoint="true")
+        started = time.perf_counter()
+        [result] = run_tick("bench", database_url=url)
+        tick.append(time.perf_counter() - started)
+        assert result.placed == count, (result.placed, result.waiting)
+        submit_step.append(result.steps_ms["submit"] / 1000)
+        with psycopg.connect(url) as conn:
+            wait_finished(address, [row[0] for row in conn.execute("SELECT submission_id FROM jobs")])
     print(f"{'':<34} {'seconds':>8} {'jobs/s':>8}")
-    print(f"{'bare client loop':<34} {bare_s:>8.3f} {count / bare_s:>8.1f}")
-    print(f"{'tick, submit step':<34} {submit_s:>8.3f} {count / submit_s:>8.1f}")
-    print(f"{'tick, whole (observe..submit)':<34} {tick_s:>8.3f} {count / tick_s:>8.1f}")
-    print(f"ratio tick/bare (whole tick): {bare_s / tick_s:.2f}   (submit step): {bare_s / submit_s:.2f}")
+    for label, times in (("bare client loop", bare), ("tick, submit step", submit_step),
+                         ("tick, whole (observe..submit)", tick)):
+        median = statistics.median(times)
+        print(f"{label:<34} {median:>8.3f} {count / median:>8.1f}")
+    print(f"rate ratio tick/bare (whole tick): {statistics.median(bare) / statistics.median(tick):.2f}   "
+          f"(submit step): {statistics.median(bare) / statistics.median(submit_step):.2f}")
 
 
 def main() -> int:
@@ -153,6 +180,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1k,10k,100k")
     parser.add_argument("--ticks", type=int, default=4)
     parser.add_argument("--submit", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the submit comparison")
     args = parser.parse_args()
     log.configure(level="WARNING")
     with ExitStack() as stack:
@@ -169,7 +197,7 @@ def main() -> int:
             address = cluster.start()
         bench_ticks(server_url, address, [size(s) for s in args.sizes.split(",")], args.ticks)
         if args.submit:
-            bench_submit(server_url, address, args.submit)
+            bench_submit(server_url, address, args.submit, args.rounds)
     return 0
 
 

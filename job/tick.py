@@ -30,7 +30,7 @@ from job.reconcile import reconcile
 from job.settings import settings
 
 METADATA_PREFIX = "scheduler."
-NEW_REASONS_PER_TICK = 10_000
+NEW_REASONS_PER_TICK = 5_000
 MESSAGE_REFRESH_PER_TICK = 1_000
 
 
@@ -156,14 +156,16 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result, steps)
     steps.done("reconcile")
 
-    # Plan. Reading 100k pending rows and building their snapshot make objects that are never
-    # cyclic garbage: collecting meanwhile would only rescan them, over and over.
+    # Plan, and the waiting reasons that changed. Reading 100k pending rows and building their
+    # snapshot make objects that are never cyclic garbage: collecting meanwhile would only rescan
+    # them, over and over.
     with _without_gc():
         pending = ts.pending_jobs(conn, name)
         users = ts.users_of_group(conn, name)
         state = ts.group_state(conn, name)
         snapshot, invalid = _snapshot(group, now, nodes, still_active, pending, users, state)
         decided = plan(snapshot)
+        changed = _waiting_changes(pending, decided.waiting)
     steps.done("plan")
     result.running = len(still_active)
     result.waiting = Counter(w["reason"] for w in decided.waiting)
@@ -174,7 +176,6 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
         return result
 
     # Commit: intents, waiting reasons that changed, and the selector's state, in one transaction.
-    changed = _waiting_changes(pending, decided.waiting)
     ts.fail_invalid(conn, invalid)
     for job_id, message in invalid.items():
         log.warning("job_invalid", group=name, job=job_id, message=message)
@@ -289,19 +290,19 @@ def _waiting_changes(pending: list[tuple], waiting: list[dict]) -> dict[int, tup
     (the most CPU free on any node) changes whenever the cluster does, for every job of that
     shape: it is refreshed for the first MESSAGE_REFRESH_PER_TICK jobs only, so the head of the
     queue is always current."""
-    known = {row[0]: (row[7], row[8]) for row in pending}
+    known = {row[0]: row for row in pending}
     changed = {}
     refreshes = []
     for entry in waiting:
-        job_id, new = int(entry["job"]), (entry["reason"], entry["message"])
-        old = known.get(job_id)
-        if old == new:
+        job_id, reason, message = int(entry["job"]), entry["reason"], entry["message"]
+        row = known.get(job_id)
+        if row is not None and row[7] == reason and row[8] == message:
             continue
-        if old is None or old[0] != new[0]:
+        if row is None or row[7] != reason:
             if len(changed) < NEW_REASONS_PER_TICK:
-                changed[job_id] = new
+                changed[job_id] = (reason, message)
         elif len(refreshes) < MESSAGE_REFRESH_PER_TICK:
-            refreshes.append((job_id, new))
+            refreshes.append((job_id, (reason, message)))
     changed.update(refreshes)
     return changed
 
