@@ -153,7 +153,10 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     for node in nodes:
         for resource, amount in node.resources.items():
             totals[resource] += to_units(amount)
-    still_active = active if dry_run else _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result, steps)
+    if dry_run:
+        still_active, users = active, ts.users_of_group(conn, name)
+    else:
+        still_active, users = _reconcile(conn, group, cluster, active, ray_jobs, now, totals, result, steps)
     steps.done("reconcile")
 
     # Plan, and the waiting reasons that changed. Reading 100k pending rows and building their
@@ -161,7 +164,6 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
     # them, over and over.
     with _without_gc():
         pending = ts.pending_jobs(conn, name)
-        users = ts.users_of_group(conn, name)
         state = ts.group_state(conn, name)
         snapshot, invalid = _snapshot(group, now, nodes, still_active, pending, users, state)
         decided = plan(snapshot)
@@ -211,9 +213,9 @@ def _tick_locked(conn, group: dict, installation: str, dry_run: bool) -> GroupRe
 
 
 def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, now: datetime,
-               totals: dict[str, int], result: GroupResult, steps: _Steps) -> list[dict]:
+               totals: dict[str, int], result: GroupResult, steps: _Steps) -> tuple[list[dict], list[dict]]:
     """Bring our active jobs in line with Ray, carry out stops, fail pending timeouts and charge
-    usage. Returns the jobs still active."""
+    usage. Returns the jobs still active, and the group's users with their usage as charged."""
     name = group["name"]
     updates, stops, requeue, cancels = {}, {}, {}, []
     # No longer active: finished, or back to PENDING for a new attempt.
@@ -258,22 +260,23 @@ def _reconcile(conn, group: dict, cluster, active: list[dict], ray_jobs: dict, n
             log.event("job_finished", group=name, job=row["id"], user=row["user_name"], state="FAILED", reason="PendingTimeout")
             result.finished += 1
 
-    _charge(conn, group, active, totals, now)
+    users = _charge(conn, group, active, totals, now)
     conn.commit()
-    return [job for job in active if job["id"] not in gone_ids]
+    return [job for job in active if job["id"] not in gone_ids], users
 
 
 def _changed(job: dict, update: dict) -> bool:
     return any(job[column] != update[column] for column in ts.JOB_UPDATE_COLUMNS)
 
 
-def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> None:
-    """Charge each user the dominant share its jobs held since the last charge, decayed by the half life."""
+def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> list[dict]:
+    """Charge each user the dominant share its jobs held since the last charge, decayed by the half
+    life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
     since = group["usage_charged_at"]
     users = ts.users_of_group(conn, group["name"])
     if since is None:
         ts.charge_usage(conn, group["name"], {}, now)
-        return
+        return users
     elapsed = max((now - since).total_seconds(), 0.0)
     held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for job in ran:
@@ -281,6 +284,7 @@ def _charge(conn, group: dict, ran: list[dict], totals: dict[str, int], now: dat
             held[job["user_name"]][resource] += to_units(amount)
     usage = charge_users({user["name"]: user["usage"] for user in users}, held, totals, elapsed, group["half_life_s"])
     ts.charge_usage(conn, group["name"], usage, now)
+    return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in users]
 
 
 def _waiting_changes(pending: list[tuple], waiting: list[dict]) -> dict[int, tuple[str, str]]:
