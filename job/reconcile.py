@@ -7,7 +7,7 @@ submission Ray never received."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,6 @@ class Outcome:
     requeue: tuple[str, str] | None = None
     cancel_unsubmitted: bool = False
     finished: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcome:
