@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.planner import Snapshot, plan  # noqa: E402
+from job.core.planner import Snapshot, plan  # noqa: E402
 
 POLICIES = ("fifo", "lifo", "drf", "fairshare")
 SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")

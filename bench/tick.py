@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psycopg  # noqa: E402
 
 from job import log  # noqa: E402
-from job.local_postgres import start_embedded, with_database  # noqa: E402
-from job.migrate import migrate  # noqa: E402
-from job.tick import run_tick  # noqa: E402
+from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
+from job.store.migrations import migrate  # noqa: E402
+from job.scheduler.config import TickConfig  # noqa: E402
+from job.scheduler.tick import run_tick  # noqa: E402
 
 USERS = 1000
 
@@ -75,12 +76,12 @@ def fill(url: str, address: str, pending: int, cpu: float, entrypoint: str) -> N
 
 def stop_all(url: str, address: str) -> None:
     """Stop what the size's ticks started, and wait until Ray is done with it."""
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
 
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
         rows = conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')").fetchall()
     for row in rows:
-        cluster_for(address).stop(row["submission_id"])
+        cluster_for(address, 10.0).stop(row["submission_id"])
     wait_finished(address, [row["submission_id"] for row in rows])
 
 
@@ -96,14 +97,14 @@ def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> 
         # steady state starts with the first tick that has none left to write.
         results = []
         while len(results) < 50:
-            [result] = run_tick("bench", database_url=url)
+            [result] = run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10.0), "bench")
             assert result.status == "ticked", result.cause
             results.append(result)
             if result.reasons_written < 1000 and len(results) > 1:
                 break
         catch_up = len(results) - 1
         for _ in range(ticks):
-            [result] = run_tick("bench", database_url=url)
+            [result] = run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10.0), "bench")
             results.append(result)
         steady = results[-ticks:]
         step = {name: statistics.median(r.steps_ms.get(name, 0) for r in steady) / 1000
@@ -127,11 +128,11 @@ def _outside_ray(result) -> float:
 
 def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 300) -> None:
     """Until Ray has finished these jobs: drivers still starting would slow the next batch."""
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        known = cluster_for(address).jobs()
+        known = cluster_for(address, 10.0).jobs()
         if all(known.get(i) is not None and known[i].status in ("SUCCEEDED", "FAILED", "STOPPED") for i in submission_ids):
             return
         time.sleep(1)
@@ -139,12 +140,12 @@ def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 30
 
 
 def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None:
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
     from ray.job_submission import JobSubmissionClient
 
     print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop "
           f"(medians of {rounds} rounds, each batch on an idle cluster) ==")
-    nodes = cluster_for(address).nodes({}, use_head_node=False)
+    nodes = cluster_for(address, 10.0).nodes({}, use_head_node=False)
     client = JobSubmissionClient(address)
     bare, tick, submit_step = [], [], []
     for round_ in range(rounds):
@@ -160,7 +161,7 @@ def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None
         url = fresh_database(server_url, "bench_tick_submit")
         fill(url, address, count, cpu=0.01, entrypoint="true")
         started = time.perf_counter()
-        [result] = run_tick("bench", database_url=url)
+        [result] = run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10.0), "bench")
         tick.append(time.perf_counter() - started)
         assert result.placed == count, (result.placed, result.waiting)
         submit_step.append(result.steps_ms["submit"] / 1000)
@@ -190,7 +191,7 @@ def main() -> int:
             stack.callback(server.cleanup)
         address = os.environ.get("RAY_ADDRESS")
         if not address:
-            from job.local_ray import LocalRayCluster, NodeSpec
+            from job.devtools.local_ray import LocalRayCluster, NodeSpec
 
             cluster = LocalRayCluster(head=NodeSpec(cpus=1), workers=[NodeSpec(cpus=2), NodeSpec(cpus=2)])
             stack.callback(cluster.stop)

@@ -1,4 +1,4 @@
 """A fair-share batch scheduler for Ray clusters.
 
-Programs that enqueue jobs call `job.queue.submit`; operators use `python -m job`.
+Programs that enqueue jobs call `job.api.submit`; operators use `python -m job`.
 """

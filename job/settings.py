@@ -1,15 +1,16 @@
-"""Process settings, from JOB_* environment variables."""
+"""Process settings, from JOB_* environment variables. Read by the CLI (and `job.api` for its
+default database); everything below takes what it needs as arguments."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from job.errors import BadInput
+from job.core.errors import BadInput
 
 
 class Settings(BaseSettings):
@@ -53,12 +54,3 @@ def settings() -> Settings:
         variable = "JOB_" + str(error["loc"][0]).upper() if error["loc"] else "JOB_*"
         # The input itself is not echoed: it may be a URL with a password.
         raise BadInput(f"{variable} is invalid: {error['msg'].removeprefix('Value error, ')}") from None
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced, safe for logs and messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))

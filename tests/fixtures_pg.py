@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from job.local_postgres import start_embedded, with_database
-from job.migrate import migrate
+from job.devtools.local_postgres import start_embedded, with_database
+from job.store.migrations import migrate
 
 _counter = itertools.count()
 

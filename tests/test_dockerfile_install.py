@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from packaging.utils import canonicalize_name
 
-from job.local_postgres import with_database
+from job.devtools.local_postgres import with_database
 
 # The sibling module by path, so this works whether or not tests/ is a package.
 _spec = importlib.util.spec_from_file_location("_dockerfile_checks", Path(__file__).with_name("test_dockerfile.py"))
@@ -146,7 +146,7 @@ def test_job_and_its_migrations_come_from_the_image_layout(image):
 
 
 def test_code_is_precompiled_so_a_read_only_root_costs_nothing(image):
-    assert list(image.path("/app/job/__pycache__").glob("cli.*.pyc")), "python -m compileall did not run over /app/job"
+    assert list(image.path("/app/job/cli/__pycache__").glob("__init__.*.pyc")), "python -m compileall did not run over /app/job"
 
 
 def test_the_environment_holds_exactly_the_lock(image):

@@ -15,7 +15,7 @@ import yaml
 
 from job.cli import build_parser
 from job.settings import Settings
-from job.units import parse_duration
+from job.core.units import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "k8s"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from job.planner import Snapshot, plan
-from job.planner.resources import fits, to_units
+from job.core.planner import Snapshot, plan
+from job.core.resources import fits, to_units
 from test_planner_support import GIB, at, reference, run, snapshot
 
 NODE_IDS = ["n1", "n2", "n3", "n4", "n5", "n10"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from job.planner import Snapshot, plan
-from job.planner.resources import dominant_share, fits, to_units
-from job.planner.usage import usage_share
+from job.core.planner import Snapshot, plan
+from job.core.resources import dominant_share, fits, to_units
+from job.core.usage import usage_share
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 GIB = 2**30

@@ -54,8 +54,8 @@ def test_job_without_resources_asks_for_one_cpu(database_url, capsys):
 
 
 def test_python_function_validates_like_the_cli(database_url, conn, capsys):
-    from job.errors import BadInput
-    from job.queue import submit
+    from job.core.errors import BadInput
+    from job.api import submit
 
     setup_group_and_users(capsys)
     job_id = submit(user="alice", group="gpu", entrypoint="python x.py", resources={"GPU": 1, "memory": "512MiB"})
@@ -171,7 +171,7 @@ def test_bad_input_is_refused_and_nothing_changes(database_url, conn, capsys, ar
 def test_unmigrated_database_says_to_migrate(pg_server_url, capsys, monkeypatch):
     import psycopg
 
-    from job.local_postgres import with_database
+    from job.devtools.local_postgres import with_database
 
     name = "jobtest_unmigrated"
     with psycopg.connect(pg_server_url, autocommit=True) as admin:

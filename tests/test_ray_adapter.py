@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from job.errors import NotFound, Unavailable
-from job.ray_adapter import RayCluster, RaySubmitRefused
+from job.core.errors import NotFound, Unavailable
+from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 
 pytestmark = pytest.mark.ray
 

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from job import raycluster
-from job.errors import BadInput, ClusterNotReady
+from job.adapters import kuberay
+from job.core.errors import BadInput, ClusterNotReady
 
 TOKEN = "fake-sa-token"
 
@@ -153,16 +153,16 @@ current-context: fake
     # Not in a pod here, whatever the machine says: the kubeconfig must be the one used.
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    raycluster._custom_objects_api.cache_clear()
+    kuberay._custom_objects_api.cache_clear()
     yield server
-    raycluster._custom_objects_api.cache_clear()
+    kuberay._custom_objects_api.cache_clear()
     server.shutdown()
     server.server_close()
 
 
 def test_ready_raycluster_resolves_to_its_head_service_dashboard(api):
     api.put("ml", "shared", ready_status("shared"))
-    assert raycluster.resolve_dashboard_url("raycluster://ml/shared") == "http://shared-head-svc.ml.svc.cluster.local:8265"
+    assert kuberay.resolve_dashboard_url("raycluster://ml/shared") == "http://shared-head-svc.ml.svc.cluster.local:8265"
     assert api.requests == [("/apis/ray.io/v1/namespaces/ml/rayclusters/shared", TOKEN)]
 
 
@@ -171,19 +171,19 @@ def test_service_name_and_dashboard_port_come_from_the_status(api):
     status["head"]["serviceName"] = "shared-dash"
     status["endpoints"]["dashboard"] = "18265"
     api.put("ml", "shared", status)
-    assert raycluster.resolve_dashboard_url("raycluster://ml/shared") == "http://shared-dash.ml.svc.cluster.local:18265"
+    assert kuberay.resolve_dashboard_url("raycluster://ml/shared") == "http://shared-dash.ml.svc.cluster.local:18265"
 
 
 def test_older_kuberay_status_falls_back_to_name_head_svc_and_8265(api):
     # KubeRay before 1.2: no conditions, head without serviceName, and here no endpoints yet.
     api.put("team-a", "gpu-pool", {"state": "ready", "head": {"podIP": "10.244.1.9", "serviceIP": "10.96.7.1"},
                                    "availableWorkerReplicas": 1, "desiredWorkerReplicas": 1, "lastUpdateTime": "2026-11-20T09:13:00Z"})
-    assert raycluster.resolve_dashboard_url("raycluster://team-a/gpu-pool") == "http://gpu-pool-head-svc.team-a.svc.cluster.local:8265"
+    assert kuberay.resolve_dashboard_url("raycluster://team-a/gpu-pool") == "http://gpu-pool-head-svc.team-a.svc.cluster.local:8265"
 
 
 def test_missing_raycluster_is_not_ready_with_its_name(api):
     with pytest.raises(ClusterNotReady, match=r"^raycluster ml/absent not found$"):
-        raycluster.resolve_dashboard_url("raycluster://ml/absent")
+        kuberay.resolve_dashboard_url("raycluster://ml/absent")
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_missing_raycluster_is_not_ready_with_its_name(api):
 def test_not_ready_raycluster_says_what_kuberay_reports(api, status, reason):
     api.put("ml", "c", status)
     with pytest.raises(ClusterNotReady) as caught:
-        raycluster.resolve_dashboard_url("raycluster://ml/c")
+        kuberay.resolve_dashboard_url("raycluster://ml/c")
     assert str(caught.value) == f"raycluster ml/c is not ready: {reason}"
 
 
@@ -217,29 +217,29 @@ def test_a_dashboard_endpoint_that_is_not_a_port_is_refused(api):
     status["endpoints"]["dashboard"] = "dashboard"  # a named targetPort, as KubeRay copies it
     api.put("ml", "c", status)
     with pytest.raises(ClusterNotReady, match="status.endpoints.dashboard is 'dashboard', not a port number"):
-        raycluster.resolve_dashboard_url("raycluster://ml/c")
+        kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 
 def test_forbidden_namespace_names_the_missing_permission(api):
     api.forbidden_namespaces.add("other-team")
     with pytest.raises(ClusterNotReady, match=r"raycluster other-team/c: .*403.*needs get on rayclusters.ray.io in namespace other-team"):
-        raycluster.resolve_dashboard_url("raycluster://other-team/c")
+        kuberay.resolve_dashboard_url("raycluster://other-team/c")
 
 
 def test_one_missing_cluster_does_not_spoil_the_next(api):
     api.put("ml", "good", ready_status("good"))
     with pytest.raises(ClusterNotReady):
-        raycluster.resolve_dashboard_url("raycluster://ml/gone")
-    assert raycluster.resolve_dashboard_url("raycluster://ml/good") == "http://good-head-svc.ml.svc.cluster.local:8265"
+        kuberay.resolve_dashboard_url("raycluster://ml/gone")
+    assert kuberay.resolve_dashboard_url("raycluster://ml/good") == "http://good-head-svc.ml.svc.cluster.local:8265"
 
 
 def test_configuration_is_loaded_once_per_process(api, tmp_path, monkeypatch):
     api.put("ml", "c", ready_status("c"))
-    raycluster.resolve_dashboard_url("raycluster://ml/c")
+    kuberay.resolve_dashboard_url("raycluster://ml/c")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     # Still the first configuration, and the RayCluster is read again (its status can change).
     api.put("ml", "c", ready_status("c", head={"serviceName": "moved-svc"}))
-    assert raycluster.resolve_dashboard_url("raycluster://ml/c") == "http://moved-svc.ml.svc.cluster.local:8265"
+    assert kuberay.resolve_dashboard_url("raycluster://ml/c") == "http://moved-svc.ml.svc.cluster.local:8265"
     assert len(api.requests) == 2
 
 
@@ -288,7 +288,7 @@ def test_in_a_pod_the_service_account_wins_over_a_kubeconfig(api, tmp_path, monk
         monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(in_cluster.server_address[1]))
         in_cluster.put("ml", "c", ready_status("c"))
-        assert raycluster.resolve_dashboard_url("raycluster://ml/c") == "http://c-head-svc.ml.svc.cluster.local:8265"
+        assert kuberay.resolve_dashboard_url("raycluster://ml/c") == "http://c-head-svc.ml.svc.cluster.local:8265"
         assert in_cluster.requests == [("/apis/ray.io/v1/namespaces/ml/rayclusters/c", TOKEN)]
         assert api.requests == []
     finally:
@@ -300,17 +300,17 @@ def test_no_configuration_is_not_ready_and_not_remembered(api, tmp_path, monkeyp
     kubeconfig = tmp_path / "kubeconfig"
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     with pytest.raises(ClusterNotReady, match=r"no Kubernetes configuration \(in cluster: .*; kubeconfig .*absent: "):
-        raycluster.resolve_dashboard_url("raycluster://ml/c")
+        kuberay.resolve_dashboard_url("raycluster://ml/c")
     api.put("ml", "c", ready_status("c"))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    assert raycluster.resolve_dashboard_url("raycluster://ml/c").startswith("http://c-head-svc.ml.")
+    assert kuberay.resolve_dashboard_url("raycluster://ml/c").startswith("http://c-head-svc.ml.")
 
 
 def test_refused_credentials_are_named(api, tmp_path, monkeypatch):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(kubeconfig.read_text().replace(TOKEN, "expired-token"))
     with pytest.raises(ClusterNotReady, match=r"raycluster ml/c: the Kubernetes API refused the credentials \(401 Unauthorized\)"):
-        raycluster.resolve_dashboard_url("raycluster://ml/c")
+        kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 
 def test_unreachable_api_server_is_not_ready(api):
@@ -319,12 +319,12 @@ def test_unreachable_api_server_is_not_ready(api):
     api.shutdown()
     api.server_close()
     with pytest.raises(ClusterNotReady, match=f"raycluster ml/c: cannot reach the Kubernetes API at {url}"):
-        raycluster.resolve_dashboard_url("raycluster://ml/c")
+        kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 
 @pytest.mark.parametrize("address", ["http://head:8265", "https://ray.example.org"])
 def test_http_addresses_pass_through_without_kubernetes(address):
-    code = f"import sys, job.raycluster as r; assert r.resolve_dashboard_url({address!r}) == {address!r}; print('kubernetes' in sys.modules)"
+    code = f"import sys, job.adapters.kuberay as r; assert r.resolve_dashboard_url({address!r}) == {address!r}; print('kubernetes' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -341,4 +341,4 @@ def test_the_cli_does_not_import_kubernetes():
 )
 def test_malformed_addresses_are_bad_input(address):
     with pytest.raises(BadInput, match="raycluster://NAMESPACE/NAME"):
-        raycluster.resolve_dashboard_url(address)
+        kuberay.resolve_dashboard_url(address)

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from job.reconcile import reconcile
+from job.core.reconcile import reconcile
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 EARLIER = NOW - timedelta(minutes=10)

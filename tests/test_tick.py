@@ -11,9 +11,10 @@ import pytest
 
 from cli_helpers import run_process
 from test_raycluster import api  # noqa: F401  (the fake Kubernetes API fixture)
-from job.queue import submit
-from job.tick import run_tick
-from job.tick_store import TICK_LOCK_CLASS
+from job.api import submit
+from job.cli.scheduler import tick_config
+from job.scheduler import tick
+from job.store.groups import TICK_LOCK_CLASS
 
 pytestmark = pytest.mark.ray
 
@@ -26,6 +27,11 @@ def add_group(conn, address, name="main", **options):
                  list(columns.values()))
     for user in ("alice", "bob", "carol"):
         conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (user,))
+
+
+def run_tick(group=None):
+    """One tick with the settings of the environment, as `python -m job tick` runs it."""
+    return tick.run_tick(tick_config(), group)
 
 
 def jobs(conn) -> dict[int, dict]:
@@ -52,20 +58,20 @@ def ray(ray_cluster, conn):
     """The test cluster; at the end, whatever this test left running in Ray is stopped, so the
     next test finds the nodes free."""
     yield ray_cluster
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
 
-    cluster = cluster_for(ray_cluster.address)
+    cluster = cluster_for(ray_cluster.address, 10.0)
     for row in conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"):
         cluster.stop(row["submission_id"])
 
 
 def ray_submissions(address, conn) -> dict[int, list[str]]:
     """Per job id of this database, the submission ids Ray has for it."""
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
 
     prefix = conn.execute("SELECT id FROM installation").fetchone()["id"] + "-"
     found: dict[int, list[str]] = {}
-    for submission_id in cluster_for(address).jobs():
+    for submission_id in cluster_for(address, 10.0).jobs():
         if submission_id.startswith(prefix):
             found.setdefault(int(submission_id.split("-")[1]), []).append(submission_id)
     return found
@@ -82,9 +88,9 @@ def test_submitted_job_runs_on_the_planned_node_and_succeeds(ray, conn):
     rows = tick_until(conn, all_final)
     assert rows[job_id]["state"] == "SUCCEEDED" and rows[job_id]["exit_code"] == 0
     assert rows[job_id]["started_at"] is not None and rows[job_id]["finished_at"] is not None
-    from job.ray_adapter import cluster_for
+    from job.adapters.ray_cluster import cluster_for
 
-    ray_job = cluster_for(ray.address).job(planned["submission_id"])
+    ray_job = cluster_for(ray.address, 10.0).job(planned["submission_id"])
     assert ray_job.driver_node_id == ray.b_id
     logs = run_process("logs", str(job_id))
     assert logs.status == 0 and "hello from the scheduler" in logs.out

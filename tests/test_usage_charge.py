@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from job.planner.resources import to_units
-from job.planner.usage import charge_users
+from job.core.resources import to_units
+from job.core.usage import charge_users
 
 TOTALS = {"CPU": to_units(8), "memory": to_units(32 * 2**30)}
 HALF_LIFE = 3600.0

@@ -1,0 +1,65 @@
+"""The queue's Python interface, for programs that enqueue jobs (an API server, a notebook).
+
+    from job.api import submit
+    job_id = submit(user="alice", group="gpu", entrypoint="python train.py",
+                    resources={"CPU": 4, "GPU": 1, "memory": "16GiB"})
+
+Input is validated exactly as `python -m job submit` validates it: `job.core.errors.BadInput` names the
+field that is wrong, and nothing is written. Pass `conn` to enqueue inside your own transaction;
+otherwise JOB_DATABASE_URL (or `database_url`) is used and the job is committed on return.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from job.core.specs import JobSpec, validated
+from job.settings import settings
+from job.store import jobs
+from job.store.connection import session
+
+
+def submit(
+    *,
+    user: str,
+    group: str,
+    entrypoint: str,
+    resources: dict[str, Any] | None = None,
+    node_labels: dict[str, str] | None = None,
+    runtime_env: dict[str, Any] | None = None,
+    priority: int = 0,
+    not_before: datetime | str | None = None,
+    max_runtime: float | str | None = None,
+    metadata: dict[str, str] | None = None,
+    conn: psycopg.Connection | None = None,
+    database_url: str | None = None,
+) -> int:
+    """Enqueue one job and return its id. A job that names no resource asks for CPU 1;
+    memory is in bytes or a size such as '4GiB'; max_runtime in seconds or a duration such as '2h'."""
+    fields = {
+        "user": user, "group": group, "entrypoint": entrypoint, "priority": priority,
+        "not_before": not_before, "max_runtime_s": max_runtime,
+    }
+    for name, value in (("resources", resources), ("node_labels", node_labels),
+                        ("runtime_env", runtime_env), ("metadata", metadata)):
+        if value is not None:
+            fields[name] = value
+    spec = validated(JobSpec, fields)
+    if conn is not None:
+        return jobs.insert_job(conn, spec)
+    with session(database_url or settings().require_database_url()) as own:
+        return jobs.insert_job(own, spec)
+
+
+def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
+           database_url: str | None = None) -> dict[int, tuple[str | None, str | None]]:
+    """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
+    request that the next tick carries out in Ray. Returns per id the state before and after
+    ((None, None) for an unknown id; an unchanged finished state for a finished job)."""
+    if conn is not None:
+        return jobs.cancel_jobs(conn, ids)
+    with session(database_url or settings().require_database_url()) as own:
+        return jobs.cancel_jobs(own, ids)

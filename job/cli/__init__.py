@@ -1,0 +1,42 @@
+"""`python -m job`: the command line. Each family of commands declares its own commands and
+options (`register`) and carries them out; this module puts them together and runs one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from job import log
+from job.cli import demo, groups, jobs, migrate, plan, scheduler, users
+from job.core.errors import JobError
+from job.settings import settings
+
+DEFAULT_COMMAND = "tick"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m job",
+        description="Fair-share batch scheduler for Ray. With no command, runs one tick.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for family in (migrate, jobs, groups, users, plan, scheduler, demo):
+        family.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([DEFAULT_COMMAND, *(argv if argv is not None else sys.argv[1:])])
+    try:
+        config = settings()
+        log.configure(config.log_format, config.log_level)
+        return args.handler(args) or 0
+    except JobError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

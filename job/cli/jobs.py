@@ -1,0 +1,155 @@
+"""The commands on jobs: submit, cancel, jobs, show."""
+
+from __future__ import annotations
+
+import argparse
+
+from job import api
+from job.cli.output import format_resources, iso, print_fields, print_json, print_table
+from job.cli.parsing import command, database, job_id, json_object, pairs
+from job.core import states
+from job.core.errors import BadInput
+from job.core.units import format_duration
+from job.store import jobs as job_rows
+
+
+def register(sub) -> None:
+    p = command(sub, "submit", submit, "put a job in the queue and print its id", json_output=True)
+    p.add_argument("--user", required=True)
+    p.add_argument("--group", required=True)
+    p.add_argument("--entrypoint", required=True, help="the shell command Ray runs")
+    p.add_argument("--cpus", help="CPUs (default 1 when no resource is given)")
+    p.add_argument("--gpus")
+    p.add_argument("--memory", help="memory, e.g. 512MiB or 4GiB")
+    p.add_argument("--resource", action="append", metavar="NAME=AMOUNT", help="any Ray resource (repeatable)")
+    p.add_argument("--node-label", action="append", metavar="K=V", help="run only on nodes with this label (repeatable)")
+    p.add_argument("--runtime-env", metavar="JSON|@FILE", help="Ray runtime_env, as JSON or @file")
+    p.add_argument("--priority", help="higher goes first within the user's jobs")
+    p.add_argument("--not-before", metavar="TIME", help="do not start before this time (ISO 8601)")
+    p.add_argument("--max-runtime", metavar="DURATION", help="stop the job after this long, e.g. 2h")
+    p.add_argument("--metadata", action="append", metavar="K=V", help="passed to Ray as job metadata (repeatable)")
+
+    p = command(sub, "cancel", cancel, "cancel jobs: at once when pending, through Ray when running")
+    p.add_argument("ids", nargs="+", metavar="ID")
+
+    p = command(sub, "jobs", list_jobs, "list jobs, newest first", json_output=True)
+    p.add_argument("--user")
+    p.add_argument("--group")
+    p.add_argument("--state", help="e.g. PENDING, RUNNING (comma-separated for several)")
+    p.add_argument("--limit", default="50")
+
+    p = command(sub, "show", show, "every field of one job, including why it waits", json_output=True)
+    p.add_argument("id", metavar="ID")
+
+
+def job_json(row: dict) -> dict:
+    """A job as `--json` prints it (and as programs read it): stable keys, ISO 8601 UTC times."""
+    return {
+        "id": row["id"],
+        "user": row["user_name"],
+        "group": row["group_name"],
+        "state": row["state"],
+        "entrypoint": row["entrypoint"],
+        "resources": row["resources"],
+        "node_labels": row["node_labels"],
+        "runtime_env": row["runtime_env"],
+        "metadata": row["metadata"],
+        "priority": row["priority"],
+        "attempt": row["attempt"],
+        "submission_id": row["submission_id"],
+        "node": row["node"],
+        "reason": row["reason"],
+        "message": row["message"],
+        "ray_status": row["ray_status"],
+        "ray_message": row["ray_message"],
+        "exit_code": row["exit_code"],
+        "submitted_at": iso(row["submitted_at"]),
+        "not_before": iso(row["not_before"]),
+        "max_runtime_s": row["max_runtime_s"],
+        "started_at": iso(row["started_at"]),
+        "finished_at": iso(row["finished_at"]),
+        "cancel_requested_at": iso(row["cancel_requested_at"]),
+        "updated_at": iso(row["updated_at"]),
+    }
+
+
+def submit(args: argparse.Namespace) -> int:
+    resources = pairs(args.resource, "--resource")
+    for option, name in (("cpus", "CPU"), ("gpus", "GPU"), ("memory", "memory")):
+        value = getattr(args, option)
+        if value is not None:
+            if name in resources:
+                raise BadInput(f"--{option}: {name} is also given with --resource")
+            resources[name] = value
+    new_id = api.submit(
+        user=args.user,
+        group=args.group,
+        entrypoint=args.entrypoint,
+        resources=resources or None,
+        node_labels=pairs(args.node_label, "--node-label"),
+        runtime_env=json_object(args.runtime_env, "--runtime-env") if args.runtime_env is not None else None,
+        priority=args.priority if args.priority is not None else 0,
+        not_before=args.not_before,
+        max_runtime=args.max_runtime,
+        metadata=pairs(args.metadata, "--metadata"),
+    )
+    if args.json:
+        print_json({"id": new_id})
+    else:
+        print(new_id)
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    ids = [job_id(text) for text in args.ids]
+    outcomes = api.cancel(ids)
+    status = 0
+    for ident, (before, after) in outcomes.items():
+        if before is None:
+            print(f"job {ident}: does not exist")
+            status = 2
+        elif before == "PENDING":
+            print(f"job {ident}: cancelled")
+        elif after in states.ACTIVE:
+            print(f"job {ident}: cancel requested; the next tick stops it in Ray (it is {before})")
+        else:
+            print(f"job {ident}: already {before}, nothing to cancel")
+    return status
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    wanted = states.known_states([s.strip().upper() for s in args.state.split(",")]) if args.state else None
+    if not args.limit.isdigit() or int(args.limit) <= 0:
+        raise BadInput(f"--limit: {args.limit!r} is not a positive whole number")
+    with database() as conn:
+        rows = job_rows.list_jobs(conn, user=args.user, group=args.group, states=wanted, limit=int(args.limit))
+    if args.json:
+        print_json([job_json(row) for row in rows])
+        return 0
+    print_table(
+        [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_resources(row["resources"]),
+          "why": _why(row)} for row in rows],
+        ["id", "user", "group", "state", "resources", "priority", "attempt", "node", "submitted_at", "why"],
+    )
+    return 0
+
+
+def _why(row: dict) -> str:
+    if row["reason"] is None:
+        return "-"
+    return f"{row['reason']}: {row['message']}" if row["message"] else row["reason"]
+
+
+def show(args: argparse.Namespace) -> int:
+    with database() as conn:
+        row = job_rows.get_job(conn, job_id(args.id))
+    job = job_json(row)
+    if args.json:
+        print_json(job)
+        return 0
+    job["resources"] = format_resources(row["resources"])
+    if row["max_runtime_s"] is not None:
+        job["max_runtime_s"] = format_duration(row["max_runtime_s"])
+    job["why"] = _why(row)
+    print_fields(job)
+    return 0

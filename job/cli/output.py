@@ -1,0 +1,54 @@
+"""How commands print data: aligned tables for people, JSON for programs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from job.core.units import format_memory
+
+
+def iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=False, default=lambda o: iso(o) if isinstance(o, datetime) else str(o)))
+
+
+def print_table(rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    widths = [max([len(column)] + [len(line[i]) for line in cells]) for i, column in enumerate(columns)]
+    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths)).rstrip())
+    for line in cells:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def print_fields(fields: dict[str, Any]) -> None:
+    width = max(len(key) for key in fields)
+    for key, value in fields.items():
+        print(f"{key + ':':<{width + 1}} {_cell(value)}")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def format_resources(resources: dict[str, float] | None) -> str:
+    if not resources:
+        return "-"
+    return ",".join(f"{name}={format_memory(amount) if name == 'memory' else f'{amount:g}'}"
+                    for name, amount in resources.items())

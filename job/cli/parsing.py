@@ -1,0 +1,66 @@
+"""What every command family shares: declaring a command, reading repeatable and JSON options, and
+the database the command works on."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import psycopg
+
+from job.core.errors import BadInput
+from job.settings import settings
+from job.store.connection import session
+
+
+def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int], help: str,
+            json_output: bool = False) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(name, help=help, description=help)
+    parser.set_defaults(handler=handler)
+    if json_output:
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def database() -> AbstractContextManager[psycopg.Connection]:
+    """A session on JOB_DATABASE_URL's migrated database."""
+    return session(settings().require_database_url())
+
+
+def pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    """['k=v', ...] from a repeatable command-line option, as a map."""
+    result: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"{option}: expected NAME=VALUE, got {item!r}")
+        if key.strip() in result:
+            raise BadInput(f"{option}: {key.strip()!r} given twice")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def json_object(text: str, option: str) -> dict:
+    """A JSON object given inline or as @FILE."""
+    source = text
+    if text.startswith("@"):
+        try:
+            source = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise BadInput(f"{option}: cannot read {text[1:]}: {exc.strerror}") from None
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{option}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{option}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def job_id(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0 or int(text) >= 2**63:
+        raise BadInput(f"job id: {text!r} is not a job id (a positive whole number)")
+    return int(text)

@@ -1,0 +1,32 @@
+"""`python -m job plan FILE|-`: the planner on a snapshot file, the plan on standard output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from job.cli.parsing import command
+from job.core.errors import BadInput
+from job.core.planner import Snapshot, plan
+from job.core.planner.snapshot import describe_error
+
+
+def register(sub) -> None:
+    p = command(sub, "plan", run, "run the planner on a snapshot file and print the plan (no database, no Ray)")
+    p.add_argument("snapshot", metavar="FILE|-", help="snapshot JSON, or - for standard input")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if args.snapshot == "-" else Path(args.snapshot).read_text()
+    except OSError as exc:
+        raise BadInput(f"{args.snapshot}: {exc.strerror or exc}") from None
+    try:
+        snapshot = Snapshot.model_validate_json(text)
+    except ValidationError as exc:
+        raise BadInput(describe_error(exc)) from None
+    sys.stdout.write(plan(snapshot).model_dump_json(indent=2) + "\n")
+    return 0

@@ -1,0 +1,71 @@
+"""The commands that run the scheduler: tick, loop, logs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from job.adapters.ray_cluster import cluster_of
+from job.cli.parsing import command, database, job_id
+from job.core.errors import BadInput, NotFound
+from job.core.units import parse_duration
+from job.scheduler.config import TickConfig
+from job.scheduler.loop import exit_status, loop
+from job.scheduler.tick import run_tick
+from job.settings import settings
+from job.store import groups, jobs
+
+
+def register(sub) -> None:
+    p = command(sub, "tick", tick, "run one tick over every resource group (the default command)")
+    p.add_argument("--group", help="only this group")
+    p.add_argument("--dry-run", action="store_true", help="plan and print; change nothing, submit nothing")
+
+    p = command(sub, "loop", run_loop, "run ticks until a deadline (what the CronJob runs)")
+    p.add_argument("--for", dest="for_", metavar="DURATION", required=True, help="stop starting ticks after this long, e.g. 55s")
+    p.add_argument("--every", metavar="DURATION", required=True, help="start a tick this often, e.g. 5s")
+    p.add_argument("--group", help="only this group")
+
+    p = command(sub, "logs", logs, "print a job's Ray driver logs")
+    p.add_argument("id", metavar="ID")
+
+
+def tick_config() -> TickConfig:
+    """The tick's settings, from the environment."""
+    config = settings()
+    return TickConfig(database_url=config.require_database_url(), submit_concurrency=config.submit_concurrency,
+                      ray_timeout_s=config.ray_timeout_s, failpoint=config.failpoint)
+
+
+def tick(args: argparse.Namespace) -> int:
+    results = run_tick(tick_config(), args.group, dry_run=args.dry_run)
+    if args.dry_run:
+        for result in results:
+            print(json.dumps({"group": result.group, "status": result.status, "cause": result.cause or None,
+                              **(result.plan or {})}, separators=(",", ":")))
+    return exit_status(results)
+
+
+def _duration(text: str, option: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise BadInput(f"{option}: {exc}") from None
+    if seconds <= 0:
+        raise BadInput(f"{option}: must be more than 0")
+    return seconds
+
+
+def run_loop(args: argparse.Namespace) -> int:
+    run_for, every = _duration(args.for_, "--for"), _duration(args.every, "--every")
+    return loop(tick_config(), run_for, every, args.group)
+
+
+def logs(args: argparse.Namespace) -> int:
+    with database() as conn:
+        job = jobs.get_job(conn, job_id(args.id))
+        group = groups.get_group(conn, job["group_name"])
+    if job["submission_id"] is None:
+        raise NotFound(f"job {job['id']} has not been submitted to Ray yet ({job['state']})")
+    print(cluster_of(group["ray_address"], settings().ray_timeout_s).logs(job["submission_id"]), end="")
+    return 0

@@ -1,0 +1,7 @@
+"""The planner, pure code: `plan(snapshot) -> Plan` (see PLAN-FORMAT.md). Imports nothing that does
+I/O (no psycopg, ray or kubernetes), so the tick and `python -m job plan` share it."""
+
+from job.core.planner.planner import plan
+from job.core.planner.snapshot import Plan, Snapshot
+
+__all__ = ["Plan", "Snapshot", "plan"]

@@ -1,0 +1,93 @@
+"""The planner's in-memory picture of one group, shared by the planner and the node selectors.
+
+Free resources only ever go down during a plan (placements take, nothing gives back), so a node
+that cannot take a request now cannot take it later in the same plan: several caches below rely
+on that, and stay exact because of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from job.core.resources import Resources
+
+
+@dataclass(eq=False, slots=True)
+class NodeState:
+    id: str
+    labels: dict[str, str]
+    total: Resources
+    free: dict[str, int]  # in units; total minus what our running and placed jobs hold
+    # Resources of the priority list the node has: what a job that does not ask for them would waste.
+    has: frozenset[str]
+
+
+@dataclass(eq=False, slots=True)
+class Pool:
+    """The nodes that carry a set of required labels, sorted by id."""
+
+    key: str  # the labels as sorted `k=v` pairs joined by commas, "" for none
+    labels: dict[str, str]
+    nodes: list[NodeState]
+    members: frozenset[NodeState] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.members = frozenset(self.nodes)
+
+
+@dataclass(eq=False, slots=True)
+class Shape:
+    """One distinct request: resources and required labels. Jobs of the same shape share every
+    answer about nodes, so 100k jobs of a few dozen shapes ask the nodes a few dozen times."""
+
+    need: Resources
+    pool: Pool
+    # What the selectors use on their hot path: (name, units) pairs and the requested names.
+    items: tuple[tuple[str, int], ...] = field(init=False)
+    names: frozenset[str] = field(init=False)
+    unschedulable: bool = field(init=False)
+    # Set once no node can take the shape: true until the end of the plan.
+    full: bool = False
+
+    def __post_init__(self) -> None:
+        self.items = tuple(self.need.items())
+        self.names = frozenset(self.need)
+        self.unschedulable = not any(self.need.fits_in(node.total) for node in self.pool.nodes)
+
+
+@dataclass(eq=False, slots=True)
+class UserState:
+    name: str
+    shares: float
+    # Fair share's memory, U·ln 2 / H; 0 under drf, and under fairshare with a half life of 0.
+    memory: float
+    max_running: int | None
+    # Units per limited resource. A plain dict, not Resources: a limit of 0 is a limit.
+    max_resources: dict[str, int] | None
+    used: dict[str, int] = field(default_factory=dict)
+    # Running jobs in the snapshot plus jobs placed so far in this plan.
+    running: int = 0
+    dominant: float = 0.0
+
+    def score(self) -> float:
+        return (self.dominant + self.memory) / self.shares
+
+    def may_take(self, shape: Shape) -> bool:
+        """Whether the shape keeps the user within max_resources. Only what the job adds counts:
+        a user already over a lowered limit on GPUs may still run CPU jobs."""
+        assert self.max_resources is not None
+        for name, amount in shape.items:
+            limit = self.max_resources.get(name)
+            if limit is not None and self.used.get(name, 0) + amount > limit:
+                return False
+        return True
+
+    def take(self, shape: Shape, totals: dict[str, int]) -> None:
+        # Used amounts only grow, so the dominant share is the max of the old one and the ratios
+        # of what changed: the same floats as recomputing it from scratch.
+        used = self.used
+        for name, amount in shape.items:
+            held = used[name] = used.get(name, 0) + amount
+            total = totals.get(name, 0)
+            if total > 0 and held / total > self.dominant:
+                self.dominant = held / total
+        self.running += 1

@@ -1,0 +1,291 @@
+"""The planner: a snapshot of one resource group in, a plan out. Pure: no I/O, no clock, no
+randomness; the same snapshot gives the same plan.
+
+Jobs are taken in policy order. Each is checked against its shape (Unschedulable), its
+`not_before`, its user's limits and strict order, then offered to the node selector; a placement
+updates the node's free resources, the user's share and the selector's state before the next job.
+"""
+
+from __future__ import annotations
+
+import gc
+from datetime import datetime, timezone
+from typing import get_args
+
+from job.core.planner.picture import NodeState, Pool, Shape, UserState
+from job.core.planner.policies import POLICIES, Entry, memory
+from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
+from job.core.planner.selectors import SELECTORS
+from job.core.planner.snapshot import DEFAULT_USER, Plan, Reason, Snapshot
+
+# Jobs without submitted_at are ordered by their place in the list, before those with one.
+_NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def plan(snapshot: Snapshot) -> Plan:
+    # A plan allocates a few objects per pending job and frees none before it returns, so the
+    # cyclic collector would only walk them again and again: a quarter of the time at 100k jobs.
+    # It makes no cycles worth collecting early; the collector's state is restored as it was.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Planner(snapshot).run()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _Planner:
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        group = self.group = snapshot.group
+        priority = group.resource_priority
+        self.nodes = [
+            NodeState(
+                id=node.id,
+                labels=node.labels,
+                total=(total := Resources.of(node.resources)),
+                free=dict(total.items()),
+                has=frozenset(name for name in priority if total.get(name) > 0),
+            )
+            for node in sorted(snapshot.nodes, key=lambda node: node.id)
+        ]
+        self.totals: dict[str, int] = {}
+        for node in self.nodes:
+            for name, amount in node.total.items():
+                self.totals[name] = self.totals.get(name, 0) + amount
+        self.users: dict[str, UserState] = {}
+        self.pools: dict[str, Pool] = {}
+        self.shapes: dict[tuple, Shape] = {}
+        # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
+        self.interned: dict[tuple[Resources, str], Shape] = {}
+        self._charge_running()
+        self.entries = self._entries()
+        requested = set().union(*(shape.names for shape in self.shapes.values())) - set(priority)
+        self.order = (*priority, *sorted(requested))
+        selector = SELECTORS[group.selector]
+        self.selector = selector(self.nodes, self.order, selector.State.model_validate(snapshot.state.get(selector.state_name(), {})))
+
+    def _user(self, name: str) -> UserState:
+        user = self.users.get(name)
+        if user is None:
+            spec = self.snapshot.users.get(name, DEFAULT_USER)
+            group = self.group
+            limits = spec.max_resources if spec.max_resources is not None else group.max_resources_per_user
+            user = self.users[name] = UserState(
+                name=name,
+                shares=spec.shares,
+                memory=memory(group.policy, spec.usage, group.half_life_s),
+                max_running=spec.max_running if spec.max_running is not None else group.max_running_per_user,
+                max_resources=None if limits is None else {r: to_units(a) for r, a in limits.items()},
+            )
+        return user
+
+    def _charge_running(self) -> None:
+        by_id = {node.id: node for node in self.nodes}
+        requests: dict[tuple, Resources] = {}
+        for job in self.snapshot.running:
+            raw = tuple(job["resources"].items())
+            need = requests.get(raw)
+            if need is None:
+                need = requests[raw] = Resources.of(job["resources"])
+            user = self.users.get(job["user"]) or self._user(job["user"])
+            user.running += 1
+            used = user.used
+            for name, amount in need.items():
+                used[name] = used.get(name, 0) + amount
+            node = by_id.get(job["node"])
+            if node is not None:
+                free = node.free
+                for name, amount in need.items():
+                    free[name] = free.get(name, 0) - amount
+        for user in self.users.values():
+            user.dominant = dominant_share(user.used, self.totals)
+
+    def _entries(self) -> list[Entry]:
+        entries = []
+        append = entries.append
+        shapes = self.shapes
+        users = self.users
+        now = self.snapshot.now
+        for position, job in enumerate(self.snapshot.pending):
+            labels = job.get("node_labels")
+            raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
+            shape = shapes.get(raw) or self._new_shape(raw, job)
+            submitted = job.get("submitted_at")
+            ident = job["id"]
+            # Ids compare by length first: the tick's ids are numbers, and "9" goes before "10".
+            # The entry is flat, not (key, ...): sorting 100k flat tuples is twice as fast.
+            user = users.get(job["user"]) or self._user(job["user"])
+            # Only a start time still to come holds a job back. Decided here, it spares the plan
+            # reading the job itself again, in an order that is not the list's.
+            later = job.get("not_before")
+            if later is not None and later <= now:
+                later = None
+            append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user))
+        return entries
+
+    def _new_shape(self, raw: tuple, job: dict) -> Shape:
+        # `raw` is the request as written: its items alone without labels, the pair of items and
+        # labels with them (the two cannot be equal: items start with a name, not a tuple).
+        need = Resources.of(job["resources"])
+        labels = job.get("node_labels") or {}
+        pool_key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        pool = self.pools.get(pool_key)
+        if pool is None:
+            pool = self.pools[pool_key] = Pool(
+                key=pool_key,
+                labels=labels,
+                nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())],
+            )
+        shape = self.interned.get((need, pool_key))
+        if shape is None:
+            shape = self.interned[(need, pool_key)] = Shape(need=need, pool=pool)
+        self.shapes[raw] = shape
+        return shape
+
+    def run(self) -> Plan:
+        strict = self.group.strict_order
+        totals = self.totals
+        select = self.selector.select
+        placed = self.selector.placed
+        placements = []
+        waiting: list[dict] = []
+        # Per reason, per what its message depends on, the entries waiting for that message.
+        unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
+        blocker = None
+        runs = POLICIES[self.group.policy](self.entries)
+        taken = None
+        while True:
+            try:
+                queue, start = runs.send(taken)
+            except StopIteration:
+                break
+            taken = len(queue)
+            for index in range(start, taken):
+                _, _, _, _, ident, later, shape, user = queue[index]
+                if shape.unschedulable:
+                    reason, subject = "Unschedulable", shape
+                elif later is not None:
+                    reason, subject = "NotBefore", later
+                elif user.max_running is not None and user.running >= user.max_running:
+                    reason, subject = "UserJobLimit", user
+                elif user.max_resources is not None and not user.may_take(shape):
+                    reason, subject = "UserResourceLimit", (user, shape)
+                elif blocker is not None:
+                    reason, subject = "Priority", blocker
+                else:
+                    node = None if shape.full else select(shape)
+                    if node is not None:
+                        free = node.free
+                        for name, amount in shape.items:
+                            free[name] -= amount
+                        user.take(shape, totals)
+                        placed(node)
+                        placements.append({"job": ident, "node": node.id})
+                        taken = index + 1
+                        break
+                    shape.full = True
+                    reason, subject = "Resources", shape
+                    if strict:
+                        blocker = ident
+                record = {"job": ident, "reason": reason, "message": ""}
+                waiting.append(record)
+                same = unsaid[reason].get(subject)
+                if same is None:
+                    unsaid[reason][subject] = [record]
+                else:
+                    same.append(record)
+        messages = _Messages(self)
+        for reason, by_subject in unsaid.items():
+            for subject, records in by_subject.items():
+                text = messages.say(reason, subject)
+                for record in records:
+                    record["message"] = text
+        return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
+
+    def _state(self) -> dict[str, dict]:
+        document = self.selector.state_document()
+        return {} if document is None else {self.selector.state_name(): document}
+
+
+class _Messages:
+    """Why jobs wait, in words. Each message depends only on its subject (the shape for Resources,
+    the user for UserJobLimit...), so 100k waiting jobs share a handful of them. They are written
+    after the plan: "free" means free after it."""
+
+    def __init__(self, planner: _Planner):
+        self.planner = planner
+        self.group = planner.group.name
+        self.rank = {name: index for index, name in enumerate(planner.order)}
+        # The most of a resource on any node of a pool, total or free, by (pool, "total" or
+        # "free", name): the shapes of one pool share them.
+        self.maxima: dict[tuple[Pool, str, str], int] = {}
+
+    def say(self, reason: str, subject) -> str:
+        return getattr(self, reason)(subject)
+
+    def _in_order(self, amounts) -> list[tuple[str, int]]:
+        return sorted(amounts, key=lambda item: self.rank[item[0]])
+
+    def _needs(self, shape: Shape) -> str:
+        labels = f" on a node labelled {shape.pool.key}" if shape.pool.key else ""
+        return f"needs {describe(self._in_order(shape.items))}{labels}"
+
+    def _most(self, shape: Shape, held: str) -> list[tuple[str, int]]:
+        most = []
+        for name, _ in self._in_order(shape.items):
+            key = (shape.pool, held, name)
+            amount = self.maxima.get(key)
+            if amount is None:
+                amount = self.maxima[key] = max(getattr(node, held).get(name, 0) for node in shape.pool.nodes)
+            most.append((name, amount))
+        return most
+
+    def _short(self, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        return [(name, amount) for (name, amount), (_, need) in zip(most, self._in_order(shape.items)) if amount < need]
+
+    def Unschedulable(self, shape: Shape) -> str:
+        where = f"group {self.group}" + (f" labelled {shape.pool.key}" if shape.pool.key else "")
+        if not shape.pool.nodes:
+            return f"{self._needs(shape)}; no node of {where}"
+        most = self._most(shape, "total")
+        short = self._short(shape, most)
+        if short:
+            return f"{self._needs(shape)}; no node of {where} has more than {describe(short)}"
+        return f"{self._needs(shape)}; no single node of {where} has all of it (the most of each on any node: {describe(most)})"
+
+    def Resources(self, shape: Shape) -> str:
+        most = self._most(shape, "free")
+        where = "node labelled " + shape.pool.key if shape.pool.key else "node"
+        if self._short(shape, most):
+            return f"{self._needs(shape)}; the most free on any {where} is {describe(most)}"
+        return f"{self._needs(shape)}; no {where} has all of it free at once (the most free of each on any node: {describe(most)})"
+
+    def NotBefore(self, start: datetime) -> str:
+        left = int((start - self.planner.snapshot.now).total_seconds())
+        return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {_duration(left)}"
+
+    def UserJobLimit(self, user: UserState) -> str:
+        return f"user {user.name} has {user.running} jobs running or starting, the most allowed is {user.max_running}"
+
+    def UserResourceLimit(self, subject: tuple[UserState, Shape]) -> str:
+        user, shape = subject
+        limits = user.max_resources
+        over = [
+            f"{name} {format_amount(name, user.used.get(name, 0))} of at most {format_amount(name, limits[name])}"
+            for name, amount in self._in_order(shape.items)
+            if name in limits and user.used.get(name, 0) + amount > limits[name]
+        ]
+        return f"{self._needs(shape)}; user {user.name} already uses {', '.join(over)}"
+
+    def Priority(self, blocker: str) -> str:
+        return f"strict order: waits behind job {blocker}, which is first in line and waits for resources"
+
+
+def _duration(seconds: int) -> str:
+    days, seconds = divmod(max(seconds, 1), 86_400)
+    hours, seconds = divmod(seconds, 3_600)
+    minutes, seconds = divmod(seconds, 60)
+    parts = [f"{value}{unit}" for value, unit in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if value]
+    return " ".join(parts[:2])

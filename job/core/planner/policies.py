@@ -1,0 +1,85 @@
+"""Queue policies: the order in which the planner considers pending jobs (DESIGN.md, "Choosing the
+next job").
+
+Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id,
+not_before, shape, user)` in any order (not_before only when still to come). Sorted, they are the fifo order (higher priority first, then older
+first, then by id), and the order within one user for drf and fairshare.
+
+A policy is a generator of runs: it yields `(entries, start)`, and the planner takes the entries
+from `start` on, in order, until it places one or reaches the end, then sends back the index
+after the last one it took. Nothing a policy looks at changes between two placements, so it decides
+once per placement rather than once per job. The drf/fairshare order is lazy: it depends on what
+the planner has placed so far, which it reads from the users' state as it goes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Generator
+from datetime import datetime
+from heapq import heapify, heappop, heapreplace
+from operator import itemgetter
+
+from job.core.planner.picture import Shape, UserState
+from job.core.usage import usage_share
+
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState]
+Runs = Generator[tuple[list[Entry], int], int, None]
+
+
+def _in_turn(entries: list[Entry]) -> Runs:
+    """The entries in the order given, whatever is placed."""
+    index = 0
+    while index < len(entries):
+        index = yield entries, index
+
+
+def fifo(entries: list[Entry]) -> Runs:
+    entries.sort()
+    yield from _in_turn(entries)
+
+
+def lifo(entries: list[Entry]) -> Runs:
+    """Higher priority first still; newest first within a priority."""
+    entries.sort()
+    start = 0
+    while start < len(entries):
+        end = bisect_right(entries, entries[start][0], lo=start, key=itemgetter(0))
+        yield from _in_turn(entries[start:end][::-1])
+        start = end
+
+
+def fair(entries: list[Entry]) -> Runs:
+    """drf and fairshare: the user with the lowest score goes next, ties by user name; the score is
+    read again after each of the user's jobs is placed."""
+    queues: dict[UserState, list[Entry]] = {}
+    for entry in entries:
+        queues.setdefault(entry[7], []).append(entry)
+    # Each queue sorted on its own: fewer comparisons than one sort of every entry.
+    for queue in queues.values():
+        queue.sort()
+    # Names are unique, so the comparison never goes past them.
+    heap = [(user.score(), user.name, 0, queue) for user, queue in queues.items()]
+    heapify(heap)
+    while heap:
+        score, name, index, queue = heap[0]
+        # Until one of the user's jobs is placed, the score does not change and the user stays
+        # first in line.
+        index = yield queue, index
+        if index == len(queue):
+            heappop(heap)
+        else:
+            heapreplace(heap, (queue[0][7].score(), name, index, queue))
+
+
+POLICIES: dict[str, Callable[[list[Entry]], Runs]] = {
+    "fifo": fifo,
+    "lifo": lifo,
+    "drf": fair,
+    "fairshare": fair,
+}
+
+
+def memory(policy: str, usage: float, half_life_s: float) -> float:
+    """The part of a user's score that comes from the past: only fairshare remembers."""
+    return usage_share(usage, half_life_s) if policy == "fairshare" else 0.0

@@ -1,0 +1,254 @@
+"""Node selectors: which candidate node a chosen job goes to (DESIGN.md, "Choosing the node").
+
+A selector answers `select(shape)` with a node whose free resources cover the shape, or None when
+none does, and hears about every placement through `placed(node)` (after the node's free resources
+changed). Its state between ticks is a pydantic model with an empty default, stored in the group
+state under `state_name`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from heapq import heapify, heappop, heappush, heapreplace
+from typing import Annotated, ClassVar
+
+from pydantic import BaseModel, Field
+
+from job.core.planner.picture import NodeState, Shape
+from job.core.resources import fits
+
+
+class NoState(BaseModel):
+    pass
+
+
+class RoundRobinState(BaseModel):
+    # One index per candidate pool, keyed like Pool.key.
+    next_index: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+
+
+class Selector:
+    name: ClassVar[str]
+    State: ClassVar[type[BaseModel]] = NoState
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        # Every resource that can matter, in comparison order: the group's priority list, then
+        # the other requested resources by name. Per-node resources Ray adds (`node:<ip>`) that no
+        # job asks for would only make every comparison longer.
+        self.order = order
+        self.state = state
+
+    @classmethod
+    def state_name(cls) -> str:
+        return f"selector.{cls.name}"
+
+    def select(self, shape: Shape) -> NodeState | None:
+        raise NotImplementedError
+
+    def placed(self, node: NodeState) -> None:
+        """The node's free resources just went down."""
+
+    def state_document(self) -> dict | None:
+        """The state as it stands after the plan; None when the selector keeps none."""
+        return self.state.model_dump(mode="json") if type(self.state).model_fields else None
+
+
+def _extras(node: NodeState, shape: Shape) -> int:
+    return len(node.has - shape.names)
+
+
+class Legacy(Selector):
+    """Fewest extras, then the largest total capacity, whatever runs there, then the smaller id."""
+
+    name = "legacy"
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        super().__init__(nodes, order, state)
+        biggest_first = sorted(nodes, key=lambda node: (tuple(-node.total.get(r, 0) for r in order), node.id))
+        self._rank = {node: rank for rank, node in enumerate(biggest_first)}
+        # Per shape: its pool in preference order, and where the first node that may still fit is.
+        # The order never changes, and nodes before the cursor can no longer fit the shape.
+        self._ranking: dict[Shape, tuple[list[NodeState], list[int]]] = {}
+
+    def select(self, shape: Shape) -> NodeState | None:
+        ranking = self._ranking.get(shape)
+        if ranking is None:
+            rank = self._rank
+            nodes = sorted(shape.pool.nodes, key=lambda node: (_extras(node, shape), rank[node]))
+            ranking = self._ranking[shape] = (nodes, [0])
+        nodes, cursor = ranking
+        for index in range(cursor[0], len(nodes)):
+            if fits(shape.items, nodes[index].free):
+                cursor[0] = index
+                return nodes[index]
+        cursor[0] = len(nodes)
+        return None
+
+
+class _ByFree(Selector):
+    """Fewest extras, then free capacity compared resource by resource in priority order: the least
+    (`sign` 1) or the most (`sign` -1); then the smaller id.
+
+    Each shape has a heap of ints that order as the tuples (extras, *sign·free, id) would: bit
+    fields, most significant first, of the extras, then one field per resource, then the node's
+    index in id order. A heap step then compares two ints instead of two tuples field by field.
+    The fields are wide enough for the whole plan: free resources only go down, and a placement
+    leaves them at 0 or more, so each stays between min(0, lowest at the start) and max(0, highest
+    at the start). A node that no longer fits a shape leaves its heap for good. Heaps are not
+    touched on placement; an entry whose key is not the node's current one is put right when it
+    reaches the top: re-keyed where `rekey` is set, else dropped (see the subclasses)."""
+
+    sign: ClassVar[int]
+    rekey: ClassVar[bool]
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        super().__init__(nodes, order, state)
+        self._nodes = sorted(nodes, key=lambda node: node.id)
+        self._index = {node: index for index, node in enumerate(self._nodes)}
+        self._mask = (1 << len(nodes).bit_length()) - 1
+        # (name, zero, weight): the field is (free - zero)·weight, where zero makes it start at 0
+        # (the least free for `sign` 1, the most for -1) and weight is ±the field's lowest bit.
+        self._fields: list[tuple[str, int, int]] = []
+        shift = self._mask.bit_length()
+        for name in reversed(order):
+            amounts = [node.free.get(name, 0) for node in nodes]
+            low, high = min([0, *amounts]), max([0, *amounts])
+            self._fields.append((name, low if self.sign > 0 else high, self.sign << shift))
+            shift += (high - low).bit_length()
+        self._extras_shift = shift
+        self._key_mask = (1 << shift) - 1
+        self._keys = [self._key(node) for node in self._nodes]
+        self._heaps: dict[Shape, list[int]] = {}
+
+    def _key(self, node: NodeState) -> int:
+        free = node.free
+        key = self._index[node]
+        for name, zero, weight in self._fields:
+            key += (free.get(name, 0) - zero) * weight
+        return key
+
+    def _entry(self, node: NodeState, shape: Shape) -> int:
+        return (_extras(node, shape) << self._extras_shift) | self._keys[self._index[node]]
+
+    def _heap(self, shape: Shape) -> list[int]:
+        heap = self._heaps.get(shape)
+        if heap is None:
+            heap = self._heaps[shape] = [self._entry(node, shape) for node in shape.pool.nodes if fits(shape.items, node.free)]
+            heapify(heap)
+        return heap
+
+    def select(self, shape: Shape) -> NodeState | None:
+        heap = self._fresh(shape)
+        nodes, keys, mask, key_mask = self._nodes, self._keys, self._mask, self._key_mask
+        need = shape.items
+        rekey = self.rekey
+        while heap:
+            entry = heap[0]
+            index = entry & mask
+            key = keys[index]
+            # Whether a node fits does not depend on its key: an entry out of date is put right
+            # first, and the node is checked once it is on top with its current key.
+            if entry & key_mask != key:
+                if rekey:
+                    heapreplace(heap, entry - (entry & key_mask) + key)
+                else:
+                    heappop(heap)
+                continue
+            node = nodes[index]
+            free = node.free
+            for name, amount in need:
+                if free.get(name, 0) < amount:
+                    heappop(heap)
+                    break
+            else:
+                return node
+        return None
+
+    def placed(self, node: NodeState) -> None:
+        self._keys[self._index[node]] = self._key(node)
+
+    def _fresh(self, shape: Shape) -> list[int]:
+        raise NotImplementedError
+
+
+class Dispersed(_ByFree):
+    """Spread: the most free capacity."""
+
+    name = "dispersed"
+    sign = -1
+
+    # A placement only lowers a node's free resources, so its key (negated) only grows: an entry
+    # out of date sorts too early, never too late, and is re-keyed when it reaches the top.
+    rekey = True
+    _fresh = _ByFree._heap
+
+
+class Concentrated(_ByFree):
+    """Pack: the least free capacity that still fits."""
+
+    name = "concentrated"
+    sign = 1
+    # The node's current entry was pushed when it changed (see `_fresh`); one out of date is left
+    # over.
+    rekey = False
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        super().__init__(nodes, order, state)
+        # Here a placement makes a node come earlier, so each heap must hear of it: the nodes
+        # placed on, in order, and how far each shape has read.
+        self._changed: list[NodeState] = []
+        self._read: dict[Shape, int] = {}
+
+    def placed(self, node: NodeState) -> None:
+        super().placed(node)
+        self._changed.append(node)
+
+    def _fresh(self, shape: Shape) -> list[int]:
+        fresh = shape not in self._heaps
+        heap = self._heap(shape)
+        read = self._read.get(shape, 0)
+        if not fresh and read < len(self._changed):
+            # In any order: the heap's top is the same whatever order the pushes come in.
+            for node in shape.pool.members.intersection(self._changed[read:]):
+                if fits(shape.items, node.free):
+                    heappush(heap, self._entry(node, shape))
+        self._read[shape] = len(self._changed)
+        return heap
+
+
+class RoundRobin(Selector):
+    """The pool's nodes sorted by id; from the stored index of the pool, going round, the first
+    that fits; the index becomes its position + 1."""
+
+    name = "roundrobin"
+    State = RoundRobinState
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: RoundRobinState):
+        super().__init__(nodes, order, state)
+        self._next = dict(state.next_index)
+        # Per shape: positions in the pool that may still fit it, sorted.
+        self._open: dict[Shape, list[int]] = {}
+
+    def select(self, shape: Shape) -> NodeState | None:
+        nodes = shape.pool.nodes
+        open_ = self._open.get(shape)
+        if open_ is None:
+            open_ = self._open[shape] = list(range(len(nodes)))
+        start = self._next.get(shape.pool.key, 0) % len(nodes)
+        while open_:
+            index = bisect_left(open_, start)
+            if index == len(open_):
+                index = 0
+            position = open_[index]
+            if fits(shape.items, nodes[position].free):
+                self._next[shape.pool.key] = position + 1
+                return nodes[position]
+            del open_[index]
+            start = position
+        return None
+
+    def state_document(self) -> dict:
+        return RoundRobinState(next_index=dict(sorted(self._next.items()))).model_dump(mode="json")
+
+
+SELECTORS: dict[str, type[Selector]] = {s.name: s for s in (Legacy, Concentrated, Dispersed, RoundRobin)}

@@ -1,0 +1,228 @@
+"""What people may ask for: the validated shapes of a job, a resource group and a user.
+
+One set of models serves the CLI and the Python function `job.api.submit`, so both refuse the
+same input with the same message. Strings as typed on a command line are accepted wherever a
+number, duration or size is expected."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from job.core.errors import BadInput
+from job.core.units import parse_amount, parse_duration, parse_memory, parse_time
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
+RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]{0,62}")
+# Kubernetes-style label keys (optional DNS prefix and a name) and values, as Ray node labels use.
+LABEL_KEY = re.compile(r"([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?")
+BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
+# Metadata keys the scheduler sets on every Ray job it submits.
+RESERVED_METADATA_PREFIX = "scheduler."
+INT32_MAX = 2**31 - 1
+
+
+def _check_name(value: str, pattern: re.Pattern, what: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a valid {what} name: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return value
+
+
+def _check_resource_name(name: str) -> str:
+    if name.startswith("node:"):
+        raise ValueError(f"{name!r}: node resources are chosen by the scheduler; use --node-label to restrict nodes")
+    for builtin in BUILTIN_RESOURCES:
+        if name != builtin and name.lower() == builtin.lower():
+            raise ValueError(f"unknown resource {name!r}: did you mean {builtin!r}?")
+    if name == "object_store_memory" or not RESOURCE_NAME.fullmatch(name):
+        raise ValueError(f"unknown resource {name!r}: use CPU, GPU, memory or a custom resource name of letters, digits, '_', '.', '-', '/'")
+    return name
+
+
+def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
+    """Resource name -> amount, memory in bytes (sizes such as '4GiB' accepted)."""
+    if not isinstance(resources, dict):
+        raise ValueError("must be a map of resource name to amount")
+    parsed = {}
+    for name, amount in resources.items():
+        _check_resource_name(name)
+        try:
+            parsed[name] = float(parse_memory(amount)) if name == "memory" else parse_amount(amount)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return parsed
+
+
+def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
+    if not isinstance(labels, dict):
+        raise ValueError("must be a map of label key to value")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
+            raise ValueError(f"{key!r} is not a valid label key (e.g. ray.io/accelerator-type or pool)")
+        if not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"label {key}: {value!r} is not a valid label value (at most 63 letters, digits, '.', '_', '-')")
+    return dict(labels)
+
+
+# runtime_env fields that Ray's client library reads from, or zips and uploads from, the *local*
+# filesystem when given a path: in the scheduler that would ship the scheduler's own files
+# (service-account token included) to a user's job. Only remote URIs are let through.
+_URI_FIELDS = ("working_dir", "py_modules", "java_jars")
+_FILE_FIELDS = ("pip", "uv", "conda")
+
+
+def local_runtime_env_fields(runtime_env: dict[str, Any]) -> list[str]:
+    """The runtime_env fields that name local files instead of remote URIs or inline values."""
+    found = []
+    for name in _URI_FIELDS:
+        value = runtime_env.get(name)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        if any(not (isinstance(item, str) and "://" in item) for item in items):
+            found.append(name)
+    for name in _FILE_FIELDS:
+        value = runtime_env.get(name)
+        if isinstance(value, str) and (name != "conda" or value.endswith((".yaml", ".yml"))):
+            found.append(name)
+    return found
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JobSpec(_Spec):
+    user: str
+    group: str
+    entrypoint: str = Field(max_length=65536)
+    resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    runtime_env: dict[str, Any] = Field(default_factory=dict)
+    priority: int = Field(default=0, ge=-INT32_MAX, le=INT32_MAX)
+    not_before: datetime | None = None
+    max_runtime_s: float | None = Field(default=None, gt=0)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    _user = field_validator("user")(lambda value: _check_name(value, USER_NAME, "user"))
+    _group = field_validator("group")(lambda value: _check_name(value, NAME, "group"))
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _entrypoint(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> dict[str, float]:
+        parsed = parse_resources(value)
+        return parsed or {"CPU": 1.0}
+
+    _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
+
+    @field_validator("not_before", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> datetime | None:
+        return None if value is None else parse_time(value)
+
+    @field_validator("max_runtime_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float | None:
+        return None if value is None else parse_duration(value)
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _runtime_env(cls, value: dict[str, Any]) -> dict[str, Any]:
+        local = local_runtime_env_fields(value)
+        if local:
+            raise ValueError(f"{', '.join(local)}: give a remote URI (e.g. s3://bucket/code.zip) or an inline list; "
+                             "the scheduler does not upload local files")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key.startswith(RESERVED_METADATA_PREFIX):
+                raise ValueError(f"{key!r}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
+        return value
+
+
+class GroupSpec(_Spec):
+    name: str
+    ray_address: str
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    policy: Literal["fifo", "lifo", "drf", "fairshare"] = "fairshare"
+    selector: Literal["legacy", "concentrated", "dispersed", "roundrobin"] = "dispersed"
+    resource_priority: list[str] = Field(default_factory=lambda: list(BUILTIN_RESOURCES))
+    half_life_s: float = 3600.0
+    max_running_per_user: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    max_resources_per_user: dict[str, float] | None = None
+    strict_order: bool = False
+    pending_timeout_s: float | None = Field(default=None, gt=0)
+    max_attempts: int = Field(default=3, gt=0, le=100)
+    use_head_node: bool = False
+
+    _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
+    _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if re.fullmatch(r"https?://[^\s/:]+(:\d{1,5})?/?", value):
+            return value.rstrip("/")
+        if re.fullmatch(r"raycluster://[a-z0-9]([a-z0-9-]*[a-z0-9])?/[a-z0-9]([a-z0-9.-]*[a-z0-9])?", value):
+            return value
+        raise ValueError(f"{value!r}: use http://host:port (the Ray dashboard) or raycluster://namespace/name")
+
+    @field_validator("resource_priority", mode="before")
+    @classmethod
+    def _priority(cls, value: Any) -> list[str]:
+        names = [name.strip() for name in value.split(",")] if isinstance(value, str) else list(value)
+        if not names or any(not name for name in names):
+            raise ValueError("give resource names separated by commas, e.g. GPU,CPU,memory")
+        if len(set(names)) != len(names):
+            raise ValueError("a resource is named twice")
+        return [_check_resource_name(name) for name in names]
+
+    @field_validator("half_life_s", "pending_timeout_s", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float | None:
+        return None if value is None else parse_duration(value)
+
+    @field_validator("max_resources_per_user", mode="before")
+    @classmethod
+    def _limits(cls, value: Any) -> dict[str, float] | None:
+        return None if value is None else parse_resources(value) or None
+
+
+class UserSpec(_Spec):
+    name: str
+    shares: float = Field(default=1.0, gt=0, le=1e9)
+    max_running: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    max_resources: dict[str, float] | None = None
+
+    _name = field_validator("name")(lambda value: _check_name(value, USER_NAME, "user"))
+
+    @field_validator("max_resources", mode="before")
+    @classmethod
+    def _limits(cls, value: Any) -> dict[str, float] | None:
+        return None if value is None else parse_resources(value) or None
+
+
+def validated(model: type[_Spec], fields: dict[str, Any]):
+    """The model built from `fields`, or BadInput naming the first field that is wrong."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or model.__name__
+        message = error["msg"].removeprefix("Value error, ")
+        raise BadInput(f"{field}: {message}") from None

@@ -1,7 +1,0 @@
-"""The planner, pure code: `plan(snapshot) -> Plan` (see PLAN-FORMAT.md). Imports nothing that does
-I/O (no psycopg, ray or kubernetes), so the tick and `python -m job plan` share it."""
-
-from job.planner.planner import plan
-from job.planner.snapshot import Plan, Snapshot
-
-__all__ = ["Plan", "Snapshot", "plan"]

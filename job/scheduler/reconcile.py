@@ -1,0 +1,81 @@
+"""The tick's reconcile step: bring our active jobs in line with Ray, carry out stops, fail pending
+timeouts and charge usage."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+import psycopg
+
+from job import log
+from job.adapters.ray_cluster import RayCluster
+from job.core import states
+from job.core.reconcile import Reconciled, reconcile_all
+from job.core.resources import to_units
+from job.core.usage import charge_users
+from job.scheduler.report import GroupResult, Steps
+from job.store import groups, tick_jobs, users
+
+
+def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
+                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps) -> tuple[list[dict], list[dict]]:
+    """Returns the jobs still active, and the group's users with their usage as charged."""
+    decided = reconcile_all(active, ray_jobs, now)
+    _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
+    _write(conn, group, active, decided)
+    result.finished = len(decided.finished)
+    if group["pending_timeout_s"] is not None:
+        for row in tick_jobs.fail_pending_timeouts(conn, group["name"], group["pending_timeout_s"], now):
+            log.event("job_finished", group=group["name"], job=row["id"], user=row["user_name"], state=states.FAILED,
+                      reason="PendingTimeout")
+            result.finished += 1
+    charged = charge(conn, group, active, totals, now)
+    conn.commit()
+    return [job for job in active if job["id"] not in decided.gone], charged
+
+
+def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decided: Reconciled, steps: Steps) -> None:
+    by_id = {job["id"]: job for job in active}
+    for job_id, (reason, message) in decided.stops.items():
+        job = by_id[job_id]
+        # The reason is written with the stop: a job that has it was asked already.
+        if job["reason"] != reason:
+            steps.ray(cluster.stop, job["submission_id"])
+            log.event("stop_requested", group=group, job=job_id, user=job["user_name"], reason=reason, message=message)
+
+
+def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: Reconciled) -> None:
+    name = group["name"]
+    written = set(tick_jobs.update_jobs(conn, decided.updates, from_states=states.ACTIVE))
+    for row in tick_jobs.return_to_pending(conn, decided.requeue, group["max_attempts"]):
+        _, reason, message = decided.requeue[row["id"]]
+        log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
+                    reason=reason, message=message)
+    for job_id in tick_jobs.cancel_absent(conn, decided.cancels):
+        log.event("job_finished", group=name, job=job_id, state=states.CANCELLED, reason="Cancelled")
+    for job in active:
+        update = decided.updates.get(job["id"])
+        if update is not None and job["id"] in written and job["id"] in decided.finished:
+            runtime = (update["finished_at"] - update["started_at"]).total_seconds() if update["started_at"] else None
+            log.event("job_finished", group=name, job=job["id"], user=job["user_name"], state=update["state"],
+                      reason=update["reason"], exit_code=update["exit_code"], node=update["node"],
+                      runtime_s=round(runtime, 1) if runtime is not None else None)
+
+
+def charge(conn: psycopg.Connection, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> list[dict]:
+    """Charge each user the dominant share its jobs held since the last charge, decayed by the half
+    life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
+    since = group["usage_charged_at"]
+    members = users.users_of_group(conn, group["name"])
+    if since is None:
+        groups.charge_usage(conn, group["name"], {}, now)
+        return members
+    elapsed = max((now - since).total_seconds(), 0.0)
+    held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in ran:
+        for resource, amount in job["resources"].items():
+            held[job["user_name"]][resource] += to_units(amount)
+    usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed, group["half_life_s"])
+    groups.charge_usage(conn, group["name"], usage, now)
+    return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in members]

@@ -1,0 +1,190 @@
+"""One tick over the resource groups: lock, observe, reconcile, plan, commit, submit, report.
+
+Each group has its own connection, holding the group's advisory lock for the whole tick: a tick
+that dies releases it with its connection. Intents are committed before Ray is called, and every
+write is guarded by the state it expects, so a concurrent `cancel` or a crash at any point loses
+nothing and submits no attempt twice."""
+
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import psycopg
+
+from job import log
+from job.adapters.ray_cluster import RayCluster, cluster_of
+from job.core.errors import ClusterNotReady, JobError, NotFound
+from job.core.group_snapshot import build_snapshot
+from job.core.planner import Plan, plan
+from job.core.resources import to_units
+from job.core.waiting import waiting_changes
+from job.scheduler.config import TickConfig
+from job.scheduler.failpoints import failpoint
+from job.scheduler.reconcile import reconcile_group
+from job.scheduler.report import GroupResult, Steps, summary
+from job.scheduler.submit import submit_intents
+from job.store import groups, tick_jobs, users
+from job.store.connection import connect, session
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool = False) -> list[GroupResult]:
+    with session(config.database_url) as conn:
+        chosen = groups.groups(conn, group_name)
+        installation = groups.installation_id(conn)
+    if group_name is not None and not chosen:
+        raise NotFound(f"group {group_name!r} does not exist (see `python -m job group list`)")
+    results = []
+    for group in chosen:
+        try:
+            result = tick_group(config, group, installation, dry_run=dry_run)
+        except ClusterNotReady as exc:
+            # A RayCluster still being created or resumed is expected: skipped, like a held lock.
+            result = GroupResult(group["name"], "skipped", cause=str(exc))
+            log.warning("group_skipped", group=group["name"], reason="ClusterNotReady", message=str(exc))
+        except (JobError, OSError, psycopg.Error) as exc:
+            result = GroupResult(group["name"], "failed", cause=str(exc))
+            log.error("group_failed", group=group["name"], cause=str(exc))
+        results.append(result)
+    return results
+
+
+def tick_group(config: TickConfig, group: dict, installation: str, *, dry_run: bool = False) -> GroupResult:
+    name = group["name"]
+    with connect(config.database_url, counting=True) as conn:
+        if not dry_run and not groups.try_lock(conn, name):
+            conn.commit()
+            log.event("group_skipped", group=name, reason="locked", message="another tick holds this group")
+            return GroupResult(name, "skipped", cause="locked")
+        try:
+            return _GroupTick(conn, config, group, installation).run(dry_run)
+        finally:
+            if not dry_run and not conn.closed:
+                conn.rollback()
+                groups.unlock(conn, name)
+                conn.commit()
+
+
+@dataclass
+class _Observed:
+    cluster: RayCluster
+    nodes: list
+    active: list[dict]
+    ray_jobs: dict
+    now: datetime
+    totals: dict[str, int]
+
+
+class _GroupTick:
+    """One group's tick under its lock, step by step."""
+
+    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: dict, installation: str):
+        self.conn, self.config, self.group, self.installation = conn, config, group, installation
+        self.name = group["name"]
+        self.steps = Steps()
+        self.result = GroupResult(self.name, "ticked")
+
+    def run(self, dry_run: bool) -> GroupResult:
+        seen = self.observe()
+        if dry_run:
+            active, members = seen.active, users.users_of_group(self.conn, self.name)
+        else:
+            active, members = reconcile_group(self.conn, self.group, seen.cluster, seen.active, seen.ray_jobs,
+                                              seen.now, seen.totals, self.result, self.steps)
+        self.steps.done("reconcile")
+        decided, invalid, changed = self.plan(seen, active, members)
+        if dry_run:
+            self.result.plan = decided.model_dump(mode="json")
+            self.result.placed = len(decided.placements)
+            self.steps.record(self.result, self.conn.statements)
+            return self.result
+        intents = self.commit(decided, invalid, changed)
+        self.submit(seen.cluster, intents, members)
+        self.steps.record(self.result, self.conn.statements)
+        summary(self.result)
+        return self.result
+
+    def observe(self) -> _Observed:
+        """Ray's nodes of the group, and our active jobs as Ray sees them."""
+        cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
+        nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
+        active = tick_jobs.active_jobs(self.conn, self.name)
+        ray_jobs = self.steps.ray(cluster.jobs) if active else {}
+        now = utcnow()
+        totals: dict[str, int] = Counter()
+        for node in nodes:
+            for resource, amount in node.resources.items():
+                totals[resource] += to_units(amount)
+        self.steps.done("observe")
+        return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals))
+
+    def plan(self, seen: _Observed, active: list[dict], members: list[dict]
+             ) -> tuple[Plan, dict[int, str], dict[int, tuple[str, str]]]:
+        """The plan, the pending rows that cannot be planned, and the waiting reasons to write."""
+        # Reading 100k pending rows and building their snapshot make objects that are never cyclic
+        # garbage: collecting meanwhile would only rescan them, over and over.
+        with _without_gc():
+            pending = tick_jobs.pending_jobs(self.conn, self.name)
+            state = groups.group_state(self.conn, self.name)
+            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state)
+            decided = plan(snapshot)
+            changed = waiting_changes(pending, decided.waiting)
+        self.steps.done("plan")
+        self.result.running = len(active)
+        self.result.waiting = Counter(w["reason"] for w in decided.waiting)
+        return decided, invalid, changed
+
+    def commit(self, decided: Plan, invalid: dict[int, str], changed: dict[int, tuple[str, str]]) -> list[dict]:
+        """Intents, waiting reasons that changed and the selector's state, in one transaction;
+        returns the intents to submit."""
+        tick_jobs.fail_invalid(self.conn, invalid)
+        for job_id, message in invalid.items():
+            log.warning("job_invalid", group=self.name, job=job_id, message=message)
+        placements = [(int(p["job"]), p["node"]) for p in decided.placements]
+        intents = tick_jobs.commit_intents(self.conn, placements, self.installation)
+        tick_jobs.set_waiting(self.conn, changed)
+        self.result.reasons_written = len(changed)
+        groups.save_group_state(self.conn, self.name, decided.state)
+        self.conn.commit()
+        self.steps.done("commit")
+        failpoint("after-intent", self.config.failpoint)
+        return intents
+
+    def submit(self, cluster: RayCluster, intents: list[dict], members: list[dict]) -> None:
+        submitted, refused = self.steps.ray(submit_intents, cluster, self.name, intents, self.config.submit_concurrency)
+        failpoint("after-submit", self.config.failpoint)
+        tick_jobs.mark_submitted(self.conn, submitted)
+        for row in tick_jobs.return_to_pending(self.conn, refused, self.group["max_attempts"]):
+            log.warning("submit_refused", group=self.name, job=row["id"], user=row["user_name"], state=row["state"],
+                        message=refused[row["id"]][2])
+        self.conn.commit()
+        self.steps.done("submit")
+        self.result.placed = len(submitted)
+        self._log_placed(intents, set(submitted), members)
+
+    def _log_placed(self, intents: list[dict], accepted: set[int], members: list[dict]) -> None:
+        by_name = {user["name"]: user for user in members}
+        for intent in intents:
+            if intent["id"] in accepted:
+                user = by_name.get(intent["user_name"], {})
+                log.event("placed", group=self.name, job=intent["id"], user=intent["user_name"], node=intent["node"],
+                          attempt=intent["attempt"], policy=self.group["policy"], selector=self.group["selector"],
+                          shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
+
+
+@contextmanager
+def _without_gc():
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()

@@ -1,0 +1,119 @@
+"""Statements on resource groups: their options, the tick's lock on each, the state its selector
+keeps, and when usage was last charged; and the installation's id."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from job.core.errors import Conflict, NotFound
+from job.core.specs import GroupSpec
+from job.store.params import json_param
+
+# Advisory lock namespace of the per-group tick lock: pg_try_advisory_lock(int, int).
+TICK_LOCK_CLASS = 0x6A6F62  # "job"
+
+
+_GROUP_COLUMNS = tuple(GroupSpec.model_fields)
+
+
+def insert_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+    values = spec.model_dump()
+    try:
+        conn.execute(
+            f"INSERT INTO resource_groups ({', '.join(_GROUP_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_GROUP_COLUMNS))})",
+            [json_param(column, values[column]) for column in _GROUP_COLUMNS],
+        )
+    except psycopg.errors.UniqueViolation:
+        conn.rollback()
+        raise Conflict(f"group {spec.name!r} already exists (change it with `python -m job group set {spec.name}`)") from None
+
+
+def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> dict:
+    row = conn.execute(
+        "SELECT * FROM resource_groups WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"group {name!r} does not exist (see `python -m job group list`)")
+    return row
+
+
+def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+    values = spec.model_dump()
+    columns = [column for column in _GROUP_COLUMNS if column != "name"]
+    conn.execute(
+        f"UPDATE resource_groups SET {', '.join(f'{column} = %s' for column in columns)}, updated_at = now() WHERE name = %s",
+        [*(json_param(column, values[column]) for column in columns), spec.name],
+    )
+
+
+def list_groups(conn: psycopg.Connection) -> list[dict]:
+    return conn.execute(
+        """SELECT g.*, count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
+                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active
+           FROM resource_groups g LEFT JOIN jobs j ON j.group_name = g.name
+           GROUP BY g.name ORDER BY g.name"""
+    ).fetchall()
+
+
+def remove_group(conn: psycopg.Connection, name: str) -> int:
+    """Remove a group without pending or active jobs, with its finished jobs; returns how many."""
+    get_group(conn, name, for_update=True)
+    busy = conn.execute(
+        "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')",
+        (name,),
+    ).fetchone()["n"]
+    if busy:
+        raise Conflict(f"group {name!r} has {busy} pending or active job(s): cancel them or wait for them to finish first")
+    finished = conn.execute("DELETE FROM jobs WHERE group_name = %s", (name,)).rowcount
+    conn.execute("DELETE FROM resource_groups WHERE name = %s", (name,))
+    return finished
+
+
+def installation_id(conn: psycopg.Connection) -> str:
+    return conn.execute("SELECT id FROM installation").fetchone()["id"]
+
+
+def groups(conn: psycopg.Connection, name: str | None) -> list[dict]:
+    return conn.execute(
+        "SELECT * FROM resource_groups WHERE %(name)s::text IS NULL OR name = %(name)s ORDER BY name", {"name": name}
+    ).fetchall()
+
+
+def try_lock(conn: psycopg.Connection, group: str) -> bool:
+    return conn.execute(
+        "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked", (TICK_LOCK_CLASS, group)
+    ).fetchone()["locked"]
+
+
+def unlock(conn: psycopg.Connection, group: str) -> None:
+    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (TICK_LOCK_CLASS, group))
+
+
+def group_state(conn: psycopg.Connection, group: str) -> dict[str, dict]:
+    return {row["name"]: row["document"]
+            for row in conn.execute("SELECT name, document FROM group_state WHERE group_name = %s", (group,))}
+
+
+def save_group_state(conn: psycopg.Connection, group: str, documents: dict[str, dict]) -> None:
+    if not documents:
+        return
+    conn.execute(
+        """INSERT INTO group_state (group_name, name, document)
+           SELECT %s, d.name, d.document FROM unnest(%s::text[], %s::jsonb[]) AS d(name, document)
+           ON CONFLICT (group_name, name) DO UPDATE SET document = excluded.document, updated_at = now()""",
+        (group, list(documents), [Jsonb(doc) for doc in documents.values()]),
+    )
+
+
+def charge_usage(conn: psycopg.Connection, group: str, usage: dict[str, float], now: datetime) -> None:
+    conn.execute(
+        """WITH charged AS (
+               INSERT INTO user_usage (group_name, user_name, usage)
+               SELECT %(group)s, u.name, u.usage FROM unnest(%(names)s::text[], %(usage)s::float8[]) AS u(name, usage)
+               ON CONFLICT (group_name, user_name) DO UPDATE SET usage = excluded.usage)
+           UPDATE resource_groups SET usage_charged_at = %(now)s WHERE name = %(group)s""",
+        {"group": group, "names": list(usage), "usage": list(usage.values()), "now": now},
+    )

@@ -1,0 +1,61 @@
+"""Statements on users: shares, limits and usage per group."""
+
+from __future__ import annotations
+
+import psycopg
+
+from job.core.specs import UserSpec
+from job.store.params import json_param
+
+_USER_COLUMNS = tuple(UserSpec.model_fields)
+
+
+def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
+    values = spec.model_dump()
+    updates = [column for column in _USER_COLUMNS if column != "name"]
+    conn.execute(
+        f"""INSERT INTO users ({', '.join(_USER_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_USER_COLUMNS))})
+            ON CONFLICT (name) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in updates)}, updated_at = now()""",
+        [json_param(column, values[column]) for column in _USER_COLUMNS],
+    )
+
+
+def get_user(conn: psycopg.Connection, name: str) -> dict | None:
+    return conn.execute("SELECT * FROM users WHERE name = %s", (name,)).fetchone()
+
+
+def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
+    return conn.execute(
+        """SELECT g.name AS group, coalesce(u.usage, 0) AS usage,
+                  count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
+                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active,
+                  count(j.id) FILTER (WHERE j.state IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'CANCELLED')) AS finished
+           FROM resource_groups g
+           LEFT JOIN user_usage u ON u.group_name = g.name AND u.user_name = %(name)s
+           LEFT JOIN jobs j ON j.group_name = g.name AND j.user_name = %(name)s
+           GROUP BY g.name, u.usage
+           HAVING count(j.id) > 0 OR coalesce(u.usage, 0) > 0
+           ORDER BY g.name""",
+        {"name": name},
+    ).fetchall()
+
+
+def list_users(conn: psycopg.Connection) -> list[dict]:
+    return conn.execute(
+        """SELECT u.*, count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
+                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active
+           FROM users u LEFT JOIN jobs j ON j.user_name = u.name
+           GROUP BY u.name ORDER BY u.name"""
+    ).fetchall()
+
+
+def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
+    """Every user with jobs waiting or active in the group, or with usage there."""
+    return conn.execute(
+        """SELECT u.name, u.shares, u.max_running, u.max_resources, coalesce(uu.usage, 0) AS usage
+           FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
+           WHERE uu.usage > 0 OR EXISTS (
+               SELECT 1 FROM jobs j WHERE j.user_name = u.name AND j.group_name = %(group)s
+                 AND j.state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING'))""",
+        {"group": group},
+    ).fetchall()
