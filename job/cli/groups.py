@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs
 from job.core.specs import GroupSpec, validated
 from job.core.units import format_duration
 from job.store import groups
+
 
 def register(sub) -> None:
     group = sub.add_parser("group", help="manage resource groups", description="manage resource groups")
@@ -20,44 +22,50 @@ def register(sub) -> None:
     command(actions, "remove", remove, "remove a group without active jobs").add_argument("name")
 
 
-# CLI option -> GroupSpec field, for the options given as strings.
-_GROUP_OPTIONS = {
-    "ray_address": "ray_address",
-    "policy": "policy",
-    "selector": "selector",
-    "resource_priority": "resource_priority",
-    "half_life": "half_life_s",
-    "max_running_per_user": "max_running_per_user",
-    "strict_order": "strict_order",
-    "pending_timeout": "pending_timeout_s",
-    "max_attempts": "max_attempts",
-    "use_head_node": "use_head_node",
-}
+class _Option(NamedTuple):
+    flag: str
+    field: str  # of GroupSpec
+    kind: str  # "value", "pairs" (repeatable K=V) or "switch" (--x / --no-x)
+    metavar: str | None
+    help: str
+
+
+# Every option of `group add` and `group set`: an option not given leaves the field as it is.
+_OPTIONS = [
+    _Option("--ray-address", "ray_address", "value", None, "http://host:port of the dashboard, or raycluster://namespace/name"),
+    _Option("--node-label", "node_labels", "pairs", "K=V", "only nodes carrying this label (repeatable)"),
+    _Option("--policy", "policy", "value", None, "queue policy: fifo, lifo, drf or fairshare"),
+    _Option("--selector", "selector", "value", None, "node selector: legacy, concentrated, dispersed or roundrobin"),
+    _Option("--resource-priority", "resource_priority", "value", "R1,R2,...", "resource order for node choice, e.g. GPU,CPU,memory"),
+    _Option("--half-life", "half_life_s", "value", "DURATION", "fair-share usage half life, e.g. 1h (0 plans as drf)"),
+    _Option("--max-running-per-user", "max_running_per_user", "value", "N", "at most N running jobs per user"),
+    _Option("--max-resources-per-user", "max_resources_per_user", "pairs", "NAME=AMOUNT", "per-user resource cap (repeatable)"),
+    _Option("--strict-order", "strict_order", "switch", None, "a job that waits for resources blocks those behind it"),
+    _Option("--pending-timeout", "pending_timeout_s", "value", "DURATION", "fail jobs pending longer than this"),
+    _Option("--max-attempts", "max_attempts", "value", "N", "submission attempts before a job fails"),
+    _Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
+]
+
+
+def _options(parser: argparse.ArgumentParser, adding: bool) -> None:
+    parser.add_argument("name", help="resource group name")
+    for option in _OPTIONS:
+        if option.kind == "switch":
+            parser.add_argument(option.flag, dest=option.field, action=argparse.BooleanOptionalAction, default=None,
+                                help=option.help)
+        else:
+            parser.add_argument(option.flag, dest=option.field, action="append" if option.kind == "pairs" else "store",
+                                metavar=option.metavar, help=option.help,
+                                required=adding and option.field == "ray_address")
 
 
 def _group_fields(args: argparse.Namespace) -> dict:
-    fields = {field: getattr(args, option) for option, field in _GROUP_OPTIONS.items() if getattr(args, option) is not None}
-    if args.node_label is not None:
-        fields["node_labels"] = pairs(args.node_label, "--node-label")
-    if args.max_resources_per_user is not None:
-        fields["max_resources_per_user"] = pairs(args.max_resources_per_user, "--max-resources-per-user")
+    fields = {}
+    for option in _OPTIONS:
+        value = getattr(args, option.field)
+        if value is not None:
+            fields[option.field] = pairs(value, option.flag) if option.kind == "pairs" else value
     return fields
-
-
-def _options(parser, adding: bool) -> None:
-    parser.add_argument("name", help="resource group name")
-    parser.add_argument("--ray-address", required=adding, help="http://host:port of the dashboard, or raycluster://namespace/name")
-    parser.add_argument("--node-label", action="append", metavar="K=V", help="only nodes carrying this label (repeatable)")
-    parser.add_argument("--policy", help="queue policy: fifo, lifo, drf or fairshare")
-    parser.add_argument("--selector", help="node selector: legacy, concentrated, dispersed or roundrobin")
-    parser.add_argument("--resource-priority", metavar="R1,R2,...", help="resource order for node choice, e.g. GPU,CPU,memory")
-    parser.add_argument("--half-life", metavar="DURATION", help="fair-share usage half life, e.g. 1h (0 plans as drf)")
-    parser.add_argument("--max-running-per-user", metavar="N", help="at most N running jobs per user")
-    parser.add_argument("--max-resources-per-user", action="append", metavar="NAME=AMOUNT", help="per-user resource cap (repeatable)")
-    parser.add_argument("--strict-order", action=argparse.BooleanOptionalAction, default=None, help="a job that waits for resources blocks those behind it")
-    parser.add_argument("--pending-timeout", metavar="DURATION", help="fail jobs pending longer than this")
-    parser.add_argument("--max-attempts", metavar="N", help="submission attempts before a job fails")
-    parser.add_argument("--use-head-node", action=argparse.BooleanOptionalAction, default=None, help="place jobs on the Ray head node too")
 
 
 def add(args: argparse.Namespace) -> int:

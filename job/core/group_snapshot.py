@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import ResourceMap
+from job.core.planner.snapshot import Group, ResourceMap
 
 
 class PendingRow(NamedTuple):
@@ -50,12 +50,8 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     much as the whole plan: ids, users, priorities and times come typed from PostgreSQL, and what a
     row can get wrong, its request and labels, is checked once per distinct value."""
     snapshot = Snapshot.model_validate({
-        "group": {
-            "name": group["name"], "policy": group["policy"], "selector": group["selector"],
-            "resource_priority": group["resource_priority"], "half_life_s": group["half_life_s"],
-            "max_running_per_user": group["max_running_per_user"],
-            "max_resources_per_user": group["max_resources_per_user"], "strict_order": group["strict_order"],
-        },
+        # The planner's group options are columns of resource_groups of the same names.
+        "group": {option: group[option] for option in Group.model_fields},
         "now": now,
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels} for n in nodes],
         "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"]}
