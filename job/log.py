@@ -1,16 +1,30 @@
-"""Log lines for `kubectl logs`: one line per event, key=value by default, JSON on request.
+"""Log lines for `kubectl logs`: one line per event on stderr, key=value by default, JSON on request.
 
-Call `event("placed", job=1, node="n1")`; the event name and fields make the line.
+Call `event("placed", job=1, node="n1")`; the event name and fields make the line:
+
+    ts=2026-11-29T08:00:00.123Z level=info event=placed job=1 node=n1
+    {"ts":"2026-11-29T08:00:00.123Z","level":"info","event":"placed","job":1,"node":"n1"}
+
+structlog does the work: a bound logger whose methods below the configured level do nothing
+(a filtered-out `debug` costs a call), `add_log_level`, and `JSONRenderer`. Ours are the
+millisecond timestamp (structlog's `TimeStamper` writes microseconds), the key order, and the
+key=value renderer (structlog's `LogfmtRenderer` renders None as an empty value, True as a bare
+flag and dicts with `str()`, and leaves tabs bare; these lines JSON-encode such values). Until
+`configure` is called, warnings and errors are written as text lines and the rest is dropped.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import sys
+import threading
 from datetime import datetime, timezone
+from typing import Any
 
-_logger = logging.getLogger("job")
+import structlog
+from structlog.typing import EventDict, WrappedLogger
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _quote(value: object) -> str:
@@ -20,47 +34,64 @@ def _quote(value: object) -> str:
     return text
 
 
-class _TextFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {"ts": _timestamp(record), "level": record.levelname.lower(), "event": record.getMessage()}
-        fields.update(getattr(record, "fields", {}))
-        return " ".join(f"{key}={_quote(value)}" for key, value in fields.items())
+def _lead_with_ts_level_event(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """ts (UTC, milliseconds), level and event first, then the fields in the order given."""
+    ts = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    level = event_dict.pop("level")
+    return {"ts": ts, "level": level, "event": event_dict.pop("event"), **event_dict}
 
 
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {"ts": _timestamp(record), "level": record.levelname.lower(), "event": record.getMessage()}
-        fields.update(getattr(record, "fields", {}))
-        return json.dumps(fields, default=str, separators=(",", ":"))
+def _render_text(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
+    return " ".join(f"{key}={_quote(value)}" for key, value in event_dict.items())
 
 
-def _timestamp(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+class _Stderr:
+    """Writes each line to whatever `sys.stderr` is at the time (pytest swaps it per test, and a
+    line must never go to a closed stream), one line at a time across threads."""
+
+    _lock = threading.Lock()
+
+    def msg(self, line: str) -> None:
+        with self._lock:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    debug = info = warning = error = msg
+
+
+def _make_logger(log_format: str, level: str) -> Any:
+    name = level.upper()
+    if name not in _LEVELS:
+        raise ValueError(f"unknown log level {level!r}: use one of {', '.join(_LEVELS)}")
+    renderer = structlog.processors.JSONRenderer(default=str, separators=(",", ":")) if log_format == "json" else _render_text
+    return structlog.wrap_logger(
+        _Stderr(),
+        processors=[structlog.processors.add_log_level, _lead_with_ts_level_event, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(name.lower()),
+        context_class=dict,
+    ).bind()
+
+
+_logger = _make_logger("text", "WARNING")
 
 
 def configure(log_format: str = "text", level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if log_format == "json" else _TextFormatter())
-    _logger.handlers[:] = [handler]
-    _logger.setLevel(level)
-    _logger.propagate = False
-
-
-def _emit(level: int, event_name: str, fields: dict[str, object]) -> None:
-    _logger.log(level, event_name, extra={"fields": fields})
+    """`text` (key=value) or `json` lines, from `level` (DEBUG, INFO, WARNING, ERROR) up."""
+    global _logger
+    _logger = _make_logger(log_format, level)
 
 
 def event(event_name: str, /, **fields: object) -> None:
-    _emit(logging.INFO, event_name, fields)
+    _logger.info(event_name, **fields)
 
 
 def debug(event_name: str, /, **fields: object) -> None:
-    _emit(logging.DEBUG, event_name, fields)
+    _logger.debug(event_name, **fields)
 
 
 def warning(event_name: str, /, **fields: object) -> None:
-    _emit(logging.WARNING, event_name, fields)
+    _logger.warning(event_name, **fields)
 
 
 def error(event_name: str, /, **fields: object) -> None:
-    _emit(logging.ERROR, event_name, fields)
+    _logger.error(event_name, **fields)
