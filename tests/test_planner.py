@@ -194,15 +194,15 @@ def test_to_units_rounds_like_ray(amount, units):
     assert to_units(amount) == units
 
 
-def test_resources_arithmetic():
+def test_resources_in_fixed_point():
     a = Resources.of({"CPU": 0.1, "GPU": 0})
-    b = Resources.of({"CPU": 0.2, "memory": 1024})
     assert dict(a) == {"CPU": 1_000}
-    assert a + b == Resources.of({"CPU": 0.3, "memory": 1024})
-    assert (a + b).fits_in(Resources.of({"CPU": 0.3, "memory": 1024}))
-    assert not (a + b).fits_in(Resources.of({"CPU": 0.3}))
-    assert (a + b) - b == a
-    assert dict(a - b) == {"CPU": -1_000, "memory": -10_240_000}
+    # 0.1 + 0.2 CPU is 0.3 CPU in units, as in Ray, though not in floats.
+    both = Resources({"CPU": to_units(0.1) + to_units(0.2), "memory": to_units(1024)})
+    assert both == Resources.of({"CPU": 0.3, "memory": 1024})
+    assert both.fits_in(Resources.of({"CPU": 0.3, "memory": 1024}))
+    assert not both.fits_in(Resources.of({"CPU": 0.3}))
+    assert dict(Resources({"CPU": -1_000, "memory": -10_240_000, "GPU": 0})) == {"CPU": -1_000, "memory": -10_240_000}
     assert hash(Resources.of({"CPU": 1.0, "GPU": 1})) == hash(Resources.of({"GPU": 1, "CPU": 1}))
     assert Resources.of({"CPU": 1.5, "memory": 2**30}).amounts() == {"CPU": 1.5, "memory": 2**30}
     assert str(Resources.of({"CPU": 1.5, "memory": 2**30})) == "CPU 1.5, memory 1 GiB"

@@ -38,7 +38,7 @@ def test_operator_session_in_real_processes(database_url):
         assert key in job
 
     table = run_process("jobs", "--user", "alice")
-    assert table.status == 0 and "PENDING" in table.out and "CPU=2,memory=4GiB,special=0.5" in table.out
+    assert table.status == 0 and "PENDING" in table.out and "CPU=2,memory=4 GiB,special=0.5" in table.out
 
     cancelled = run_process("cancel", str(job_id))
     assert cancelled.status == 0 and "cancelled" in cancelled.out

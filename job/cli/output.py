@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from job.core.units import format_memory
+from job.core.resources import format_amount, to_units
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -50,5 +50,4 @@ def _cell(value: Any) -> str:
 def format_resources(resources: dict[str, float] | None) -> str:
     if not resources:
         return "-"
-    return ",".join(f"{name}={format_memory(amount) if name == 'memory' else f'{amount:g}'}"
-                    for name, amount in resources.items())
+    return ",".join(f"{name}={format_amount(name, to_units(amount))}" for name, amount in resources.items())

@@ -26,8 +26,8 @@ class Resources(Mapping[str, int]):
     """An immutable map from Ray resource name to amount in units of 1/10000; zero amounts are
     dropped, so two equal requests compare and hash equal however they were written.
 
-    Amounts may be negative only as the result of subtraction (a node over-committed by someone
-    else has negative free resources, which simply fits nothing)."""
+    Amounts may be negative (a node over-committed by someone else has negative free resources,
+    which simply fits nothing)."""
 
     __slots__ = ("_units", "_hash")
 
@@ -68,18 +68,6 @@ class Resources(Mapping[str, int]):
         if self._hash is None:
             self._hash = hash(frozenset(self._units.items()))
         return self._hash
-
-    def __add__(self, other: Mapping[str, int]) -> Resources:
-        total = dict(self._units)
-        for name, amount in other.items():
-            total[name] = total.get(name, 0) + amount
-        return Resources(total)
-
-    def __sub__(self, other: Mapping[str, int]) -> Resources:
-        rest = dict(self._units)
-        for name, amount in other.items():
-            rest[name] = rest.get(name, 0) - amount
-        return Resources(rest)
 
     def fits_in(self, available: Mapping[str, int]) -> bool:
         return fits(self._units.items(), available)

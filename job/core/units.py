@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from datetime import datetime, timezone
+from fractions import Fraction
 
-# Ray keeps resource amounts in fixed point with four decimals; finer requests cannot be honoured.
-RAY_RESOLUTION = 10_000
+from pydantic import ByteSize
+
+from job.core.resources import UNIT
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A number and a unit, whole: the units are pydantic ByteSize's (B, K/KB, KiB, ... P/PB, PiB) plus
+# Kubernetes' Ki, Mi, Gi, Ti, Pi. ByteSize's validator itself is not used: it reads a valid prefix
+# and ignores the rest ('5.GiB' is 5 bytes, '4 G B' is 4 GB to it) and truncates a float product
+# ('2.01KB' is 2009 bytes to it, '1.5B' is 1).
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTP]i?B?|B)?", re.IGNORECASE)
-_MEMORY_UNITS = {
-    "": 1, "b": 1,
-    "k": 10**3, "kb": 10**3, "ki": 2**10, "kib": 2**10,
-    "m": 10**6, "mb": 10**6, "mi": 2**20, "mib": 2**20,
-    "g": 10**9, "gb": 10**9, "gi": 2**30, "gib": 2**30,
-    "t": 10**12, "tb": 10**12, "ti": 2**40, "tib": 2**40,
-    "p": 10**15, "pb": 10**15, "pi": 2**50, "pib": 2**50,
-}
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -41,17 +40,23 @@ def parse_duration(text: str | float | int) -> float:
 
 
 def parse_memory(text: str | float | int) -> int:
-    """Bytes from '512MiB', '4GiB', '2G', '1.5Gi' or a number of bytes."""
+    """Bytes from '512MiB', '4GiB', '4 GiB', '2G', '1.5Gi' (Kubernetes' suffixes) or a number of bytes."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        amount = float(text)
+        number, unit = text, "b"
     else:
         match = _MEMORY.fullmatch(str(text).strip())
         if not match:
             raise ValueError(f"not a memory size: {text!r} (use e.g. 512MiB, 4GiB or a number of bytes)")
-        amount = float(match.group(1)) * _MEMORY_UNITS[(match.group(2) or "").lower()]
-    if not math.isfinite(amount) or amount < 0:
+        number, unit = match.group(1), (match.group(2) or "b").lower()
+        if unit.endswith("i"):
+            unit += "b"  # Kubernetes' Ki, Mi, Gi...: KiB, MiB, GiB... to ByteSize
+    try:
+        amount = Fraction(number) * ByteSize.byte_sizes[unit]  # exact: '2.01KB' is 2010 bytes
+    except (ValueError, OverflowError):  # nan, inf
+        amount = None
+    if amount is None or amount < 0 or amount > sys.float_info.max:
         raise ValueError(f"memory must be finite and not negative, got {text!r}")
-    if amount != int(amount):
+    if amount.denominator != 1:
         raise ValueError(f"memory must be a whole number of bytes, got {text!r}")
     return int(amount)
 
@@ -64,10 +69,10 @@ def parse_amount(text: str | float | int) -> float:
         raise ValueError(f"not a number: {text!r}") from None
     if not math.isfinite(amount) or amount < 0:
         raise ValueError(f"must be finite and not negative, got {text!r}")
-    scaled = amount * RAY_RESOLUTION
+    scaled = amount * UNIT
     if abs(scaled - round(scaled)) > 1e-6:
         raise ValueError(f"Ray counts resources in steps of 0.0001; {text!r} is finer")
-    return round(scaled) / RAY_RESOLUTION
+    return round(scaled) / UNIT
 
 
 def parse_time(text: str | datetime) -> datetime:
@@ -82,13 +87,6 @@ def parse_time(text: str | datetime) -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
-
-
-def format_memory(amount: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if amount >= size:
-            return f"{amount / size:.4g}{unit}"
-    return f"{amount:.0f}B"
 
 
 def format_duration(seconds: float) -> str:
