@@ -9,10 +9,12 @@ import uuid
 
 import pytest
 
+from job import log
 from job.core.errors import NotFound, Unavailable
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 
-pytestmark = pytest.mark.ray
+# Every test but the last needs the local Ray test cluster.
+needs_ray = pytest.mark.ray
 
 # The cluster keeps its job history for the whole run (and longer, with JOB_TEST_RAY_ADDRESS).
 RUN = uuid.uuid4().hex[:8]
@@ -43,6 +45,7 @@ def wait_for(cluster, name, statuses, timeout=60):
         time.sleep(0.5)
 
 
+@needs_ray
 def test_nodes_carry_labels_and_totals_and_the_head_only_when_allowed(cluster, ray_cluster):
     workers = {node.id: node for node in cluster.nodes({}, use_head_node=False)}
     assert set(workers) == {ray_cluster.a_id, ray_cluster.b_id}
@@ -57,6 +60,7 @@ def test_nodes_carry_labels_and_totals_and_the_head_only_when_allowed(cluster, r
     assert with_head[ray_cluster.head_id].is_head and with_head[ray_cluster.head_id].resources["CPU"] == 1
 
 
+@needs_ray
 def test_label_selector_keeps_nodes_with_every_label(cluster, ray_cluster):
     assert [n.id for n in cluster.nodes({"pool": "a"}, use_head_node=True)] == [ray_cluster.a_id]
     assert [n.id for n in cluster.nodes({"ray.io/node-id": ray_cluster.b_id, "pool": "b"}, False)] == [ray_cluster.b_id]
@@ -64,6 +68,7 @@ def test_label_selector_keeps_nodes_with_every_label(cluster, ray_cluster):
     assert cluster.nodes({"pool": "nowhere"}, use_head_node=True) == []
 
 
+@needs_ray
 def test_submit_runs_on_the_chosen_node_once_and_is_listed(cluster, ray_cluster):
     assert submit(cluster, "pinned", ray_cluster.b_id, entrypoint="echo adapter says $((6 * 7))",
                   resources={"CPU": 0.5, "special": 0.5, "memory": 10 * 2**20})
@@ -82,6 +87,7 @@ def test_submit_runs_on_the_chosen_node_once_and_is_listed(cluster, ray_cluster)
     assert "adapter says 42" in logs and "second submission" not in logs
 
 
+@needs_ray
 def test_unknown_job(cluster):
     assert cluster.job(sid("never-submitted")) is None
     assert cluster.stop(sid("never-submitted")) is False
@@ -89,6 +95,7 @@ def test_unknown_job(cluster):
         cluster.logs(sid("never-submitted"))
 
 
+@needs_ray
 def test_stop_a_running_job(cluster, ray_cluster):
     assert submit(cluster, "sleeper", ray_cluster.a_id, entrypoint="echo started; sleep 60")
     wait_for(cluster, "sleeper", ("RUNNING",))
@@ -98,22 +105,26 @@ def test_stop_a_running_job(cluster, ray_cluster):
     assert cluster.stop(sid("sleeper")) is False
 
 
-def test_a_submission_ray_refuses(cluster, ray_cluster):
+@needs_ray
+def test_a_submission_ray_refuses(cluster, ray_cluster, monkeypatch):
     # Ray's job agent validates the label selector and refuses this node id; the head wraps that
     # in an HTTP 500, which must not be mistaken for an outage (and retried).
-    started = time.monotonic()
+    warnings = []
+    monkeypatch.setattr(log, "warning", lambda event_name, **fields: warnings.append(event_name))
     with pytest.raises(RaySubmitRefused, match="Invalid label selector value"):
         submit(cluster, "bad-node", "not a node id!")
-    assert time.monotonic() - started < 2
+    assert "ray_retry" not in warnings
     assert cluster.job(sid("bad-node")) is None
 
 
+@needs_ray
 def test_a_runtime_env_the_client_library_refuses(cluster, ray_cluster):
     with pytest.raises(RaySubmitRefused, match="env_vars"):
         submit(cluster, "bad-env", ray_cluster.a_id, runtime_env={"env_vars": {"N": 1}})
     assert cluster.job(sid("bad-env")) is None
 
 
+@needs_ray
 @pytest.mark.parametrize("runtime_env", [{"working_dir": "/etc"}, {"py_modules": ["s3://bucket/m.zip", "."]},
                                          {"pip": "requirements.txt"}])
 def test_local_paths_in_runtime_env_are_refused_before_ray(cluster, ray_cluster, runtime_env):
@@ -123,12 +134,11 @@ def test_local_paths_in_runtime_env_are_refused_before_ray(cluster, ray_cluster,
     assert cluster.job(sid("local-path")) is None
 
 
-def test_unreachable_address_is_unavailable_within_seconds():
+# Needs no Ray cluster: nothing listens at the address.
+def test_unreachable_address_is_unavailable():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cluster = RayCluster(f"http://127.0.0.1:{port}", timeout_s=2.0)
-    started = time.monotonic()
     with pytest.raises(Unavailable, match=rf"ray at http://127.0.0.1:{port} unreachable: connection failed"):
         cluster.jobs()
-    assert time.monotonic() - started < 8
