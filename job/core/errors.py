@@ -27,6 +27,13 @@ class NotMigrated(JobError):
     exit_status = 2
 
 
+class IncompleteInstall(JobError):
+    """The installed package lacks files it ships with (e.g. its SQL migrations): a broken build
+    or image, not a state of the database."""
+
+    exit_status = 1
+
+
 class Unavailable(JobError):
     """PostgreSQL, Ray or Kubernetes could not be reached."""
 

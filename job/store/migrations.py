@@ -1,22 +1,40 @@
-"""Schema migrations: the files sql/NNNN_name.sql, applied in name order, once each, recorded in
-schema_migrations, under an advisory lock so that two pods migrating at once do not race."""
+"""Schema migrations: the files NNNN_name.sql of the package job.migrations, applied in name order,
+once each, recorded in schema_migrations, under an advisory lock so that two pods migrating at once
+do not race.
+
+The files live in sql/ at the top of the repository; pyproject.toml maps that folder to the package
+job.migrations, so the wheel carries them (and the editable install finds them in sql/), and the
+image copies sql/ to job/migrations. They are read through importlib.resources, wherever the
+package was installed."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 import psycopg
 
 from job import log
-from job.core.errors import NotMigrated
+from job.core.errors import IncompleteInstall, NotMigrated
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+MIGRATIONS_PACKAGE = "job.migrations"
+_NAME = re.compile(r"[0-9]{4}_.+\.sql")
 # Any constant shared by every migrating process; pg_advisory_lock takes a bigint.
 MIGRATION_LOCK = 0x6A6F625F6D6967  # "job_mig"
 
 
-def migration_files() -> list[Path]:
-    return sorted(SQL_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+def migration_files(package: str = MIGRATIONS_PACKAGE) -> list[Traversable]:
+    """The migrations in name order, each with `.name` and `.read_text()`. None found is an
+    incomplete installation, never a current schema."""
+    try:
+        folder = resources.files(package)
+    except ModuleNotFoundError:
+        raise IncompleteInstall(f"no migration files found: the package {package} is missing from the installation") from None
+    found = sorted((item for item in folder.iterdir() if _NAME.fullmatch(item.name) and item.is_file()), key=lambda item: item.name)
+    if not found:
+        raise IncompleteInstall(f"no migration files found in package {package}: the package is incomplete")
+    return found
 
 
 def applied(conn: psycopg.Connection) -> set[str]:
@@ -26,7 +44,7 @@ def applied(conn: psycopg.Connection) -> set[str]:
     return {row["name"] for row in conn.execute("SELECT name FROM schema_migrations")}
 
 
-def pending(conn: psycopg.Connection) -> list[Path]:
+def pending(conn: psycopg.Connection) -> list[Traversable]:
     done = applied(conn)
     return [path for path in migration_files() if path.name not in done]
 
