@@ -16,11 +16,12 @@ COPY requirements.lock /tmp/requirements.lock
 RUN python -m pip install --no-cache-dir --only-binary=:all: -r /tmp/requirements.lock \
     && rm /tmp/requirements.lock
 
-# job/ and sql/ side by side under /app: `python -m job migrate` finds the migrations at
-# Path(job.__file__).parent.parent / "sql".
+# The package runs from source under /app (PYTHONPATH). sql/ becomes the package job.migrations,
+# as pyproject.toml maps it in the wheel: `python -m job migrate` reads it through importlib.resources.
+# The development helpers (job/devtools) stay out: .dockerignore leaves them out of the context.
 WORKDIR /app
 COPY job/ /app/job/
-COPY sql/ /app/sql/
+COPY sql/ /app/job/migrations/
 # Compiled at build time since the pod cannot write .pyc files; a numeric user so that the
 # kubelet can check the pod's runAsNonRoot.
 RUN python -m compileall -q /app/job \

@@ -28,6 +28,7 @@ _spec = importlib.util.spec_from_file_location("_dockerfile_checks", Path(__file
 _checks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_checks)
 ROOT, instructions = _checks.ROOT, _checks.instructions
+MIGRATIONS = sorted(p.name for p in (ROOT / "sql").glob("[0-9][0-9][0-9][0-9]_*.sql"))
 
 # A cold run downloads the wheels first; a warm one only installs them.
 pytestmark = pytest.mark.timeout(1200)
@@ -50,6 +51,8 @@ class Image:
             "LANG": "C.UTF-8",
         }
         self.install_seconds = 0.0
+        # What `docker build` sends: the repository less what .dockerignore leaves out.
+        self.context = _checks.build_context(ROOT)
 
     def path(self, image_path: str) -> Path:
         return self.root / image_path.lstrip("/")
@@ -62,7 +65,7 @@ class Image:
         return token
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(args, cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=900)
+        result = subprocess.run(args, cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=900, check=False)
         if check:
             assert result.returncode == 0, f"{shlex.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
         return result
@@ -79,19 +82,26 @@ class Image:
             *sources, destination = shlex.split(args)
             assert not any(s.startswith("--") for s in sources), f"COPY flags are not replayed here: {args}"
             for source in sources:
-                self._copy(ROOT / source, self.path(destination))
+                self._copy(source, destination)
         elif keyword == "RUN":
             for step in args.split("&&"):
                 self._run_step(shlex.split(step))
         elif keyword not in ("FROM", "USER", "ENTRYPOINT", "CMD"):
             pytest.fail(f"Dockerfile instruction {keyword} is not replayed by this test: teach it how, so the install is still proven")
 
-    def _copy(self, source: Path, destination: Path) -> None:
-        if source.is_dir():
-            shutil.copytree(source, destination, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True)
+    def _copy(self, source: str, destination: str) -> None:
+        """COPY from the build context: a folder's contents go under the destination, a file to
+        it (or into it when it ends with /); what .dockerignore leaves out is not there to copy."""
+        source = source.strip("/")
+        if source in self.context:
+            target = self.path(destination + Path(source).name if destination.endswith("/") else destination)
+            pairs = [(source, target)]
         else:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(source, destination)
+            pairs = [(path, self.path(destination) / path[len(source) + 1:]) for path in self.context if path.startswith(source + "/")]
+        assert pairs, f"COPY {source}: not in the build context (missing, or left out by .dockerignore)"
+        for path, target in pairs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / path, target)
 
     def _run_step(self, argv: list[str]) -> None:
         if argv[:4] == ["python", "-m", "pip", "install"]:
@@ -138,11 +148,23 @@ def test_plan_help_runs_from_the_image_layout(image):
 
 
 def test_job_and_its_migrations_come_from_the_image_layout(image):
-    code = "import job, pathlib; print(pathlib.Path(job.__file__).resolve().parent.parent)"
-    package_parent = Path(image.run(str(image.python), "-c", code).stdout.strip())
+    code = (
+        "import job, pathlib; from job.store.migrations import migration_files; "
+        "print(pathlib.Path(job.__file__).resolve().parent.parent); "
+        "[print(pathlib.Path(str(f)).resolve()) for f in migration_files()]"
+    )
+    package_parent, *migrations = map(Path, image.run(str(image.python), "-c", code).stdout.split())
     assert package_parent == image.path("/app").resolve(), "job was imported from elsewhere than /app"
-    migrations = sorted(p.name for p in (package_parent / "sql").glob("*.sql"))
-    assert migrations and migrations == sorted(p.name for p in (ROOT / "sql").glob("*.sql"))
+    # Read through importlib.resources from the package job.migrations, as from the wheel.
+    assert [path.name for path in migrations] == MIGRATIONS
+    assert all(path.parent == image.path("/app/job/migrations").resolve() for path in migrations), migrations
+
+
+def test_development_helpers_are_not_in_the_image(image):
+    assert image.path("/app/job/cli/demo.py").exists()
+    assert not image.path("/app/job/devtools").exists(), "job/devtools was copied into the image: .dockerignore must leave it out"
+    result = image.run(str(image.python), "-c", "import job.devtools", check=False)
+    assert result.returncode != 0 and "No module named 'job.devtools'" in result.stderr, result.stderr
 
 
 def test_code_is_precompiled_so_a_read_only_root_costs_nothing(image):
@@ -176,10 +198,15 @@ def test_migrate_applies_the_image_sql_to_an_empty_database(image, pg_server_url
     url = with_database(pg_server_url, name)
     image.env["JOB_DATABASE_URL"] = url
     try:
-        image.run(str(image.python), "-m", "job", "migrate")
+        before = image.run(str(image.python), "-m", "job", "migrate", "--status").stdout.splitlines()
+        assert before == [f"pending  {name}" for name in MIGRATIONS]
+        result = image.run(str(image.python), "-m", "job", "migrate")
+        assert f"applied {len(MIGRATIONS)} migration(s)" in result.stdout, result.stdout
         with psycopg.connect(url) as conn:
             applied = sorted(row[0] for row in conn.execute("SELECT name FROM schema_migrations"))
-        assert applied == sorted(p.name for p in (ROOT / "sql").glob("[0-9]*.sql"))
+        assert applied == MIGRATIONS
+        after = image.run(str(image.python), "-m", "job", "migrate", "--status").stdout.splitlines()
+        assert after == [f"applied  {name}" for name in MIGRATIONS]
     finally:
         del image.env["JOB_DATABASE_URL"]
         with psycopg.connect(pg_server_url, autocommit=True) as admin:
