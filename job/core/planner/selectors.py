@@ -14,6 +14,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, Field
 
+from job.core.planner.heap_keys import PackedKeys
 from job.core.planner.picture import NodeState, Shape
 from job.core.resources import fits
 
@@ -89,14 +90,13 @@ class _ByFree(Selector):
     """Fewest extras, then free capacity compared resource by resource in priority order: the least
     (`sign` 1) or the most (`sign` -1); then the smaller id.
 
-    Each shape has a heap of ints that order as the tuples (extras, *sign·free, id) would: bit
-    fields, most significant first, of the extras, then one field per resource, then the node's
-    index in id order. A heap step then compares two ints instead of two tuples field by field.
-    The fields are wide enough for the whole plan: free resources only go down, and a placement
-    leaves them at 0 or more, so each stays between min(0, lowest at the start) and max(0, highest
-    at the start). A node that no longer fits a shape leaves its heap for good. Heaps are not
-    touched on placement; an entry whose key is not the node's current one is put right when it
-    reaches the top: re-keyed where `rekey` is set, else dropped (see the subclasses)."""
+    Each shape has a heap of ints that order as the tuples (extras, *sign·free, id) would, packed
+    by `PackedKeys` (heap_keys.py, which documents the layout): a heap step then compares two ints
+    instead of two tuples field by field. A node's key (its free amounts and index) is worked out
+    once per placement on it, and kept in `_keys`. A node that no longer fits a shape leaves its
+    heap for good. Heaps are not touched on placement; an entry whose key is not the node's
+    current one is put right when it reaches the top: re-keyed where `rekey` is set, else dropped
+    (see the subclasses)."""
 
     sign: ClassVar[int]
     rekey: ClassVar[bool]
@@ -105,52 +105,36 @@ class _ByFree(Selector):
         super().__init__(nodes, order, state)
         self._nodes = sorted(nodes, key=lambda node: node.id)
         self._index = {node: index for index, node in enumerate(self._nodes)}
-        self._mask = (1 << len(nodes).bit_length()) - 1
-        # (name, zero, weight): the field is (free - zero)·weight, where zero makes it start at 0
-        # (the least free for `sign` 1, the most for -1) and weight is ±the field's lowest bit.
-        self._fields: list[tuple[str, int, int]] = []
-        shift = self._mask.bit_length()
-        for name in reversed(order):
-            amounts = [node.free.get(name, 0) for node in nodes]
-            low, high = min([0, *amounts]), max([0, *amounts])
-            self._fields.append((name, low if self.sign > 0 else high, self.sign << shift))
-            shift += (high - low).bit_length()
-        self._extras_shift = shift
-        self._key_mask = (1 << shift) - 1
-        self._keys = [self._key(node) for node in self._nodes]
+        # Free resources stay within the packing's bounds: they only go down, and a placement
+        # leaves them at 0 or more.
+        self._packing = packing = PackedKeys([node.free for node in self._nodes], order, self.sign)
+        self._keys = [packing.key(node.free, index) for index, node in enumerate(self._nodes)]
         self._heaps: dict[Shape, list[int]] = {}
-
-    def _key(self, node: NodeState) -> int:
-        free = node.free
-        key = self._index[node]
-        for name, zero, weight in self._fields:
-            key += (free.get(name, 0) - zero) * weight
-        return key
-
-    def _entry(self, node: NodeState, shape: Shape) -> int:
-        return (_extras(node, shape) << self._extras_shift) | self._keys[self._index[node]]
 
     def _heap(self, shape: Shape) -> list[int]:
         heap = self._heaps.get(shape)
         if heap is None:
-            heap = self._heaps[shape] = [self._entry(node, shape) for node in shape.pool.nodes if fits(shape.items, node.free)]
+            entry, keys, index, need = self._packing.entry, self._keys, self._index, shape.items
+            heap = self._heaps[shape] = [entry(_extras(node, shape), keys[index[node]]) for node in shape.pool.nodes if fits(need, node.free)]
             heapify(heap)
         return heap
 
     def select(self, shape: Shape) -> NodeState | None:
         heap = self._fresh(shape)
-        nodes, keys, mask, key_mask = self._nodes, self._keys, self._mask, self._key_mask
+        nodes, keys = self._nodes, self._keys
+        packing = self._packing
+        index_mask, key_mask, extras_mask = packing.index_mask, packing.key_mask, packing.extras_mask
         need = shape.items
         rekey = self.rekey
         while heap:
             entry = heap[0]
-            index = entry & mask
+            index = entry & index_mask
             key = keys[index]
             # Whether a node fits does not depend on its key: an entry out of date is put right
             # first, and the node is checked once it is on top with its current key.
             if entry & key_mask != key:
                 if rekey:
-                    heapreplace(heap, entry - (entry & key_mask) + key)
+                    heapreplace(heap, entry & extras_mask | key)
                 else:
                     heappop(heap)
                 continue
@@ -165,7 +149,8 @@ class _ByFree(Selector):
         return None
 
     def placed(self, node: NodeState) -> None:
-        self._keys[self._index[node]] = self._key(node)
+        index = self._index[node]
+        self._keys[index] = self._packing.key(node.free, index)
 
     def _fresh(self, shape: Shape) -> list[int]:
         raise NotImplementedError
@@ -209,9 +194,10 @@ class Concentrated(_ByFree):
         read = self._read.get(shape, 0)
         if not fresh and read < len(self._changed):
             # In any order: the heap's top is the same whatever order the pushes come in.
+            entry, keys, index, need = self._packing.entry, self._keys, self._index, shape.items
             for node in shape.pool.members.intersection(self._changed[read:]):
-                if fits(shape.items, node.free):
-                    heappush(heap, self._entry(node, shape))
+                if fits(need, node.free):
+                    heappush(heap, entry(_extras(node, shape), keys[index[node]]))
         self._read[shape] = len(self._changed)
         return heap
 
