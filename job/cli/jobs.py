@@ -108,7 +108,7 @@ def cancel(args: argparse.Namespace) -> int:
         if before is None:
             print(f"job {ident}: does not exist")
             status = 2
-        elif before == "PENDING":
+        elif before == states.PENDING:
             print(f"job {ident}: cancelled")
         elif after in states.ACTIVE:
             print(f"job {ident}: cancel requested; the next tick stops it in Ray (it is {before})")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-FINISHED_IN_RAY = ("SUCCEEDED", "FAILED", "STOPPED")
+from job.core.states import FAILED, FINISHED_IN_RAY, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED, SUBMITTING
+
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
 STOP_REASONS = ("Cancelled", "RuntimeLimit")
 
@@ -40,23 +41,23 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcom
     if status in FINISHED_IN_RAY:
         fields.update(state=status, finished_at=ray_job.end_time or now,
                       started_at=job["started_at"] or ray_job.start_time)
-        if status == "STOPPED" and job["reason"] in STOP_REASONS:
+        if status == STOPPED and job["reason"] in STOP_REASONS:
             fields["message"] = _message_of_stop(job["reason"])
-        elif status == "STOPPED":
+        elif status == STOPPED:
             fields.update(reason="Stopped", message="stopped in Ray, not by the scheduler")
-        elif status == "FAILED":
+        elif status == FAILED:
             fields.update(reason="Failed", message=_exit_text(ray_job) + (f": {ray_job.message}" if ray_job.message else ""))
         else:
             fields.update(reason="Succeeded", message=_exit_text(ray_job))
         return Outcome(update=fields, finished=True)
-    if status == "RUNNING":
-        fields.update(state="RUNNING", started_at=job["started_at"] or ray_job.start_time or now, reason=None)
+    if status == RAY_RUNNING:
+        fields.update(state=RUNNING, started_at=job["started_at"] or ray_job.start_time or now, reason=None)
     else:  # PENDING in Ray: accepted, the driver not started yet
-        fields.update(state="SUBMITTED", reason=None)
+        fields.update(state=SUBMITTED, reason=None)
     outcome = Outcome(update=fields)
     if job["cancel_requested_at"] is not None:
         outcome.stop = ("Cancelled", "stop requested by `cancel`")
-    elif (fields["state"] == "RUNNING" and job["max_runtime_s"] is not None
+    elif (fields["state"] == RUNNING and job["max_runtime_s"] is not None
           and (now - fields["started_at"]).total_seconds() > job["max_runtime_s"]):
         outcome.stop = ("RuntimeLimit", f"ran longer than its max runtime of {job['max_runtime_s']:g} s")
     if outcome.stop is not None:
@@ -65,7 +66,7 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcom
 
 
 def _absent(job: dict[str, Any]) -> Outcome:
-    if job["state"] == "SUBMITTING":
+    if job["state"] == SUBMITTING:
         if job["cancel_requested_at"] is not None:
             return Outcome(cancel_unsubmitted=True, finished=True)
         return Outcome(requeue=("SubmitLost", f"the tick that placed it stopped before Ray received submission {job['submission_id']}"))

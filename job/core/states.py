@@ -1,6 +1,25 @@
-"""The job state machine (the job lifecycle of docs/architecture.md): the states of a job."""
+"""The job state machine (the job lifecycle of docs/architecture.md): the states of a job, the moves
+allowed between them, and each kind of write the store does on jobs, whose guards are taken from here.
+
+    submit --> PENDING --(cancel)------------------------------------------> CANCELLED
+                |  ^  --(pending timeout; a row the planner cannot read)---> FAILED
+       plan:    |  |
+       intent   v  |  requeue: Ray refused it, never got it, or lost it (from any active state)
+             SUBMITTING --(Ray accepted)--> SUBMITTED --(driver started)--> RUNNING
+                 |                                                            ^
+                 +-----------(accepted and started before a crash)------------+
+
+    from any active state (SUBMITTING, SUBMITTED, RUNNING):
+        Ray finished it                          --> SUCCEEDED | FAILED | STOPPED
+        requeue with no attempt left             --> FAILED
+        cancel of a submission Ray never got     --> CANCELLED
+
+    A write of fields only keeps the state: PENDING (its waiting reason), active (the reconciliation,
+    a cancel request). SUCCEEDED, FAILED, STOPPED and CANCELLED are finished: no way out, no write."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from job.core.errors import BadInput
 
@@ -17,6 +36,85 @@ CANCELLED = "CANCELLED"
 ACTIVE = (SUBMITTING, SUBMITTED, RUNNING)
 FINISHED = (SUCCEEDED, FAILED, STOPPED, CANCELLED)
 STATES = (PENDING, *ACTIVE, *FINISHED)
+# Not finished: what a cancel, a group's removal, or a user's counts look at.
+UNFINISHED = (PENDING, *ACTIVE)
+
+# The state of a new job.
+INITIAL = PENDING
+
+# Ray's statuses of a submission (ray.job_submission.JobStatus), as the reconciliation reads them:
+# PENDING (accepted, the driver not started) and RUNNING; its terminal statuses are our states too.
+RAY_PENDING = "PENDING"
+RAY_RUNNING = "RUNNING"
+FINISHED_IN_RAY = (SUCCEEDED, FAILED, STOPPED)
+
+# Allowed moves: the states a write may leave a job in, per state it finds it in. A state in its
+# own set means a write of fields only (the state kept) is allowed.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    PENDING: frozenset({PENDING, SUBMITTING, CANCELLED, FAILED}),
+    SUBMITTING: frozenset({SUBMITTING, SUBMITTED, RUNNING, PENDING, *FINISHED_IN_RAY, CANCELLED}),
+    SUBMITTED: frozenset({SUBMITTED, RUNNING, PENDING, *FINISHED_IN_RAY, CANCELLED}),
+    RUNNING: frozenset({RUNNING, PENDING, *FINISHED_IN_RAY, CANCELLED}),
+    **{state: frozenset() for state in FINISHED},
+}
+
+
+def allowed(source: str, target: str) -> bool:
+    """Whether a write may take a job in `source` to `target` (the same state: a write of fields)."""
+    return target in TRANSITIONS.get(source, frozenset())
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One kind of write the store does on jobs: its moves, as (source, target) pairs."""
+
+    name: str
+    moves: frozenset[tuple[str, str]]
+
+    @property
+    def sources(self) -> list[str]:
+        """The states the write's guard lets it find a job in, in the order of STATES."""
+        return [state for state in STATES if any(source == state for source, _ in self.moves)]
+
+    @property
+    def targets(self) -> list[str]:
+        return [state for state in STATES if any(target == state for _, target in self.moves)]
+
+    @property
+    def target(self) -> str:
+        """The one state the write leaves jobs in."""
+        (target,) = self.targets
+        return target
+
+
+def _moves(name: str, sources: tuple[str, ...], target: str) -> Transition:
+    return Transition(name, frozenset((source, target) for source in sources))
+
+
+def _keeps(name: str, sources: tuple[str, ...]) -> Transition:
+    return Transition(name, frozenset((source, source) for source in sources))
+
+
+# The writes of job/store, each guarded by its sources (and, for RECONCILE, by its pairs).
+COMMIT_INTENT = _moves("commit intent", (PENDING,), SUBMITTING)              # tick_jobs.commit_intents
+CANCEL_PENDING = _moves("cancel pending", (PENDING,), CANCELLED)             # jobs.cancel_jobs
+REQUEST_CANCEL = _keeps("request cancel", ACTIVE)                            # jobs.cancel_jobs
+FAIL_PENDING_TIMEOUT = _moves("pending timeout", (PENDING,), FAILED)         # tick_jobs.fail_pending_timeouts
+FAIL_INVALID = _moves("invalid row", (PENDING,), FAILED)                     # tick_jobs.fail_invalid
+SET_WAITING = _keeps("waiting reason", (PENDING,))                           # tick_jobs.set_waiting
+MARK_SUBMITTED = _moves("Ray accepted", (SUBMITTING,), SUBMITTED)            # tick_jobs.mark_submitted
+REQUEUE = _moves("requeue", ACTIVE, PENDING)                                 # tick_jobs.return_to_pending
+REQUEUE_SPENT = _moves("no attempt left", ACTIVE, FAILED)                    # tick_jobs.return_to_pending
+CANCEL_ABSENT = _moves("cancel absent", ACTIVE, CANCELLED)                   # tick_jobs.cancel_absent
+# tick_jobs.update_jobs: the state Ray reports, per job; a job never goes back (RUNNING to SUBMITTED).
+RECONCILE = Transition("reconcile", frozenset({
+    *((state, state) for state in ACTIVE),
+    (SUBMITTING, SUBMITTED), (SUBMITTING, RUNNING), (SUBMITTED, RUNNING),
+    *((source, target) for source in ACTIVE for target in FINISHED_IN_RAY),
+}))
+
+WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
+          MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, CANCEL_ABSENT, RECONCILE)
 
 
 def known_states(names: list[str]) -> list[str]:

@@ -8,6 +8,7 @@ from datetime import datetime
 import psycopg
 from psycopg.types.json import Jsonb
 
+from job.core import states
 from job.core.errors import Conflict, NotFound
 from job.core.specs import GroupSpec
 from job.store.params import json_param
@@ -51,10 +52,11 @@ def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
 
 def list_groups(conn: psycopg.Connection) -> list[dict]:
     return conn.execute(
-        """SELECT g.*, count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
-                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active
+        """SELECT g.*, count(j.id) FILTER (WHERE j.state = %s) AS pending,
+                  count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
            FROM resource_groups g LEFT JOIN jobs j ON j.group_name = g.name
-           GROUP BY g.name ORDER BY g.name"""
+           GROUP BY g.name ORDER BY g.name""",
+        (states.PENDING, list(states.ACTIVE)),
     ).fetchall()
 
 
@@ -62,8 +64,8 @@ def remove_group(conn: psycopg.Connection, name: str) -> int:
     """Remove a group without pending or active jobs, with its finished jobs; returns how many."""
     get_group(conn, name, for_update=True)
     busy = conn.execute(
-        "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')",
-        (name,),
+        "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)",
+        (name, list(states.UNFINISHED)),
     ).fetchone()["n"]
     if busy:
         raise Conflict(f"group {name!r} has {busy} pending or active job(s): cancel them or wait for them to finish first")

@@ -5,17 +5,19 @@ from __future__ import annotations
 import psycopg
 from psycopg.types.json import Jsonb
 
+from job.core import states
 from job.core.errors import NotFound
 from job.core.specs import JobSpec
+
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     try:
         row = conn.execute(
-            """INSERT INTO jobs (user_name, group_name, entrypoint, resources, node_labels, runtime_env,
+            """INSERT INTO jobs (state, user_name, group_name, entrypoint, resources, node_labels, runtime_env,
                                  priority, not_before, max_runtime_s, metadata, reason, message)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'Queued', 'waiting for the next tick')
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'Queued', 'waiting for the next tick')
                RETURNING id""",
-            (spec.user, spec.group, spec.entrypoint, Jsonb(spec.resources), Jsonb(spec.node_labels),
+            (states.INITIAL, spec.user, spec.group, spec.entrypoint, Jsonb(spec.resources), Jsonb(spec.node_labels),
              Jsonb(spec.runtime_env), spec.priority, spec.not_before, spec.max_runtime_s, Jsonb(spec.metadata)),
         ).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:
@@ -27,22 +29,23 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
-    """Cancel at once what is pending, ask the tick to stop what Ray has. Returns, per id, the
-    state before and after (None, None for an unknown id)."""
+    """Cancel at once what is pending (CANCEL_PENDING), ask the tick to stop what Ray has
+    (REQUEST_CANCEL). Returns, per id, the state before and after (None, None for an unknown id)."""
     changed = conn.execute(
         """WITH target AS (SELECT id, state FROM jobs WHERE id = ANY(%(ids)s) FOR UPDATE)
            UPDATE jobs SET
-               state = CASE WHEN target.state = 'PENDING' THEN 'CANCELLED' ELSE jobs.state END,
-               finished_at = CASE WHEN target.state = 'PENDING' THEN now() ELSE jobs.finished_at END,
-               reason = CASE WHEN target.state = 'PENDING' THEN 'Cancelled' ELSE jobs.reason END,
-               message = CASE WHEN target.state = 'PENDING' THEN 'cancelled before it started'
+               state = CASE WHEN target.state = ANY(%(cancel)s) THEN %(cancelled)s ELSE jobs.state END,
+               finished_at = CASE WHEN target.state = ANY(%(cancel)s) THEN now() ELSE jobs.finished_at END,
+               reason = CASE WHEN target.state = ANY(%(cancel)s) THEN 'Cancelled' ELSE jobs.reason END,
+               message = CASE WHEN target.state = ANY(%(cancel)s) THEN 'cancelled before it started'
                               ELSE jobs.message END,
                cancel_requested_at = coalesce(jobs.cancel_requested_at, now()),
                updated_at = now()
            FROM target
-           WHERE jobs.id = target.id AND target.state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
+           WHERE jobs.id = target.id AND (target.state = ANY(%(cancel)s) OR target.state = ANY(%(request)s))
            RETURNING jobs.id, target.state AS before, jobs.state AS after""",
-        {"ids": ids},
+        {"ids": ids, "cancel": states.CANCEL_PENDING.sources, "cancelled": states.CANCEL_PENDING.target,
+         "request": states.REQUEST_CANCEL.sources},
     ).fetchall()
     result: dict[int, tuple[str | None, str | None]] = {row["id"]: (row["before"], row["after"]) for row in changed}
     untouched = [job_id for job_id in ids if job_id not in result]

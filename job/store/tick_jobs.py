@@ -9,34 +9,37 @@ from typing import Any
 import psycopg
 from psycopg.rows import args_row
 
+from job.core import states
 from job.core.group_snapshot import PendingRow
+
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
     return conn.execute(
         """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
                   reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at
-           FROM jobs WHERE group_name = %s AND state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+           FROM jobs WHERE group_name = %s AND state = ANY(%s)
            ORDER BY id""",
-        (group,),
+        (group, list(states.ACTIVE)),
     ).fetchall()
 
 
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
         """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message
-           FROM jobs WHERE group_name = %s AND state = 'PENDING' ORDER BY id""",
-        (group,),
+           FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
+        (group, states.PENDING),
     ).fetchall()
 
 
 def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float, now: datetime) -> list[dict]:
     return conn.execute(
-        """UPDATE jobs SET state = 'FAILED', reason = 'PendingTimeout', finished_at = %(now)s, updated_at = now(),
+        """UPDATE jobs SET state = %(to)s, reason = 'PendingTimeout', finished_at = %(now)s, updated_at = now(),
                   message = 'waited longer than the group''s pending timeout of ' || %(timeout)s || ' s'
-           WHERE group_name = %(group)s AND state = 'PENDING'
+           WHERE group_name = %(group)s AND state = ANY(%(from)s)
              AND submitted_at < %(now)s - make_interval(secs => %(timeout)s)
            RETURNING id, user_name""",
-        {"group": group, "timeout": timeout_s, "now": now},
+        {"group": group, "timeout": timeout_s, "now": now,
+         "from": states.FAIL_PENDING_TIMEOUT.sources, "to": states.FAIL_PENDING_TIMEOUT.target},
     ).fetchall()
 
 
@@ -48,34 +51,39 @@ JOB_UPDATE_COLUMNS = ("state", "node", "ray_status", "ray_message", "reason", "m
 _UPDATE_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int")
 
 
-def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *, from_states: tuple[str, ...]) -> list[int]:
+def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
+                from_states: tuple[str, ...] = states.ACTIVE) -> list[int]:
     """Write each job's new fields (all of JOB_UPDATE_COLUMNS) in one statement, only where the job is
-    still in one of `from_states`; returns the ids written."""
+    still in one of `from_states` and the move from its state to the new one is one of RECONCILE's;
+    returns the ids written."""
     if not updates:
         return []
     ids = list(updates)
     columns = [[updates[job_id][column] for job_id in ids] for column in JOB_UPDATE_COLUMNS]
     assignments = ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS)
     arrays = ", ".join(f"%s::{sql_type}[]" for sql_type in _UPDATE_TYPES)
+    moves = sorted(move for move in states.RECONCILE.moves if move[0] in from_states)
     rows = conn.execute(
         f"""UPDATE jobs SET {assignments}, updated_at = now()
             FROM unnest(%s::bigint[], {arrays}) AS u(id, {', '.join(JOB_UPDATE_COLUMNS)})
-            WHERE jobs.id = u.id AND jobs.state = ANY(%s)
+            WHERE jobs.id = u.id
+              AND (jobs.state, u.state) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
             RETURNING jobs.id""",
-        [ids, *columns, list(from_states)],
+        [ids, *columns, [source for source, _ in moves], [target for _, target in moves]],
     ).fetchall()
     return [row["id"] for row in rows]
 
 
 def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int) -> list[dict]:
-    """Jobs whose attempt did not start (id -> (from_state, reason, message)): back to PENDING, or
-    FAILED once the group's attempts are spent. Returns id, state for each."""
+    """Jobs whose attempt did not start (id -> (from_state, reason, message)): back to PENDING
+    (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs still in
+    `from_state`, an active state. Returns id, state for each."""
     if not outcomes:
         return []
     ids = list(outcomes)
     return conn.execute(
         """UPDATE jobs SET
-               state = CASE WHEN jobs.attempt >= %(max)s THEN 'FAILED' ELSE 'PENDING' END,
+               state = CASE WHEN jobs.attempt >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
                finished_at = CASE WHEN jobs.attempt >= %(max)s THEN now() END,
                reason = u.reason,
                message = u.message || CASE WHEN jobs.attempt >= %(max)s
@@ -85,8 +93,11 @@ def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
            FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
                 AS u(id, from_state, reason, message)
            WHERE jobs.id = u.id AND jobs.state = u.from_state
+             AND jobs.state = ANY(CASE WHEN jobs.attempt >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
            RETURNING jobs.id, jobs.state, jobs.user_name""",
         {"max": max_attempts, "ids": ids, "from": [outcomes[i][0] for i in ids],
+         "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
+         "spend": states.REQUEUE_SPENT.sources, "spent": states.REQUEUE_SPENT.target,
          "reasons": [outcomes[i][1] for i in ids], "messages": [outcomes[i][2] for i in ids]},
     ).fetchall()
 
@@ -96,10 +107,10 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
     if not ids:
         return []
     return [row["id"] for row in conn.execute(
-        """UPDATE jobs SET state = 'CANCELLED', reason = 'Cancelled', message = 'cancelled; Ray had not started it',
+        """UPDATE jobs SET state = %(to)s, reason = 'Cancelled', message = 'cancelled; Ray had not started it',
                   finished_at = now(), node = NULL, updated_at = now()
-           WHERE id = ANY(%s) AND state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING') RETURNING id""",
-        (ids,),
+           WHERE id = ANY(%(ids)s) AND state = ANY(%(from)s) RETURNING id""",
+        {"ids": ids, "from": states.CANCEL_ABSENT.sources, "to": states.CANCEL_ABSENT.target},
     )]
 
 
@@ -109,15 +120,16 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
     if not placements:
         return []
     return conn.execute(
-        """UPDATE jobs SET state = 'SUBMITTING', node = p.node, attempt = jobs.attempt + 1,
+        """UPDATE jobs SET state = %(to)s, node = p.node, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = 'Submitting', message = 'placed on node ' || p.node || ', being submitted to Ray',
                   ray_status = NULL, ray_message = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(nodes)s::text[]) AS p(id, node)
-           WHERE jobs.id = p.id AND jobs.state = 'PENDING'
+           WHERE jobs.id = p.id AND jobs.state = ANY(%(from)s)
            RETURNING jobs.id, jobs.user_name, jobs.group_name, jobs.entrypoint, jobs.runtime_env, jobs.metadata,
                      jobs.resources, jobs.node, jobs.attempt, jobs.submission_id""",
         {"installation": installation, "ids": [job_id for job_id, _ in placements],
+         "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
          "nodes": [node for _, node in placements]},
     ).fetchall()
 
@@ -128,9 +140,9 @@ def fail_invalid(conn: psycopg.Connection, invalid: dict[int, str]) -> None:
         return
     ids = list(invalid)
     conn.execute(
-        """UPDATE jobs SET state = 'FAILED', reason = 'InvalidJob', message = u.message, finished_at = now(), updated_at = now()
-           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message) WHERE jobs.id = u.id AND jobs.state = 'PENDING'""",
-        (ids, [invalid[i] for i in ids]),
+        """UPDATE jobs SET state = %s, reason = 'InvalidJob', message = u.message, finished_at = now(), updated_at = now()
+           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message) WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
+        (states.FAIL_INVALID.target, ids, [invalid[i] for i in ids], states.FAIL_INVALID.sources),
     )
 
 
@@ -141,8 +153,8 @@ def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]]) -
     conn.execute(
         """UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now()
            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, reason, message)
-           WHERE jobs.id = u.id AND jobs.state = 'PENDING'""",
-        (ids, [waiting[i][0] for i in ids], [waiting[i][1] for i in ids]),
+           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
+        (ids, [waiting[i][0] for i in ids], [waiting[i][1] for i in ids], states.SET_WAITING.sources),
     )
 
 
@@ -150,7 +162,7 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
     if not ids:
         return
     conn.execute(
-        """UPDATE jobs SET state = 'SUBMITTED', reason = NULL, message = NULL, ray_status = 'PENDING', updated_at = now()
-           WHERE id = ANY(%s) AND state = 'SUBMITTING'""",
-        (ids,),
+        """UPDATE jobs SET state = %s, reason = NULL, message = NULL, ray_status = %s, updated_at = now()
+           WHERE id = ANY(%s) AND state = ANY(%s)""",
+        (states.MARK_SUBMITTED.target, states.RAY_PENDING, ids, states.MARK_SUBMITTED.sources),
     )

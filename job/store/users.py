@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
+from job.core import states
 from job.core.specs import UserSpec
 from job.store.params import json_param
 
@@ -27,25 +28,26 @@ def get_user(conn: psycopg.Connection, name: str) -> dict | None:
 def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
     return conn.execute(
         """SELECT g.name AS group, coalesce(u.usage, 0) AS usage,
-                  count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
-                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active,
-                  count(j.id) FILTER (WHERE j.state IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'CANCELLED')) AS finished
+                  count(j.id) FILTER (WHERE j.state = %(pending)s) AS pending,
+                  count(j.id) FILTER (WHERE j.state = ANY(%(active)s)) AS active,
+                  count(j.id) FILTER (WHERE j.state = ANY(%(finished)s)) AS finished
            FROM resource_groups g
            LEFT JOIN user_usage u ON u.group_name = g.name AND u.user_name = %(name)s
            LEFT JOIN jobs j ON j.group_name = g.name AND j.user_name = %(name)s
            GROUP BY g.name, u.usage
            HAVING count(j.id) > 0 OR coalesce(u.usage, 0) > 0
            ORDER BY g.name""",
-        {"name": name},
+        {"name": name, "pending": states.PENDING, "active": list(states.ACTIVE), "finished": list(states.FINISHED)},
     ).fetchall()
 
 
 def list_users(conn: psycopg.Connection) -> list[dict]:
     return conn.execute(
-        """SELECT u.*, count(j.id) FILTER (WHERE j.state = 'PENDING') AS pending,
-                  count(j.id) FILTER (WHERE j.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) AS active
+        """SELECT u.*, count(j.id) FILTER (WHERE j.state = %s) AS pending,
+                  count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
            FROM users u LEFT JOIN jobs j ON j.user_name = u.name
-           GROUP BY u.name ORDER BY u.name"""
+           GROUP BY u.name ORDER BY u.name""",
+        (states.PENDING, list(states.ACTIVE)),
     ).fetchall()
 
 
@@ -56,6 +58,6 @@ def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
            WHERE uu.usage > 0 OR EXISTS (
                SELECT 1 FROM jobs j WHERE j.user_name = u.name AND j.group_name = %(group)s
-                 AND j.state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING'))""",
-        {"group": group},
+                 AND j.state = ANY(%(unfinished)s))""",
+        {"group": group, "unfinished": list(states.UNFINISHED)},
     ).fetchall()
