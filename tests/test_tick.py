@@ -289,7 +289,7 @@ def test_bad_row_fails_that_job_not_the_tick(ray, conn):
     tick_until(conn, all_final)
 
 
-def test_a_raycluster_not_ready_skips_its_group_and_the_others_go_on(ray, conn, api):
+def test_a_raycluster_not_ready_skips_its_group_and_the_others_go_on(ray, conn, api):  # noqa: F811
     add_group(conn, "raycluster://ml/absent", name="absent")
     add_group(conn, "raycluster://ml/starting", name="starting")
     add_group(conn, ray.address, name="main")
