@@ -12,8 +12,9 @@ import gc
 from datetime import datetime, timezone
 from typing import get_args
 
+from job.core.planner.entries import Entry
 from job.core.planner.picture import NodeState, Pool, Shape, UserState
-from job.core.planner.policies import POLICIES, Entry, memory
+from job.core.planner.policies import POLICIES, memory
 from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
 from job.core.planner.selectors import SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Plan, Reason, Snapshot
@@ -114,14 +115,14 @@ class _Planner:
             shape = shapes.get(raw) or self._new_shape(raw, job)
             submitted = job.get("submitted_at")
             ident = job["id"]
-            # Ids compare by length first: the tick's ids are numbers, and "9" goes before "10".
-            # The entry is flat, not (key, ...): sorting 100k flat tuples is twice as fast.
             user = users.get(job["user"]) or self._user(job["user"])
             # Only a start time still to come holds a job back. Decided here, it spares the plan
             # reading the job itself again, in an order that is not the list's.
             later = job.get("not_before")
             if later is not None and later <= now:
                 later = None
+            # An Entry, a plain tuple in the order of entries.py: NEG_PRIORITY, SUBMITTED_AT,
+            # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER.
             append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user))
         return entries
 
@@ -163,6 +164,7 @@ class _Planner:
                 break
             taken = len(queue)
             for index in range(start, taken):
+                # The entry's fields in the order of entries.py; the first four only sort.
                 _, _, _, _, ident, later, shape, user = queue[index]
                 if shape.unschedulable:
                     reason, subject = "Unschedulable", shape

@@ -1,9 +1,9 @@
 """Queue policies: the order in which the planner considers pending jobs (DESIGN.md, "Choosing the
 next job").
 
-Each policy takes the planner's entries `(-priority, submitted_at, position, len(id), id,
-not_before, shape, user)` in any order (not_before only when still to come). Sorted, they are the fifo order (higher priority first, then older
-first, then by id), and the order within one user for drf and fairshare.
+Each policy takes the planner's entries (entries.py) in any order. Sorted, they are the fifo order
+(higher priority first, then older first, then by id), and the order within one user for drf and
+fairshare.
 
 A policy is a generator of runs: it yields `(entries, start)`, and the planner takes the entries
 from `start` on, in order, until it places one or reaches the end, then sends back the index
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Generator
-from datetime import datetime
 from heapq import heapify, heappop, heapreplace
 from operator import itemgetter
 
-from job.core.planner.picture import Shape, UserState
+from job.core.planner.entries import NEG_PRIORITY, USER, Entry
+from job.core.planner.picture import UserState
 from job.core.usage import usage_share
 
-Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState]
 Runs = Generator[tuple[list[Entry], int], int, None]
 
 
@@ -42,9 +41,10 @@ def fifo(entries: list[Entry]) -> Runs:
 def lifo(entries: list[Entry]) -> Runs:
     """Higher priority first still; newest first within a priority."""
     entries.sort()
+    priority = itemgetter(NEG_PRIORITY)
     start = 0
     while start < len(entries):
-        end = bisect_right(entries, entries[start][0], lo=start, key=itemgetter(0))
+        end = bisect_right(entries, priority(entries[start]), lo=start, key=priority)
         yield from _in_turn(entries[start:end][::-1])
         start = end
 
@@ -54,7 +54,7 @@ def fair(entries: list[Entry]) -> Runs:
     read again after each of the user's jobs is placed."""
     queues: dict[UserState, list[Entry]] = {}
     for entry in entries:
-        queues.setdefault(entry[7], []).append(entry)
+        queues.setdefault(entry[USER], []).append(entry)
     # Each queue sorted on its own: fewer comparisons than one sort of every entry.
     for queue in queues.values():
         queue.sort()
@@ -69,7 +69,7 @@ def fair(entries: list[Entry]) -> Runs:
         if index == len(queue):
             heappop(heap)
         else:
-            heapreplace(heap, (queue[0][7].score(), name, index, queue))
+            heapreplace(heap, (queue[0][USER].score(), name, index, queue))
 
 
 POLICIES: dict[str, Callable[[list[Entry]], Runs]] = {

@@ -1,0 +1,35 @@
+"""The planner's entry for one pending job, and the names of its fields.
+
+An entry is a plain flat tuple, in this order (the positions are the constants below):
+
+    NEG_PRIORITY  -priority
+    SUBMITTED_AT  submitted_at, or the earliest datetime for a job without one
+    POSITION      the job's place in the snapshot's list if it has no submitted_at, else 0
+    ID_LENGTH     len(id)
+    ID            the job's id
+    NOT_BEFORE    its not_before if still to come, else None
+    SHAPE         its Shape
+    USER          its UserState
+
+Sorted as they are, entries come in fifo order: higher priority first, then older first (jobs
+without submitted_at before the others, in list order), then by id, shorter first: the tick's ids
+are numbers, and "9" goes before "10". Ids are unique, so a comparison never goes past ID.
+
+Why a plain tuple, with positions as constants rather than a NamedTuple: the planner makes one
+entry per pending job (100k and more), sorts them, and unpacks each in its main loop. Flat, not
+(key, job): sorting flat tuples is about twice as fast. Not a NamedTuple: the interpreter's fast
+paths for building and unpacking a tuple are for exact tuples only, so a NamedTuple per job costs
+more to build (tuple.__new__(Entry, (...)) copies a tuple, the class constructor is a Python call)
+and more to unpack in the loop, for the same sort. Where an entry is not hot, read a field as
+`entry[USER]`; the planner's loop unpacks the whole entry in the order above.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from job.core.planner.picture import Shape, UserState
+
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState]
+
+NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER = range(8)
