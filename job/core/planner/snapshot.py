@@ -2,9 +2,10 @@
 
 Building: `Snapshot.model_validate(dict)` (or `model_validate_json(text)`) is the way in, for the
 tick as for files; it checks every field and names the bad one. The long lists (`running`,
-`pending`) hold TypedDicts, i.e. plain dicts, because a pydantic model instance per job costs
-several times more than validating a dict (bench/plan.py: about 0.5 s for 100k pending jobs on
-our 2 shared cores, against 1.8 s with a model per job).
+`pending`) hold TypedDicts, i.e. plain dicts: validated against a TypedDict, a job is checked and
+stays the dict it was, whereas a model per job builds an instance on top of the same checks, a cost
+per job that adds up over 100k jobs for nothing the planner needs (it reads the dicts as they are).
+`bench/plan.py` times `Snapshot.model_validate`.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text.
 
 `Plan` is built by the planner without re-validation; `Plan.model_dump(mode="json")` is the
