@@ -20,7 +20,11 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.jobs.isdigit() or not 1 <= int(args.jobs) <= 200:
         raise BadInput(f"--jobs: {args.jobs!r} is not a whole number from 1 to 200")
-    from job.devtools import demo
+    try:
+        from job.devtools import demo
+    except ImportError as exc:
+        # Without the `demo` extra, or in the image, which leaves the development helpers out.
+        raise BadInput(f"demo: {exc}") from None
 
     config = settings()
     outcome = demo.run(int(args.jobs), config.database_url, os.environ.get("RAY_ADDRESS"), config.submit_concurrency,
