@@ -132,7 +132,7 @@ def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 30
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        known = cluster_for(address, 10.0).jobs()
+        known = cluster_for(address, 10.0).jobs(submission_ids)
         if all(known.get(i) is not None and known[i].status in ("SUCCEEDED", "FAILED", "STOPPED") for i in submission_ids):
             return
         time.sleep(1)

@@ -1,25 +1,33 @@
-"""The one module that talks to Ray: nodes from the state API, jobs through the Job Submission API.
+"""The one module that talks to Ray: its dashboard's HTTP API, with plain requests.
 
-A `RayCluster` per dashboard address, made once per process (`cluster_for`): importing
-ray.job_submission costs seconds, so it happens lazily, on the first call that needs Ray.
+Ray's own client library (ray.job_submission) is not used: importing it costs seconds in a process
+that lives a minute, and before it submits it builds a `RuntimeEnv` that reads local files named in
+the job's runtime_env (a requirements file, a conda YAML) from the scheduler's disk. Here a
+submission is the job's validated fields posted as JSON, and nothing of the job is read locally.
+
+The calls, each one request: the alive nodes (state API `/api/v0/nodes`), what is free on each
+(`/api/cluster_status`), one job by its submission id (`/api/jobs/ID`), submit, stop, logs. The
+tick never lists Ray's whole job history, which only grows.
 
 Errors, as the tick sees them:
 - `Unavailable`: Ray could not be reached or answered 5xx, after a few seconds of retries. Nothing
   is known about the request; for submit, the next tick asks Ray for the submission_id.
-- `RaySubmitRefused`: Ray (or its client library) rejected this submission as invalid; sending
-  the same request again gives the same answer, so the job goes back to PENDING with the reason.
+- `RaySubmitRefused`: Ray rejected this submission as invalid; sending the same request again
+  gives the same answer, so the job goes back to PENDING with the reason.
 """
 
 from __future__ import annotations
 
 import re
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Callable, TypeVar
+from urllib.parse import quote
 
 import requests
+from requests.adapters import HTTPAdapter
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from job import log
@@ -30,13 +38,16 @@ from job.core.specs import local_runtime_env_fields
 T = TypeVar("T")
 
 NODE_ID_LABEL = "ray.io/node-id"
-# Ray's built-in resources, passed as their own submit_job arguments; everything else goes to
+# Ray's built-in resources have their own fields in a submission; everything else goes to
 # entrypoint_resources (Ray refuses these names there).
 _BUILTIN = {"CPU": "entrypoint_num_cpus", "GPU": "entrypoint_num_gpus", "memory": "entrypoint_memory"}
 # The head wraps the refusal of its job agent (a ValueError/TypeError there: duplicate id, invalid
-# label selector) in its own 500; the agent's 4xx status survives in the text.
+# label selector, bad runtime_env) in its own 500; the agent's 4xx status survives in the text.
 _AGENT_REFUSED = re.compile(r"Request failed with status code 4\d\d")
 _RAISED = re.compile(r"^\w*(?:Error|Exception): (?!Request failed with status code)(.+)$", re.MULTILINE)
+# Lookups of our active jobs in flight at once: one request each, so tens to thousands of active
+# jobs cost a few round trips of wall time, whatever Ray's history holds.
+LOOKUP_CONCURRENCY = 16
 
 
 class RaySubmitRefused(JobError):
@@ -49,6 +60,9 @@ class RayNode:
     resources: dict[str, float]
     labels: dict[str, str]
     is_head: bool
+    # What Ray counts as free on the node now (Ray's names and units), or None where Ray did not
+    # say: then nothing is known of outside load there.
+    free: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,8 @@ class RayJob:
     end_time: datetime | None
     message: str | None
     exit_code: int | None
+    # Why Ray failed it, where Ray says: JOB_SUPERVISOR_ACTOR_* are Ray's own faults, not the job's.
+    error_type: str | None = None
 
 
 class _HttpError(Exception):
@@ -72,11 +88,8 @@ class _HttpError(Exception):
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, _HttpError):
         return exc.status >= 500 and "already exists" not in exc.text and not _AGENT_REFUSED.search(exc.text)
-    if isinstance(exc, requests.HTTPError):  # from the client library's own version check
-        return exc.response is not None and exc.response.status_code >= 500
-    # requests' ConnectionError covers refused connections and connect timeouts; the client
-    # library turns them into the builtin ConnectionError during its version check.
-    return isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError))
+    # requests' ConnectionError covers refused connections and connect timeouts.
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout))
 
 
 def _utc(ms: int | None) -> datetime | None:
@@ -92,23 +105,26 @@ class RayCluster:
         self.shown_address = redact_url(self.address)
         self.timeout_s = timeout_s
         self.retry_s = retry_s
-        self._client_instance = None
-        # The tick submits from a few threads at once; one client (and one version check) for all.
-        self._client_lock = threading.Lock()
+        # One session, shared by the tick's submit and lookup threads: its pool keeps connections open.
+        self._session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=64)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
 
     # --- calls -------------------------------------------------------------------------------
 
     def nodes(self, label_selector: dict[str, str], use_head_node: bool) -> list[RayNode]:
-        """Alive nodes carrying every label of the selector, with their total resources."""
+        """Alive nodes carrying every label of the selector, with their total and free resources."""
         params = {"limit": 10000, "detail": "true", "filter_keys": "state", "filter_predicates": "=",
                   "filter_values": "ALIVE"}
-        body = self._call("list nodes", lambda c: c.get_json("/api/v0/nodes", params))
+        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params)
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
         # A partial answer would make live nodes look gone and their jobs look lost.
         if listing.get("partial_failure_warning") or listing["total"] != listing["num_after_truncation"]:
             raise Unavailable(f"ray at {self.shown_address}: incomplete node list: {listing.get('partial_failure_warning')}")
+        free = self.free()
         found = []
         for node in listing["result"]:
             labels = dict(node.get("labels") or {})
@@ -116,10 +132,21 @@ class RayCluster:
                 continue
             if any(labels.get(k) != v for k, v in label_selector.items()):
                 continue
-            resources = {name: float(amount) for name, amount in (node.get("resources_total") or {}).items()
-                         if not name.startswith("node:") and name != "object_store_memory"}
-            found.append(RayNode(id=node["node_id"], resources=resources, labels=labels, is_head=node["is_head_node"]))
+            resources = _schedulable(node.get("resources_total") or {})
+            camel_free = free.get(node["node_id"])
+            found.append(RayNode(id=node["node_id"], resources=resources, labels=labels, is_head=node["is_head_node"],
+                                 free=None if camel_free is None else
+                                 {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
         return sorted(found, key=lambda n: n.id)
+
+    def free(self) -> dict[str, dict[str, float]]:
+        """What is free on each node, by node id: the GCS's view of every node's resources, which
+        the raylets refresh as work starts and ends (within about a second); one request, a few
+        milliseconds. Resource names come camelCased in this answer: see `nodes` for Ray's own."""
+        body = self._call("cluster status", "GET", "/api/cluster_status")
+        report = ((body.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
+        return {node_id: {name: total - used for name, (used, total) in resources.items()}
+                for node_id, resources in (report.get("usageByNode") or {}).items()}
 
     def submit(self, *, submission_id: str, entrypoint: str, node_id: str, resources: dict[str, float],
                runtime_env: dict[str, Any], metadata: dict[str, str]) -> bool:
@@ -128,21 +155,17 @@ class RayCluster:
         local = local_runtime_env_fields(runtime_env)
         if local:
             raise RaySubmitRefused(f"runtime_env {', '.join(local)}: only remote URIs are allowed, not local paths")
-        kwargs: dict[str, Any] = {"entrypoint_resources": {}}
+        request: dict[str, Any] = {"entrypoint": entrypoint, "submission_id": submission_id,
+                                   "runtime_env": runtime_env, "metadata": metadata,
+                                   "entrypoint_label_selector": {NODE_ID_LABEL: node_id}}
+        custom = {}
         for name, amount in resources.items():
             if name in _BUILTIN:
-                kwargs[_BUILTIN[name]] = int(amount) if name == "memory" else amount
+                request[_BUILTIN[name]] = int(amount) if name == "memory" else amount
             else:
-                kwargs["entrypoint_resources"][name] = amount
-
-        def call(client):
-            try:
-                client.submit_job(submission_id=submission_id, entrypoint=entrypoint, runtime_env=runtime_env,
-                                  metadata=metadata, entrypoint_label_selector={NODE_ID_LABEL: node_id}, **kwargs)
-            except (ValueError, TypeError) as exc:
-                # The client library validates runtime_env and the request before sending it.
-                raise RaySubmitRefused(f"ray refused submission {submission_id}: {exc}") from None
-            return True
+                custom[name] = amount
+        if custom:
+            request["entrypoint_resources"] = custom
 
         def refused(exc: _HttpError) -> bool:
             if "already exists" in exc.text:
@@ -150,24 +173,29 @@ class RayCluster:
                 return False
             raise RaySubmitRefused(f"ray refused submission {submission_id}: {_reason(exc.text)}")
 
-        return self._call("submit", call, handle=refused, submission_id=submission_id)
-
-    def jobs(self) -> dict[str, RayJob]:
-        """Every submitted job Ray knows (finished ones too), by submission_id, in one request."""
-        details = self._call("list jobs", lambda c: c.list_jobs())
-        return {d.submission_id: _job(d) for d in details if d.submission_id}
+        answer = self._call("submit", "POST", "/api/jobs/", json=request, handle=refused, submission_id=submission_id)
+        return answer is not False
 
     def job(self, submission_id: str) -> RayJob | None:
         """The job, or None when Ray has no job of that submission_id."""
-        details = self._call("get job", lambda c: c.get_job_info(submission_id),
+        details = self._call("get job", "GET", f"/api/jobs/{quote(submission_id, safe='')}",
                              handle=_on_404(None), submission_id=submission_id)
         return None if details is None else _job(details)
+
+    def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
+        """The jobs Ray has of these submission ids (absent ones are left out), a few at a time."""
+        if not submission_ids:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(LOOKUP_CONCURRENCY, len(submission_ids))) as pool:
+            found = pool.map(self.job, submission_ids)
+            return {job.submission_id: job for job in found if job is not None}
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job (SIGTERM, then SIGKILL after Ray's grace period). True if it was
         still running; False if it had ended already or Ray does not know it."""
-        return self._call("stop job", lambda c: c.stop_job(submission_id),
-                          handle=_on_404(False), submission_id=submission_id)
+        body = self._call("stop job", "POST", f"/api/jobs/{quote(submission_id, safe='')}/stop",
+                          handle=_on_404({"stopped": False}), submission_id=submission_id)
+        return bool(body.get("stopped"))
 
     def logs(self, submission_id: str) -> str:
         """The driver's output so far. NotFound when Ray has no such job."""
@@ -175,19 +203,32 @@ class RayCluster:
         def not_found() -> str:
             raise NotFound(f"ray at {self.shown_address} has no job {submission_id}")
 
-        return self._call("job logs", lambda c: c.get_job_logs(submission_id),
+        body = self._call("job logs", "GET", f"/api/jobs/{quote(submission_id, safe='')}/logs",
                           handle=_on_404(not_found), submission_id=submission_id)
+        return body if isinstance(body, str) else body.get("logs", "")
 
     # --- plumbing ----------------------------------------------------------------------------
 
-    def _call(self, what: str, fn: Callable[[Any], T], handle: Callable[[_HttpError], T] | None = None,
-              **fields: object) -> T:
-        """fn(client), retried on connection errors and 5xx for up to retry_s. An HTTP error that
-        is not retried goes to `handle` when given; every other failure becomes Unavailable."""
+    def _call(self, what: str, method: str, path: str, *, handle: Callable[[_HttpError], T] | None = None,
+              params: dict | None = None, json: Any = None, **fields: object) -> Any:
+        """One request's JSON answer, retried on connection errors and 5xx for up to retry_s. An
+        HTTP error that is not retried goes to `handle` when given; every other failure becomes
+        Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
             log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,
                         error=_short(state.outcome.exception()), **fields)
+
+        def send() -> Any:
+            response = self._session.request(method, self.address + path, params=params, json=json,
+                                             timeout=self.timeout_s)
+            if response.status_code != 200:
+                raise _HttpError(response.status_code, response.text)
+            try:
+                return response.json()
+            except ValueError:
+                # Something answers HTTP there, but not a Ray dashboard.
+                raise Unavailable(f"ray at {self.shown_address} not usable: {what} did not answer JSON") from None
 
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
@@ -197,7 +238,7 @@ class RayCluster:
             reraise=True,
         )
         try:
-            return retrying(lambda: fn(self._client()))
+            return retrying(send)
         except _HttpError as exc:
             if handle is not None and not _retryable(exc):
                 try:
@@ -205,7 +246,7 @@ class RayCluster:
                 except _HttpError:
                     pass
             raise self._failed(what, exc) from None
-        except (requests.RequestException, ConnectionError) as exc:
+        except requests.RequestException as exc:
             raise self._failed(what, exc) from None
 
     def _failed(self, what: str, exc: BaseException) -> Unavailable:
@@ -213,15 +254,19 @@ class RayCluster:
             return Unavailable(f"ray at {self.shown_address} unreachable: {_short(exc)}")
         return Unavailable(f"ray at {self.shown_address} failed {what}: {_short(exc)}")
 
-    def _client(self):
-        with self._client_lock:
-            if self._client_instance is None:
-                try:
-                    self._client_instance = _make_client(self.address, self.timeout_s)
-                except RuntimeError as exc:
-                    # Something answers HTTP there, but not a Ray dashboard of a usable version.
-                    raise Unavailable(f"ray at {self.shown_address} not usable: {exc}") from None
-            return self._client_instance
+
+def _schedulable(resources: dict[str, float]) -> dict[str, float]:
+    """A node's resources without those no job asks for: its `node:<ip>` marker (nodes on one
+    machine share it) and the object store."""
+    return {name: float(amount) for name, amount in resources.items()
+            if not name.startswith("node:") and name != "object_store_memory"}
+
+
+def _camel(name: str) -> str:
+    """A resource name as the dashboard's cluster status writes it (its `to_camel_case`): the
+    parts after each '_' title-cased, e.g. `object_store_memory` -> `objectStoreMemory`."""
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
 
 
 def _on_404(result: Any) -> Callable[[_HttpError], Any]:
@@ -240,7 +285,7 @@ def _short(exc: BaseException | None) -> str:
         return f"HTTP {exc.status}: {_reason(exc.text)}"
     if isinstance(exc, requests.Timeout):
         return "timed out"
-    if isinstance(exc, (requests.ConnectionError, ConnectionError)):
+    if isinstance(exc, requests.ConnectionError):
         return "connection failed"
     if isinstance(exc, requests.RequestException):
         return type(exc).__name__  # its text holds the URL, and so any password in it
@@ -256,38 +301,17 @@ def _reason(text: str) -> str:
     return lines[-1][:500] if lines else "(no message)"
 
 
-def _job(details) -> RayJob:
+def _job(details: dict[str, Any]) -> RayJob:
     return RayJob(
-        submission_id=details.submission_id,
-        status=details.status.value,
-        driver_node_id=details.driver_node_id or None,
-        start_time=_utc(details.start_time),
-        end_time=_utc(details.end_time),
-        message=details.message or None,
-        exit_code=details.driver_exit_code,
+        submission_id=details["submission_id"],
+        status=details["status"],
+        driver_node_id=details.get("driver_node_id") or None,
+        start_time=_utc(details.get("start_time")),
+        end_time=_utc(details.get("end_time")),
+        message=details.get("message") or None,
+        exit_code=details.get("driver_exit_code"),
+        error_type=details.get("error_type") or None,
     )
-
-
-def _make_client(address: str, timeout_s: float):
-    from ray.job_submission import JobSubmissionClient
-
-    class Client(JobSubmissionClient):
-        # The Ray client library sends its requests without a timeout (a silent peer would hang
-        # the tick) and reports HTTP errors only as text; these two hooks fix both.
-        def _do_request(self, method, endpoint, **kwargs):
-            kwargs.setdefault("timeout", timeout_s)
-            return super()._do_request(method, endpoint, **kwargs)
-
-        def _raise_error(self, r):
-            raise _HttpError(r.status_code, r.text)
-
-        def get_json(self, endpoint: str, params: dict) -> dict:
-            r = self._do_request("GET", endpoint, params=params)
-            if r.status_code != 200:
-                self._raise_error(r)
-            return r.json()
-
-    return Client(address)
 
 
 def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:
@@ -302,5 +326,5 @@ def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:
 
 @lru_cache(maxsize=None)
 def cluster_for(address: str, timeout_s: float) -> RayCluster:
-    """The process-wide RayCluster of a dashboard address: one client, one version check."""
+    """The process-wide RayCluster of a dashboard address: one session, its connections kept open."""
     return RayCluster(address, timeout_s)

@@ -116,7 +116,8 @@ class _GroupTick:
         cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
         nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
         active = tick_jobs.active_jobs(self.conn, self.name)
-        ray_jobs = self.steps.ray(cluster.jobs) if active else {}
+        # Each active job looked up by its own submission id: never Ray's whole history.
+        ray_jobs = self.steps.ray(cluster.jobs, [job["submission_id"] for job in active])
         now = utcnow()
         totals: dict[str, int] = Counter()
         for node in nodes:
