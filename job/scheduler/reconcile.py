@@ -68,14 +68,18 @@ def charge(conn: psycopg.Connection, group: dict, ran: list[dict], totals: dict[
     life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
     since = group["usage_charged_at"]
     members = users.users_of_group(conn, group["name"])
-    if since is None:
-        groups.charge_usage(conn, group["name"], {}, now)
+    usage: dict[str, float] = {}
+    if since is not None:
+        elapsed = max((now - since).total_seconds(), 0.0)
+        held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for job in ran:
+            for resource, amount in job["resources"].items():
+                held[job["user_name"]][resource] += to_units(amount)
+        usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed,
+                             group["half_life_s"])
+    if not groups.charge_usage(conn, group["name"], usage, since, now):
+        # The group's row is read under the tick's lock, so only a tick that ignored the lock
+        # can have charged meanwhile; its charge stands, and this interval is not counted twice.
+        log.warning("usage_not_charged", group=group["name"], message="another tick charged this interval")
         return members
-    elapsed = max((now - since).total_seconds(), 0.0)
-    held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for job in ran:
-        for resource, amount in job["resources"].items():
-            held[job["user_name"]][resource] += to_units(amount)
-    usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed, group["half_life_s"])
-    groups.charge_usage(conn, group["name"], usage, now)
     return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in members]

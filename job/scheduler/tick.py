@@ -64,7 +64,10 @@ def tick_group(config: TickConfig, group: dict, installation: str, *, dry_run: b
             log.event("group_skipped", group=name, reason="locked", message="another tick holds this group")
             return GroupResult(name, "skipped", cause="locked")
         try:
-            return _GroupTick(conn, config, group, installation).run(dry_run)
+            # Read again under the lock: a tick that held it meanwhile changed the row (when usage
+            # was last charged), and charging from the copy read before would count twice.
+            current = group if dry_run else groups.get_group(conn, name)
+            return _GroupTick(conn, config, current, installation).run(dry_run)
         finally:
             if not dry_run and not conn.closed:
                 conn.rollback()

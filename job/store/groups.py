@@ -42,6 +42,20 @@ def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) 
 
 
 def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+    """Write the group's options. Moving it to another Ray cluster is refused while it has active
+    jobs: their submissions live in the old cluster, and the next tick, not finding them in the new
+    one, would submit them again."""
+    if spec.ray_address != get_group(conn, spec.name, for_update=True)["ray_address"]:
+        # A tick holds this lock from its plan to its last submission: wait for it, so that no
+        # job becomes active between the count and the change.
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TICK_LOCK_CLASS, spec.name))
+        active = conn.execute(
+            "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)",
+            (spec.name, list(states.ACTIVE)),
+        ).fetchone()["n"]
+        if active:
+            raise Conflict(f"group {spec.name!r} has {active} active job(s) in its Ray cluster: wait for them to "
+                           "finish (or cancel them) before changing --ray-address")
     values = spec.model_dump()
     columns = [column for column in _GROUP_COLUMNS if column != "name"]
     conn.execute(
@@ -110,12 +124,20 @@ def save_group_state(conn: psycopg.Connection, group: str, documents: dict[str, 
     )
 
 
-def charge_usage(conn: psycopg.Connection, group: str, usage: dict[str, float], now: datetime) -> None:
-    conn.execute(
-        """WITH charged AS (
+def charge_usage(conn: psycopg.Connection, group: str, usage: dict[str, float], since: datetime | None,
+                 now: datetime) -> bool:
+    """Write users' usage as charged for the interval since..now, only if the group's last charge
+    is still `since` (no other tick charged meanwhile); returns whether it was written."""
+    return conn.execute(
+        """WITH claimed AS (
+               UPDATE resource_groups SET usage_charged_at = %(now)s
+               WHERE name = %(group)s AND usage_charged_at IS NOT DISTINCT FROM %(since)s
+               RETURNING name),
+           charged AS (
                INSERT INTO user_usage (group_name, user_name, usage)
                SELECT %(group)s, u.name, u.usage FROM unnest(%(names)s::text[], %(usage)s::float8[]) AS u(name, usage)
+               WHERE EXISTS (SELECT 1 FROM claimed)
                ON CONFLICT (group_name, user_name) DO UPDATE SET usage = excluded.usage)
-           UPDATE resource_groups SET usage_charged_at = %(now)s WHERE name = %(group)s""",
-        {"group": group, "names": list(usage), "usage": list(usage.values()), "now": now},
-    )
+           SELECT count(*) > 0 AS charged FROM claimed""",
+        {"group": group, "names": list(usage), "usage": list(usage.values()), "since": since, "now": now},
+    ).fetchone()["charged"]
