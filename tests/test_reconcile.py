@@ -53,7 +53,7 @@ CASES = [
      ("RUNNING", "RuntimeLimit", "RuntimeLimit", None, False, False)),
     ("within its max runtime", job("RUNNING", started_at=EARLIER, max_runtime_s=3600), RayJob("RUNNING"),
      ("RUNNING", None, None, None, False, False)),
-    ("intent never reached Ray", job("SUBMITTING"), None, (None, None, None, "SubmitLost", False, False)),
+    ("intent not in Ray: sent again, not requeued", job("SUBMITTING"), None, (None, None, None, None, False, False)),
     ("intent never reached Ray, cancel requested", job("SUBMITTING", cancel_requested_at=NOW), None,
      (None, None, None, None, True, True)),
     ("Ray forgot a running job", job("RUNNING"), None, (None, None, None, "LostInRay", False, False)),
@@ -73,6 +73,12 @@ def test_reconcile(name, row, ray_job, expected):
     assert (outcome.requeue[0] if outcome.requeue else None) == requeue
     assert outcome.cancel_unsubmitted == cancel
     assert outcome.finished == finished
+
+
+def test_an_intent_ray_has_not_got_is_sent_again_under_its_own_id():
+    assert reconcile(job("SUBMITTING"), None, NOW).resend
+    assert not reconcile(job("SUBMITTING", cancel_requested_at=NOW), None, NOW).resend
+    assert not any(reconcile(job(state), None, NOW).resend for state in ("SUBMITTED", "RUNNING"))
 
 
 def test_finished_job_keeps_times_exit_code_and_driver_node():

@@ -27,6 +27,8 @@ class Outcome:
     requeue: tuple[str, str] | None = None
     cancel_unsubmitted: bool = False
     finished: bool = False
+    # Submit again, under the same submission id: Ray has not got it (yet).
+    resend: bool = False
 
 
 def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcome:
@@ -69,7 +71,11 @@ def _absent(job: dict[str, Any]) -> Outcome:
     if job["state"] == SUBMITTING:
         if job["cancel_requested_at"] is not None:
             return Outcome(cancel_unsubmitted=True, finished=True)
-        return Outcome(requeue=("SubmitLost", f"the tick that placed it stopped before Ray received submission {job['submission_id']}"))
+        # The intent is committed and Ray has no such submission: the tick that placed it stopped
+        # before sending it, or its answer was lost and the request may yet land. Sending it again
+        # under the same id is safe either way (Ray refuses a second one); a new attempt, with a
+        # new id, would run twice if the first request landed after all.
+        return Outcome(resend=True)
     if job["cancel_requested_at"] is not None:
         return Outcome(cancel_unsubmitted=True, finished=True)
     return Outcome(requeue=("LostInRay", f"Ray no longer knows submission {job['submission_id']} (was the Ray cluster restarted?)"))
@@ -93,6 +99,8 @@ class Reconciled:
     # (state it is in, reason, message): back to PENDING, if it is still in that state.
     requeue: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     cancels: list[int] = field(default_factory=list)
+    # SUBMITTING jobs to submit again under their own submission id.
+    resend: list[int] = field(default_factory=list)
     finished: set[int] = field(default_factory=set)
     # No longer active after this tick: finished, or back to PENDING.
     gone: set[int] = field(default_factory=set)
@@ -112,6 +120,8 @@ def reconcile_all(active: list[dict[str, Any]], ray_jobs: dict[str, Any], now: d
             result.requeue[job_id] = (job["state"], *outcome.requeue)
         if outcome.cancel_unsubmitted:
             result.cancels.append(job_id)
+        if outcome.resend:
+            result.resend.append(job_id)
         if outcome.finished:
             result.finished.add(job_id)
         if outcome.finished or outcome.requeue is not None:

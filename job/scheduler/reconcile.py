@@ -19,8 +19,10 @@ from job.store import groups, tick_jobs, users
 
 
 def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
-                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps) -> tuple[list[dict], list[dict]]:
-    """Returns the jobs still active, and the group's users with their usage as charged."""
+                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps
+                    ) -> tuple[list[dict], list[dict], list[int]]:
+    """Returns the jobs still active, the group's users with their usage as charged, and the
+    SUBMITTING jobs Ray has not got, to send again."""
     decided = reconcile_all(active, ray_jobs, now)
     _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
     _write(conn, group, active, decided)
@@ -32,7 +34,7 @@ def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, 
             result.finished += 1
     charged = charge(conn, group, active, totals, now)
     conn.commit()
-    return [job for job in active if job["id"] not in decided.gone], charged
+    return [job for job in active if job["id"] not in decided.gone], charged, decided.resend
 
 
 def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decided: Reconciled, steps: Steps) -> None:

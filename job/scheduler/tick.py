@@ -97,10 +97,10 @@ class _GroupTick:
     def run(self, dry_run: bool) -> GroupResult:
         seen = self.observe()
         if dry_run:
-            active, members = seen.active, users.users_of_group(self.conn, self.name)
+            active, members, resend = seen.active, users.users_of_group(self.conn, self.name), []
         else:
-            active, members = reconcile_group(self.conn, self.group, seen.cluster, seen.active, seen.ray_jobs,
-                                              seen.now, seen.totals, self.result, self.steps)
+            active, members, resend = reconcile_group(self.conn, self.group, seen.cluster, seen.active,
+                                                      seen.ray_jobs, seen.now, seen.totals, self.result, self.steps)
         self.steps.done("reconcile")
         decided, invalid, changed = self.plan(seen, active, members)
         if dry_run:
@@ -108,7 +108,7 @@ class _GroupTick:
             self.result.placed = len(decided.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
-        intents = self.commit(decided, invalid, changed)
+        intents = self.commit(decided, invalid, changed, resend)
         self.submit(seen.cluster, intents, members)
         self.steps.record(self.result, self.conn.statements)
         summary(self.result)
@@ -145,14 +145,19 @@ class _GroupTick:
         self.result.waiting = Counter(w["reason"] for w in decided.waiting)
         return decided, invalid, changed
 
-    def commit(self, decided: Plan, invalid: dict[int, str], changed: dict[int, tuple[str, str]]) -> list[dict]:
+    def commit(self, decided: Plan, invalid: dict[int, str], changed: dict[int, tuple[str, str]],
+               resend: list[int]) -> list[dict]:
         """Intents, waiting reasons that changed and the selector's state, in one transaction;
-        returns the intents to submit."""
+        returns the intents to submit: those of SUBMITTING jobs Ray has not got, then the new ones."""
+        resent = tick_jobs.intents_of(self.conn, resend)
+        for intent in resent:
+            log.event("submit_resent", group=self.name, job=intent["id"], submission_id=intent["submission_id"],
+                      node=intent["node"], message="not in Ray yet: sent again under the same submission id")
         tick_jobs.fail_invalid(self.conn, invalid)
         for job_id, message in invalid.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
         placements = [(int(p["job"]), p["node"]) for p in decided.placements]
-        intents = tick_jobs.commit_intents(self.conn, placements, self.installation)
+        intents = resent + tick_jobs.commit_intents(self.conn, placements, self.installation)
         tick_jobs.set_waiting(self.conn, changed)
         self.result.reasons_written = len(changed)
         groups.save_group_state(self.conn, self.name, decided.state)

@@ -114,6 +114,11 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
     )]
 
 
+# A job's intent: what the submit step sends to Ray.
+_INTENT = ("id", "user_name", "group_name", "entrypoint", "runtime_env", "metadata", "resources", "node", "attempt",
+           "submission_id")
+
+
 def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str) -> list[dict]:
     """The write-ahead intent: chosen node, next attempt and its submission_id, for jobs still
     PENDING and not cancelled meanwhile. Returns what to submit."""
@@ -126,11 +131,20 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
                   ray_status = NULL, ray_message = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(nodes)s::text[]) AS p(id, node)
            WHERE jobs.id = p.id AND jobs.state = ANY(%(from)s)
-           RETURNING jobs.id, jobs.user_name, jobs.group_name, jobs.entrypoint, jobs.runtime_env, jobs.metadata,
-                     jobs.resources, jobs.node, jobs.attempt, jobs.submission_id""",
+           RETURNING """ + ", ".join(f"jobs.{column}" for column in _INTENT),
         {"installation": installation, "ids": [job_id for job_id, _ in placements],
          "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
          "nodes": [node for _, node in placements]},
+    ).fetchall()
+
+
+def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[dict]:
+    """The intents of jobs still SUBMITTING, to send again under their own submission ids."""
+    if not ids:
+        return []
+    return conn.execute(
+        f"SELECT {', '.join(_INTENT)} FROM jobs WHERE id = ANY(%s) AND state = %s ORDER BY id",
+        (ids, states.SUBMITTING),
     ).fetchall()
 
 
