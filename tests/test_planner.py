@@ -108,6 +108,105 @@ def test_message_when_no_single_node_has_all_free():
     assert _messages(document)["1"] == "needs CPU 2, memory 2 GiB; no node has all of it free at once (the most free of each on any node: CPU 4, memory 4 GiB)"
 
 
+# Outside load: what work outside the queue holds on a node (nodes[].outside).
+# (name, nodes, outside, running, pending, expected placements, expected reasons)
+OUTSIDE = [
+    ("a node whose CPUs are held outside gets no job, the other takes them", {"a": {"CPU": 2}, "b": {"CPU": 2}}, {"a": {"CPU": 2}}, [],
+     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1}), ("4", "u", {"CPU": 1})],
+     [("1", "b"), ("2", "b")], {"3": "Resources", "4": "Resources"}),
+    ("outside load and running jobs both count", {"a": {"CPU": 4}}, {"a": {"CPU": 2}}, [("r", "v", "a", {"CPU": 1})],
+     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1})], [("1", "a")], {"2": "Resources"}),
+    ("part of a resource held outside", {"a": {"CPU": 4}}, {"a": {"CPU": 1.5}}, [],
+     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1.5}), ("3", "u", {"CPU": 0.5}), ("4", "u", {"CPU": 0.5})],
+     [("1", "a"), ("2", "a")], {"3": "Resources", "4": "Resources"}),
+    ("outside larger than the total: the node takes nothing, and the job still fits an empty node", {"a": {"CPU": 2}}, {"a": {"CPU": 5}}, [],
+     [("1", "u", {"CPU": 1})], [], {"1": "Resources"}),
+    ("outside larger than the total of one resource leaves the others", {"a": {"CPU": 2, "memory": 4 * GIB}}, {"a": {"CPU": 5}}, [],
+     [("1", "u", {"memory": GIB}), ("2", "u", {"CPU": 1})], [("1", "a")], {"2": "Resources"}),
+    ("outside on a resource the job does not ask for does not matter", {"a": {"CPU": 2, "memory": 4 * GIB}}, {"a": {"memory": 4 * GIB}}, [],
+     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1, "memory": GIB})], [("1", "a")], {"2": "Resources"}),
+    ("outside on a resource the node does not have does not matter", {"a": {"CPU": 2}}, {"a": {"GPU": 1, "licence": 3}}, [],
+     [("1", "u", {"CPU": 2})], [("1", "a")], {}),
+    ("outside load does not make a job unschedulable", {"a": {"CPU": 2}}, {"a": {"CPU": 2}}, [],
+     [("1", "u", {"CPU": 3}), ("2", "u", {"CPU": 2})], [], {"1": "Unschedulable", "2": "Resources"}),
+    ("outside load counted in Ray's fixed point", {"a": {"CPU": 1}}, {"a": {"CPU": 0.1 + 0.2}}, [],
+     [("1", "u", {"CPU": 0.7}), ("2", "u", {"CPU": 0.0001})], [("1", "a")], {"2": "Resources"}),
+]
+
+
+@pytest.mark.parametrize("nodes, outside, running, pending, placements, reasons", [c[1:] for c in OUTSIDE], ids=[c[0] for c in OUTSIDE])
+@pytest.mark.parametrize("selector", ["legacy", "concentrated", "dispersed", "roundrobin"])
+@pytest.mark.parametrize("policy", ["fifo", "drf"])
+def test_outside_load_is_kept_free(policy, selector, nodes, outside, running, pending, placements, reasons):
+    document = snapshot(policy, selector, nodes=nodes, outside=outside, running=running, pending=pending)
+    placed, waiting, _ = run(document)
+    assert (sorted(placed), waiting) == (sorted(placements), reasons)
+
+
+@pytest.mark.parametrize("selector, outside, expected", [
+    # The most free first: b (4 free) before a (8 less 6 held outside).
+    ("dispersed", {"a": {"CPU": 6}}, "b"),
+    ("dispersed", {}, "a"),
+    # The least free that fits first: a (2 free) before b.
+    ("concentrated", {"a": {"CPU": 6}}, "a"),
+    ("concentrated", {}, "b"),
+])
+def test_selectors_see_what_outside_load_leaves_free(selector, outside, expected):
+    document = snapshot("fifo", selector, nodes={"a": {"CPU": 8}, "b": {"CPU": 4}}, outside=outside, pending=[("1", "u", {"CPU": 1})])
+    assert run(document)[0] == [("1", expected)]
+
+
+OUTSIDE_MESSAGES = [
+    ("one node held outside", {"a": {"CPU": 2}, "b": {"CPU": 2}}, {"a": {"CPU": 2}}, [], {"CPU": 1}, 3,
+     "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"),
+    ("what outside holds, at most the total", {"a": {"CPU": 2}}, {"a": {"CPU": 5}}, [], {"CPU": 1}, 1,
+     "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"),
+    ("only the resources the job is short of", {"a": {"CPU": 2, "memory": 8 * GIB}}, {"a": {"CPU": 2, "memory": 2 * GIB}}, [],
+     {"CPU": 1, "memory": GIB}, 1, "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 6 GiB (work outside the queue holds CPU 2 on node a)"),
+    ("several resources short", {"a": {"CPU": 2, "memory": 8 * GIB}}, {"a": {"CPU": 2, "memory": 8 * GIB}}, [],
+     {"CPU": 1, "memory": GIB}, 1, "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 0 B (work outside the queue holds CPU 2, memory 8 GiB on node a)"),
+    ("not said where our own jobs would still be in the way", {"a": {"CPU": 4}}, {"a": {"CPU": 1}}, [("r", "v", "a", {"CPU": 3})], {"CPU": 2}, 1,
+     "needs CPU 2; the most free on any node is CPU 0"),
+    ("said for the node where it is in the way only", {"a": {"CPU": 4}, "b": {"CPU": 4}}, {"a": {"CPU": 1}, "b": {"CPU": 3}},
+     [("r", "v", "a", {"CPU": 3})], {"CPU": 2}, 2, "needs CPU 2; the most free on any node is CPU 1 (work outside the queue holds CPU 3 on node b)"),
+    ("no node has all of it free at once", {"a": {"CPU": 4, "memory": 4 * GIB}, "b": {"CPU": 4, "memory": 8 * GIB}},
+     {"a": {"CPU": 3}}, [("s", "v", "b", {"memory": 7 * GIB})], {"CPU": 2, "memory": 2 * GIB}, 1,
+     "needs CPU 2, memory 2 GiB; no node has all of it free at once (the most free of each on any node: CPU 4, memory 4 GiB)"
+     " (work outside the queue holds CPU 3 on node a)"),
+    ("nodes by id, at most three named", {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")}, {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")},
+     [], {"CPU": 1}, 1, "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 1 on node a; CPU 1 on node b;"
+     " CPU 1 on node c; and more on 2 other nodes)"),
+    ("one other node", {n: {"CPU": 1} for n in ("a", "b", "c", "d")}, {n: {"CPU": 0.5} for n in ("a", "b", "c", "d")},
+     [], {"CPU": 1}, 1, "needs CPU 1; the most free on any node is CPU 0.5 (work outside the queue holds CPU 0.5 on node a; CPU 0.5 on node b;"
+     " CPU 0.5 on node c; and more on 1 other node)"),
+]
+
+
+@pytest.mark.parametrize("nodes, outside, running, need, jobs, message", [c[1:] for c in OUTSIDE_MESSAGES], ids=[c[0] for c in OUTSIDE_MESSAGES])
+def test_message_says_when_outside_load_is_in_the_way(nodes, outside, running, need, jobs, message):
+    document = snapshot("fifo", "dispersed", nodes=nodes, outside=outside, running=running,
+                        pending=[(str(i), "u", need) for i in range(1, jobs + 1)])
+    assert _messages(document)[str(jobs)] == message
+
+
+def test_message_on_outside_load_stays_within_the_pool():
+    # Node b is held outside but does not carry the job's labels: not in the job's way.
+    document = snapshot("fifo", "dispersed", nodes={"a": ({"CPU": 1}, {"zone": "x"}), "b": {"CPU": 1}}, outside={"b": {"CPU": 1}},
+                        running=[("r", "v", "a", {"CPU": 1})], pending=[("1", "u", {"CPU": 1}, {"node_labels": {"zone": "x"}})])
+    assert _messages(document)["1"] == "needs CPU 1 on a node labelled zone=x; the most free on any node labelled zone=x is CPU 0"
+
+
+def test_command_plans_around_outside_load(capsys, monkeypatch):
+    document = snapshot("fifo", "dispersed", nodes={"a": {"CPU": 2}, "b": {"CPU": 2}}, outside={"a": {"CPU": 2}},
+                        pending=[("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1})])
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(document)))
+    assert main(["plan", "-"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["placements"] == [{"job": "1", "node": "b"}, {"job": "2", "node": "b"}]
+    assert result["waiting"] == [{"job": "3", "reason": "Resources",
+                                  "message": "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"}]
+
+
 def test_worked_example():
     document = json.loads((EXAMPLES / "drf-small.json").read_text())
     expected = json.loads((EXAMPLES / "drf-small.plan.json").read_text())
@@ -153,6 +252,10 @@ INVALID = [
     ("bad round-robin state", _with(["state"], {"selector.roundrobin": {"next_index": {"": "x"}}}).replace('"legacy"', '"roundrobin"'),
      'state.selector.roundrobin.next_index[""]: Input should be a valid integer'),
     ("naive time", _with(["now"], "2026-11-29T08:00:00"), "now: Input should have timezone info"),
+    ("negative outside load", _with(["nodes", 0, "outside"], {"CPU": -1}), "nodes[0].outside.CPU: Input should be greater than or equal to 0"),
+    ("outside load as text", _with(["nodes", 0, "outside"], {"CPU": "2"}), "nodes[0].outside.CPU: Input should be a valid number"),
+    ("outside load not a map", _with(["nodes", 0, "outside"], 2), "nodes[0].outside: Input should be an object"),
+    ("outside load of null", _with(["nodes", 0, "outside"], None), "nodes[0].outside: Input should be an object"),
     ("not JSON", "{", "Invalid JSON"),
 ]
 

@@ -22,6 +22,9 @@ NODE_RESOURCES = [
     {"CPU": 4, "memory": 16 * GIB, "GPU": 2}, {"CPU": 1, "GPU": 1}, {"CPU": 4, "licence": 2}, {"CPU": 8, "memory": 32 * GIB, "GPU": 1},
 ]
 LABELS = [{}, {}, {"zone": "a"}, {"zone": "b"}, {"zone": "a", "gpu": "yes"}]
+# What work outside the queue holds on a node: on resources the node may or may not have, and more
+# than any node has.
+OUTSIDE = [{"CPU": 1}, {"CPU": 2}, {"CPU": 0.5, "memory": 4 * GIB}, {"CPU": 99}, {"GPU": 1}, {"memory": 64 * GIB}, {"licence": 1}]
 JOB_OPTIONS = [
     {"priority": priority, "submitted_at": submitted, "not_before": not_before, "node_labels": labels}
     for priority in (0, 0, 1)
@@ -47,9 +50,11 @@ GROUP_OPTIONS = [
 
 
 @st.composite
-def snapshots(draw, policy=None):
+def snapshots(draw, policy=None, loaded=False):
+    """A snapshot; `loaded`: the first node always has outside load."""
     node_ids = draw(st.lists(st.sampled_from(NODE_IDS), min_size=1, max_size=5, unique=True))
     nodes = {ident: (draw(st.sampled_from(NODE_RESOURCES)), draw(st.sampled_from(LABELS))) for ident in node_ids}
+    outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE])) for ident in node_ids}
     running = [
         (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from(node_ids + ["gone"])), draw(st.sampled_from(REQUESTS)))
         for i in range(draw(st.integers(0, 4)))
@@ -70,6 +75,7 @@ def snapshots(draw, policy=None):
         pending=pending,
         users=users,
         state=state,
+        outside=outside,
         **draw(st.sampled_from(GROUP_OPTIONS)),
     )
 
@@ -95,7 +101,9 @@ def test_every_pending_job_is_placed_or_waits_exactly_once(document):
 
 
 def _free_after(document: dict, placements) -> dict[str, dict[str, int]]:
-    free = {n["id"]: {r: to_units(a) for r, a in n["resources"].items()} for n in document["nodes"]}
+    # Outside load holds at most what the node has.
+    free = {n["id"]: {r: to_units(a) - min(to_units(n.get("outside", {}).get(r, 0)), to_units(a)) for r, a in n["resources"].items()}
+            for n in document["nodes"]}
     needs = {job["id"]: job["resources"] for job in document["pending"]}
     held = [(job["node"], job["resources"]) for job in document["running"]]
     for node, resources in held + [(node, needs[job]) for job, node in placements]:
@@ -129,6 +137,53 @@ def test_no_job_waits_for_resources_that_a_candidate_node_has_free(document):
         for node in document["nodes"]:
             if all(node["labels"].get(k) == v for k, v in labels.items()):
                 assert not fits(need, free[node["id"]]), (job["id"], node["id"])
+
+
+@PROPERTY
+@given(snapshots(loaded=True))
+def test_no_node_takes_more_than_its_total_less_outside_load_and_running_jobs(document):
+    placements, _, _ = run(document)
+    needs = {job["id"]: job["resources"] for job in document["pending"]}
+    for node in document["nodes"]:
+        room = {r: to_units(a) for r, a in node["resources"].items()}
+        for r, a in node.get("outside", {}).items():
+            room[r] = room.get(r, 0) - to_units(a)
+        for job in document["running"]:
+            if job["node"] == node["id"]:
+                for r, a in job["resources"].items():
+                    room[r] = room.get(r, 0) - to_units(a)
+        placed: dict[str, int] = {}
+        for job, where in placements:
+            if where == node["id"]:
+                for r, a in needs[job].items():
+                    placed[r] = placed.get(r, 0) + to_units(a)
+        for r, amount in placed.items():
+            assert amount <= max(room.get(r, 0), 0), (node["id"], r, amount, room)
+
+
+@PROPERTY
+@given(snapshots(loaded=True))
+def test_a_message_names_outside_load_exactly_when_it_keeps_the_job_off_a_node(document):
+    result = plan(Snapshot.model_validate(document)).model_dump(mode="json")
+    free = _free_after(document, [(p["job"], p["node"]) for p in result["placements"]])
+    jobs = {job["id"]: job for job in document["pending"]}
+    for waiting in result["waiting"]:
+        if waiting["reason"] != "Resources":
+            continue
+        job = jobs[waiting["job"]]
+        need = [(r, to_units(a)) for r, a in job["resources"].items()]
+        labels = job.get("node_labels") or {}
+        but_for_outside = []
+        for node in document["nodes"]:
+            if all(node["labels"].get(k) == v for k, v in labels.items()):
+                total = {r: to_units(a) for r, a in node["resources"].items()}
+                held = {r: min(to_units(a), total.get(r, 0)) for r, a in node.get("outside", {}).items()}
+                if fits(need, {r: free[node["id"]].get(r, 0) + held.get(r, 0) for r in total}):
+                    but_for_outside.append(node["id"])
+        said = waiting["message"].partition(" (work outside the queue holds ")[2]
+        assert bool(said) == bool(but_for_outside), (waiting, but_for_outside)
+        for ident in sorted(but_for_outside)[:3]:
+            assert f" on node {ident}" in said
 
 
 @PROPERTY

@@ -18,14 +18,16 @@ def at(minutes: float) -> str:
     return (NOW + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
 
 
-def snapshot(policy="fifo", selector="dispersed", nodes=None, running=(), pending=(), users=None, state=None, **group) -> dict:
+def snapshot(policy="fifo", selector="dispersed", nodes=None, running=(), pending=(), users=None, state=None, outside=None,
+             **group) -> dict:
     """A snapshot document. `nodes` maps id to resources, or to (resources, labels); `pending` items
     are (id, user, resources) or (id, user, resources, extra fields); `running` items are
-    (id, user, node, resources)."""
+    (id, user, node, resources); `outside` maps a node's id to what outside load holds there."""
     node_list = []
     for ident, spec in (nodes or {}).items():
         resources, labels = spec if isinstance(spec, tuple) else (spec, {})
-        node_list.append({"id": ident, "resources": resources, "labels": labels})
+        node_list.append({"id": ident, "resources": resources, "labels": labels,
+                          **({"outside": outside[ident]} if outside and ident in outside else {})})
     jobs = []
     for item in pending:
         ident, user, resources, *extra = item
@@ -61,7 +63,8 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
     units = lambda amounts: {r: to_units(a) for r, a in amounts.items() if to_units(a)}  # noqa: E731
     nodes = sorted(snap.nodes, key=lambda n: n.id)
     total = {n.id: units(n.resources) for n in nodes}
-    free = {n.id: dict(total[n.id]) for n in nodes}
+    # Outside load holds at most what the node has.
+    free = {n.id: {r: a - min(to_units(n.outside.get(r, 0)), a) for r, a in total[n.id].items()} for n in nodes}
     totals: dict[str, int] = {}
     for n in nodes:
         for r, a in total[n.id].items():

@@ -16,9 +16,13 @@ class NodeState:
     id: str
     labels: dict[str, str]
     total: Resources
-    free: dict[str, int]  # in units; total minus what our running and placed jobs hold
+    # In units: total, less what outside load and our running and placed jobs hold.
+    free: dict[str, int]
     # Resources of the priority list the node has: what a job that does not ask for them would waste.
     has: frozenset[str]
+    # In units: what work outside the queue holds, per resource the node has, at most its total;
+    # only the amounts above 0. Already taken off `free`; kept for the waiting messages.
+    outside: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

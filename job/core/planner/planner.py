@@ -4,6 +4,10 @@ randomness; the same snapshot gives the same plan.
 Jobs are taken in policy order. Each is checked against its shape (Unschedulable), its
 `not_before`, its user's limits and strict order, then offered to the node selector; a placement
 updates the node's free resources, the user's share and the selector's state before the next job.
+
+A node's free resources start at its total, less what work outside the queue holds there
+(`nodes[].outside`, at most the total) and what our running jobs hold. Outside load costs work per
+node, once, and per waiting shape in its message: nothing per job.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from typing import get_args
 from job.core.planner.entries import Entry
 from job.core.planner.picture import NodeState, Pool, Shape, UserState
 from job.core.planner.policies import POLICIES, memory
-from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
+from job.core.resources import Resources, describe, dominant_share, fits, format_amount, to_units
 from job.core.planner.selectors import SELECTORS
-from job.core.planner.snapshot import DEFAULT_USER, Plan, Reason, Snapshot
+from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot
+
+# At most this many nodes are named in a message on outside load; the others are counted.
+OUTSIDE_NODES_NAMED = 3
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
@@ -36,21 +43,30 @@ def plan(snapshot: Snapshot) -> Plan:
             gc.enable()
 
 
+def _node(node: Node, priority: list[str]) -> NodeState:
+    """The node as the plan starts: free is its total less what outside load holds there. Outside
+    load counts at most the node's total of a resource, and not at all on a resource the node has
+    none of: no more than a node has can be held there."""
+    total = Resources.of(node.resources)
+    free = dict(total.items())
+    outside = {}
+    for name, amount in node.outside.items():
+        held = min(to_units(amount), free.get(name, 0))
+        if held > 0:
+            outside[name] = held
+            free[name] -= held
+    return NodeState(id=node.id, labels=node.labels, total=total, free=free,
+                     has=frozenset(name for name in priority if total.get(name) > 0), outside=outside)
+
+
 class _Planner:
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
         group = self.group = snapshot.group
         priority = group.resource_priority
-        self.nodes = [
-            NodeState(
-                id=node.id,
-                labels=node.labels,
-                total=(total := Resources.of(node.resources)),
-                free=dict(total.items()),
-                has=frozenset(name for name in priority if total.get(name) > 0),
-            )
-            for node in sorted(snapshot.nodes, key=lambda node: node.id)
-        ]
+        self.nodes = [_node(node, priority) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
+        # Whether any node has outside load: the waiting messages look for it only then.
+        self.outside = any(node.outside for node in self.nodes)
         self.totals: dict[str, int] = {}
         for node in self.nodes:
             for name, amount in node.total.items():
@@ -261,8 +277,32 @@ class _Messages:
         most = self._most(shape, "free")
         where = "node labelled " + shape.pool.key if shape.pool.key else "node"
         if self._short(shape, most):
-            return f"{self._needs(shape)}; the most free on any {where} is {describe(most)}"
-        return f"{self._needs(shape)}; no {where} has all of it free at once (the most free of each on any node: {describe(most)})"
+            return f"{self._needs(shape)}; the most free on any {where} is {describe(most)}{self._outside(shape)}"
+        return (f"{self._needs(shape)}; no {where} has all of it free at once (the most free of each on any node: "
+                f"{describe(most)}){self._outside(shape)}")
+
+    def _outside(self, shape: Shape) -> str:
+        """` (work outside the queue holds CPU 2 on node a; CPU 1 on node b)`: the nodes of the pool
+        that would take the shape now but for outside load, by id, each with what outside load
+        holds of the resources the shape is short of there; "" when there are none. At most
+        OUTSIDE_NODES_NAMED are named, the others counted (`; and more on 4 other nodes`)."""
+        if not self.planner.outside:
+            return ""
+        need = self._in_order(shape.items)
+        held = []
+        for node in shape.pool.nodes:
+            outside = node.outside
+            if not outside or fits(need, node.free):
+                continue
+            free = node.free
+            if all(free.get(name, 0) + outside.get(name, 0) >= amount for name, amount in need):
+                held.append((node, [(name, outside[name]) for name, amount in need if free.get(name, 0) < amount]))
+        if not held:
+            return ""
+        named = "; ".join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
+        others = len(held) - OUTSIDE_NODES_NAMED
+        more = f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else ""
+        return f" (work outside the queue holds {named}{more})"
 
     def NotBefore(self, start: datetime) -> str:
         left = int((start - self.planner.snapshot.now).total_seconds())

@@ -51,6 +51,9 @@ class Node(_Strict):
     id: Name
     resources: ResourceMap
     labels: dict[str, str] = Field(default_factory=dict)
+    # What work outside the queue holds on the node (Ray's amounts; the tick works it out from what
+    # Ray reports free). The planner keeps it free, at most the node's total of each resource.
+    outside: ResourceMap = Field(default_factory=dict)
 
 
 @with_config(ConfigDict(extra="forbid"))
