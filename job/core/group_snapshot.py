@@ -8,8 +8,10 @@ from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
+from job.core import states
 from job.core.planner import Snapshot
 from job.core.planner.snapshot import Group, ResourceMap
+from job.core.resources import Resources, to_units
 
 
 class PendingRow(NamedTuple):
@@ -41,6 +43,35 @@ def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
         return f"{'.'.join(str(part) for part in (field, *error['loc']))}: {error['msg']}"
 
 
+def outside_load(nodes: list, active: list[dict]) -> dict[str, dict[str, float | int]]:
+    """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
+    total, less what Ray reports free, less what our started jobs hold there, per resource, never
+    below zero. Nodes where nothing is held outside, or where Ray did not say what is free (`free`
+    None), are left out.
+
+    Our started jobs are those RUNNING: Ray has started their driver and counts its resources as
+    used. A SUBMITTED job is accepted but not started, and Ray does not count it yet; the planner
+    charges it to its node all the same (as every active job), so it is not outside load either.
+    Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
+    started: dict[str, dict[str, int]] = {}
+    for job in active:
+        if job["state"] == states.RUNNING and job["node"]:
+            held = started.setdefault(job["node"], {})
+            for name, amount in job["resources"].items():
+                held[name] = held.get(name, 0) + to_units(amount)
+    found = {}
+    for node in nodes:
+        if node.free is None:
+            continue
+        ours = started.get(node.id, {})
+        # A resource Ray does not list as free is taken as all free: nothing known is held there.
+        held = Resources((name, max(to_units(total) - to_units(node.free.get(name, total)) - ours.get(name, 0), 0))
+                         for name, total in node.resources.items())
+        if held:
+            found[node.id] = held.amounts()
+    return found
+
+
 def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: list[dict], pending: list[PendingRow],
                    users: list[dict], state: dict) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
@@ -48,12 +79,17 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
 
     Pending jobs are checked here rather than by Snapshot's own validation, which costs about as
     much as the whole plan: ids, users, priorities and times come typed from PostgreSQL, and what a
-    row can get wrong, its request and labels, is checked once per distinct value."""
+    row can get wrong, its request and labels, is checked once per distinct value.
+
+    Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
+    there is any."""
+    outside = outside_load(nodes, active)
     snapshot = Snapshot.model_validate({
         # The planner's group options are columns of resource_groups of the same names.
         "group": {option: group[option] for option in Group.model_fields},
         "now": now,
-        "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels} for n in nodes],
+        "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels,
+                   **({"outside": outside[n.id]} if n.id in outside else {})} for n in nodes],
         "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"]}
                     for j in active if j["node"]],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
