@@ -7,9 +7,12 @@
 -- `requeues` ended in an infrastructure fault, so attempt - requeues is what max_attempts bounds.
 ALTER TABLE jobs
     ADD COLUMN requeues integer NOT NULL DEFAULT 0 CHECK (requeues >= 0),
-    -- When Ray accepted the current attempt (it became SUBMITTED), by our clock: how long Ray has
-    -- held the driver without starting it.
-    ADD COLUMN accepted_at timestamptz;
+    -- When Ray accepted the current attempt (it became SUBMITTED), as we saw it, not Ray's time:
+    -- from it, how long Ray has held the driver without starting it.
+    ADD COLUMN accepted_at timestamptz,
+    -- When it last went back to PENDING for an infrastructure fault: its pending timeout counts
+    -- from then, its place in the queue still from submitted_at.
+    ADD COLUMN requeued_at timestamptz;
 
 ALTER TABLE resource_groups
     -- Requeues for infrastructure faults before a job ends FAILED with the last one.

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from job.core.reconcile import reconcile
+from job.core.reconcile import INFRA_REASONS, RAY_FAULTS, NodeRoom, StartCheck, reconcile, reconcile_all, start_check
+from job.core.resources import to_units
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 EARLIER = NOW - timedelta(minutes=10)
@@ -21,12 +22,14 @@ class RayJob:
     end_time: datetime | None = None
     message: str | None = None
     exit_code: int | None = None
+    error_type: str | None = None
 
 
 def job(state="SUBMITTED", **fields):
     row = {"id": 1, "user_name": "alice", "state": state, "resources": {"CPU": 1}, "node": "n1", "attempt": 1,
            "submission_id": "abc-1-1", "ray_status": None, "reason": None, "started_at": None,
-           "max_runtime_s": None, "cancel_requested_at": None}
+           "max_runtime_s": None, "cancel_requested_at": None, "requeues": 0, "accepted_at": EARLIER,
+           "builds_runtime_env": False}
     row.update(fields)
     return row
 
@@ -68,7 +71,7 @@ def test_reconcile(name, row, ray_job, expected):
     if outcome.update is not None:
         assert outcome.update["reason"] == reason
         assert set(outcome.update) == {"state", "node", "ray_status", "ray_message", "reason", "message",
-                                       "started_at", "finished_at", "exit_code"}
+                                       "started_at", "finished_at", "exit_code", "accepted_at"}
     assert (outcome.stop[0] if outcome.stop else None) == stop
     assert (outcome.requeue[0] if outcome.requeue else None) == requeue
     assert outcome.cancel_unsubmitted == cancel
@@ -92,3 +95,211 @@ def test_finished_job_keeps_times_exit_code_and_driver_node():
 def test_running_job_gets_its_start_time_from_ray():
     outcome = reconcile(job("SUBMITTED"), RayJob("RUNNING", start_time=EARLIER), NOW)
     assert outcome.update["started_at"] == EARLIER
+
+
+# --- Who is to blame: Ray's error types ----------------------------------------------------------
+
+# What Ray 2.60 reported for a running job whose node died (its raylet killed): some 15 s after the
+# kill, FAILED with this message and JOB_SUPERVISOR_ACTOR_DIED, the driver's node kept, no exit code.
+NODE_DIED = (
+    "Job supervisor actor died: The actor died unexpectedly before finishing this task.\n\tclass_name: JobSupervisor\n"
+    "\tactor_id: 7db44cd5e752e1ce768f17e801000000\n\tpid: 31905\n\tname: _ray_internal_job_actor_victim\n"
+    "\tnamespace: SUPERVISOR_ACTOR_RAY_NAMESPACE\n\tip: 192.0.2.2\nThe actor died because its node has died. "
+    "Node Id: 8789a170f7829b30123fd45b5594e354f496d07702b41524a450b4be\n\tthe actor's node was terminated "
+    "unexpectedly: health check failed due to missing too many heartbeats")
+
+# Every JobErrorType of Ray (ray.job_submission.JobErrorType), and none: whose fault it is.
+ERROR_TYPES = [
+    ("JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "InfraFailure"),
+    ("JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE", "InfraFailure"),
+    ("JOB_SUPERVISOR_ACTOR_START_FAILURE", "InfraFailure"),
+    ("JOB_SUPERVISOR_ACTOR_DIED", "InfraFailure"),
+    ("JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE", "InfraFailure"),
+    ("RUNTIME_ENV_SETUP_FAILURE", "Failed"),
+    ("JOB_ENTRYPOINT_COMMAND_START_ERROR", "Failed"),
+    ("JOB_ENTRYPOINT_COMMAND_ERROR", "Failed"),
+    (None, "Failed"),
+]
+
+
+def test_the_table_names_every_fault_of_ray_s_own():
+    assert {error_type for error_type, reason in ERROR_TYPES if reason == "InfraFailure"} == RAY_FAULTS
+    assert set(INFRA_REASONS) == {"SubmitLost", "LostInRay", "InfraFailure", "NodeBusy"}
+
+
+@pytest.mark.parametrize("state", ["SUBMITTING", "SUBMITTED", "RUNNING"])
+@pytest.mark.parametrize("error_type, reason", ERROR_TYPES, ids=[str(e) for e, _ in ERROR_TYPES])
+def test_a_failure_is_requeued_only_when_it_is_ray_s_own(state, error_type, reason):
+    ray_job = RayJob("FAILED", end_time=NOW, exit_code=None if error_type in RAY_FAULTS else 1,
+                     message="Job supervisor actor died: boom", error_type=error_type)
+    outcome = reconcile(job(state, started_at=EARLIER if state == "RUNNING" else None), ray_job, NOW)
+    if reason == "InfraFailure":
+        assert outcome.update is None and not outcome.finished and not outcome.stop_first
+        assert outcome.requeue[0] == "InfraFailure"
+        assert error_type in outcome.requeue[1] and "boom" in outcome.requeue[1]
+    else:
+        assert outcome.requeue is None and outcome.finished
+        assert (outcome.update["state"], outcome.update["reason"]) == ("FAILED", "Failed")
+
+
+def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
+    ray_job = RayJob("FAILED", driver_node_id="n7", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")
+    outcome = reconcile(job("RUNNING", node="n7", started_at=EARLIER), ray_job, NOW)
+    reason, message = outcome.requeue
+    assert reason == "InfraFailure"
+    assert message.startswith("its node n7 died under it (JOB_SUPERVISOR_ACTOR_DIED): Job supervisor actor died:")
+    # Ray's message on one line, cut short: it goes into a one-line reason for people.
+    assert "\n" not in message and "\t" not in message and message.endswith("...")
+
+
+def test_a_supervisor_that_could_not_start_is_said_so():
+    ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW, message="Job supervisor actor failed to start within 900.0 seconds.",
+                     error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
+    [reason, message] = reconcile(job("SUBMITTED"), ray_job, NOW).requeue
+    assert message.startswith("Ray's job supervisor could not start (JOB_SUPERVISOR_ACTOR_START_TIMEOUT): Job supervisor")
+
+
+def test_an_infrastructure_failure_of_a_cancelled_job_ends_it():
+    ray_job = RayJob("FAILED", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")
+    outcome = reconcile(job("RUNNING", started_at=EARLIER, cancel_requested_at=EARLIER), ray_job, NOW)
+    assert outcome.requeue is None and outcome.finished and outcome.update["state"] == "FAILED"
+
+
+# --- Start timeout: a driver Ray holds PENDING ---------------------------------------------------
+
+TIMEOUT = 60.0
+
+
+def room(total=None, free=None, running=None, waiting=None):
+    """A node in Ray's amounts (memory in bytes): 2 CPUs and 1 GiB by default, all free."""
+    total = {"CPU": 2, "memory": 2**30} if total is None else total
+    units = lambda amounts: {name: to_units(amount) for name, amount in (amounts or {}).items()}  # noqa: E731
+    return NodeRoom(total=units(total), free=None if free == "unknown" else units(total if free is None else free),
+                    running=units(running), waiting=units(waiting))
+
+
+def pending_in_ray(waited_s, node=None, nodes=None, **fields):
+    """What reconcile makes of a SUBMITTED job Ray has held PENDING for `waited_s`, on node n1."""
+    row = job("SUBMITTED", **{"accepted_at": NOW - timedelta(seconds=waited_s), **fields})
+    check = StartCheck(TIMEOUT, {"n1": room() if node is None else node} if nodes is None else nodes)
+    return reconcile(row, RayJob("PENDING", driver_node_id=None, start_time=None), NOW, check)
+
+
+BUSY = room(free={"CPU": 0, "memory": 2**30})          # both CPUs held, none by our running jobs
+OURS = room(free={"CPU": 0, "memory": 2**30}, running={"CPU": 2})   # both CPUs held by our running jobs
+
+WAITING = [
+    # (name, waited, node, fields, expected reason, message contains, requeue reason)
+    ("busy node, within the timeout", 45, BUSY, {}, "NodeBusy",
+     "Ray has not started the driver for 45 s: the node's CPUs are held by work outside the queue "
+     "(free CPU 0; it needs CPU 1); requeued past the group's start timeout of 1 min", None),
+    ("busy node, past the timeout", 61, BUSY, {}, "NodeBusy",
+     "the node's CPUs are held by work outside the queue (free CPU 0; it needs CPU 1)", "NodeBusy"),
+    ("busy node, only env_vars to set", 61, BUSY, {"builds_runtime_env": False}, "NodeBusy", "outside the queue", "NodeBusy"),
+    ("held by our own running jobs", 61, OURS, {}, "NodeBusy", "held by other jobs of the queue", "NodeBusy"),
+    ("held by our own running jobs, a runtime env to build", 61, OURS, {"builds_runtime_env": True}, "NodeBusy",
+     "held by other jobs of the queue", "NodeBusy"),
+    ("room for it", 600, room(), {}, "Starting", "Ray has not started the driver for 10 min: its node has the free resources for it", None),
+    ("runtime env being built, room left", 600, room(free={"CPU": 1, "memory": 2**30}), {"builds_runtime_env": True},
+     "RuntimeEnv", "Ray has not started the driver for 10 min: its runtime environment is being set up", None),
+    # Ray holds a driver's resources while it builds its runtime env: nothing left free, yet not busy.
+    ("runtime env being built, holding the whole node", 600, room(free={"CPU": 0, "memory": 2**30}),
+     {"builds_runtime_env": True, "resources": {"CPU": 2}}, "RuntimeEnv", "its runtime environment is being set up", None),
+    ("Ray did not say what is free", 600, room(free="unknown"), {}, "Starting",
+     "Ray has not started the driver for 10 min (Ray did not report what is free on its node)", None),
+    ("memory short", 10, room(free={"CPU": 2, "memory": 0}), {"resources": {"CPU": 1, "memory": 2**29}}, "NodeBusy",
+     "the node's memory is held by work outside the queue (free memory 0 B; it needs memory 512 MiB)", None),
+    ("CPUs and GPUs short", 10, room(total={"CPU": 2, "GPU": 1}, free={"CPU": 0, "GPU": 0}),
+     {"resources": {"CPU": 1, "GPU": 1}}, "NodeBusy", "the node's CPUs and GPUs are held by", None),
+    ("another of our drivers waits there too", 10, room(free={"CPU": 0, "memory": 2**30}, waiting={"CPU": 3}),
+     {}, "NodeBusy", "held by other jobs of the queue", None),
+]
+
+
+@pytest.mark.parametrize("name, waited, node, fields, reason, says, requeue", WAITING, ids=[case[0] for case in WAITING])
+def test_a_driver_ray_holds_pending_says_why_and_is_requeued_only_on_a_busy_node(name, waited, node, fields, reason,
+                                                                                   says, requeue):
+    outcome = pending_in_ray(waited, node, **fields)
+    if requeue is None:
+        assert outcome.requeue is None and not outcome.stop_first
+        assert (outcome.update["state"], outcome.update["reason"]) == ("SUBMITTED", reason)
+        assert says in outcome.update["message"]
+        assert outcome.update["ray_status"] == "PENDING" and outcome.update["accepted_at"] == NOW - timedelta(seconds=waited)
+    else:
+        # Stopped in Ray first, then back to PENDING: no update of its own.
+        assert outcome.update is None and outcome.stop_first and not outcome.finished
+        assert outcome.requeue[0] == requeue
+        assert outcome.requeue[1].startswith("Ray did not start the driver within the group's start timeout of 1 min on node n1: ")
+        assert says in outcome.requeue[1]
+
+
+def test_a_job_on_a_node_gone_from_the_group_is_requeued_past_the_timeout():
+    waiting = pending_in_ray(30, nodes={})
+    assert waiting.update["reason"] == "NodeGone"
+    assert "its node n1 is not among the group's alive nodes (requeued past" in waiting.update["message"]
+    gone = pending_in_ray(61, nodes={})
+    assert gone.requeue[0] == "InfraFailure" and gone.stop_first
+
+
+def test_a_cancel_wins_over_the_start_timeout():
+    outcome = pending_in_ray(600, BUSY, cancel_requested_at=NOW)
+    assert outcome.requeue is None and outcome.stop == ("Cancelled", "stop requested by `cancel`")
+    assert outcome.update["reason"] == "Cancelled"
+
+
+def test_the_time_in_ray_counts_from_our_own_record_of_acceptance():
+    # Ray's start_time is not used; a submission adopted after a lost answer starts counting now.
+    outcome = pending_in_ray(0, BUSY, accepted_at=None)
+    assert outcome.update["accepted_at"] == NOW and "for 0 s" in outcome.update["message"]
+    adopted = reconcile(job("SUBMITTING", accepted_at=None), RayJob("PENDING"), NOW)
+    assert adopted.update["accepted_at"] == NOW
+    running = reconcile(job("RUNNING", started_at=EARLIER), RayJob("RUNNING"), NOW, StartCheck(TIMEOUT, {"n1": BUSY}))
+    assert running.update["accepted_at"] == EARLIER and running.update["reason"] is None
+
+
+def test_without_the_nodes_nothing_is_diagnosed():
+    outcome = reconcile(job("SUBMITTED", accepted_at=NOW - timedelta(hours=1)), RayJob("PENDING"), NOW)
+    assert outcome.requeue is None and outcome.update["reason"] is None
+
+
+@dataclass
+class Node:
+    id: str
+    resources: dict
+    free: dict | None
+
+
+def test_start_check_counts_what_our_jobs_hold_and_wait_for_per_node():
+    active = [job("RUNNING", id=1, submission_id="s1", node="n1", resources={"CPU": 1}),
+              job("SUBMITTED", id=2, submission_id="s2", node="n1", resources={"CPU": 0.5}),
+              job("SUBMITTED", id=3, submission_id="s3", node="n2", resources={"CPU": 2}),
+              job("SUBMITTING", id=4, submission_id="s4", node="n2", resources={"CPU": 2})]
+    ray_jobs = {"s1": RayJob("RUNNING", driver_node_id="n1"), "s2": RayJob("PENDING", driver_node_id=None),
+                "s3": RayJob("PENDING", driver_node_id=None)}
+    check = start_check(TIMEOUT, [Node("n1", {"CPU": 2}, {"CPU": 0.5}), Node("n2", {"CPU": 4}, None)], active, ray_jobs)
+    assert check.timeout_s == TIMEOUT
+    assert check.nodes["n1"] == NodeRoom(total={"CPU": 20000}, free={"CPU": 5000}, running={"CPU": 10000},
+                                         waiting={"CPU": 5000})
+    assert check.nodes["n2"] == NodeRoom(total={"CPU": 40000}, free=None, running={}, waiting={"CPU": 20000})
+
+
+def test_reconcile_all_stops_first_what_it_requeues_for_a_busy_node():
+    active = [job("SUBMITTED", id=1, submission_id="s1", accepted_at=NOW - timedelta(seconds=61)),
+              job("SUBMITTED", id=2, submission_id="s2", accepted_at=NOW - timedelta(seconds=5)),
+              job("RUNNING", id=3, submission_id="s3", started_at=EARLIER)]
+    ray_jobs = {"s1": RayJob("PENDING"), "s2": RayJob("PENDING"),
+                "s3": RayJob("FAILED", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")}
+    decided = reconcile_all(active, ray_jobs, NOW, StartCheck(TIMEOUT, {"n1": BUSY}))
+    assert {job_id: reason for job_id, (_, reason, _) in decided.requeue.items()} == {1: "NodeBusy", 3: "InfraFailure"}
+    assert decided.requeue[1][0] == "SUBMITTED" and decided.requeue[3][0] == "RUNNING"
+    assert decided.stop_first == {1} and decided.gone == {1, 3} and not decided.finished
+    assert decided.updates[2]["reason"] == "NodeBusy" and 1 not in decided.updates
+
+
+def test_a_waiting_message_is_written_again_only_when_it_changes():
+    row = job("SUBMITTED", accepted_at=NOW - timedelta(seconds=10.2))
+    check = StartCheck(TIMEOUT, {"n1": BUSY})
+    first = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW, check).updates[1]
+    row.update(first)
+    again = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW + timedelta(milliseconds=300), check)
+    assert again.updates == {}

@@ -75,8 +75,10 @@ def test_every_write_is_allowed_and_every_allowed_move_is_a_write():
 
 
 def test_a_transition_names_its_sources_and_target():
-    assert states.REQUEUE.sources == list(states.ACTIVE)
+    assert states.REQUEUE.sources == [states.SUBMITTING]
     assert states.REQUEUE.target == states.PENDING
+    assert states.REQUEUE_INFRA.sources == list(states.ACTIVE)
+    assert states.REQUEUE_INFRA_SPENT.target == states.FAILED
     assert states.REQUEST_CANCEL.targets == list(states.ACTIVE)
     with pytest.raises(ValueError):
         states.RECONCILE.target  # several targets: no single one
@@ -126,7 +128,7 @@ def _spec() -> JobSpec:
 def _update(target: str) -> dict:
     now = datetime.now(timezone.utc)
     return {"state": target, "node": "n2", "ray_status": target, "ray_message": None, "reason": "Test",
-            "message": f"to {target}", "started_at": now, "finished_at": now, "exit_code": 0}
+            "message": f"to {target}", "started_at": now, "finished_at": now, "exit_code": 0, "accepted_at": now}
 
 
 # (function, how the test calls it on rows [(id, state, copy)], the kind(s) of write it does).
@@ -145,10 +147,14 @@ CASES = [
     ("update_jobs", lambda conn, rows: tick_jobs.update_jobs(
         conn, {job_id: _update(states.STATES[copy]) for job_id, _, copy in rows}, from_states=states.ACTIVE),
      states.RECONCILE.moves),
-    # Copies 0-3 have attempts left (attempt < 4), copies 4-7 none.
+    # Copy k made k attempts, k // 2 of them requeued: copy 7 alone has no attempt left (7 - 3 >= 4).
     ("return_to_pending", lambda conn, rows: tick_jobs.return_to_pending(
         conn, {job_id: (state, "Test", "requeued") for job_id, state, _ in rows}, max_attempts=4),
      states.REQUEUE.moves | states.REQUEUE_SPENT.moves),
+    # Copies 0-3 have requeues left (k // 2 < 2), copies 4-7 none.
+    ("requeue_infra", lambda conn, rows: tick_jobs.requeue_infra(
+        conn, {job_id: (state, "InfraFailure", "requeued") for job_id, state, _ in rows}, max_requeues=2),
+     states.REQUEUE_INFRA.moves | states.REQUEUE_INFRA_SPENT.moves),
     ("cancel_absent", lambda conn, rows: tick_jobs.cancel_absent(conn, [job_id for job_id, _, _ in rows]),
      states.CANCEL_ABSENT.moves),
     ("fail_invalid", lambda conn, rows: tick_jobs.fail_invalid(conn, {job_id: "unreadable" for job_id, _, _ in rows}),
@@ -162,13 +168,13 @@ CASES = [
 
 
 def _jobs_in_every_state(conn) -> list[tuple[int, str, int]]:
-    """COPIES jobs in each state, the k-th copy at attempt k, each with a submission_id (the schema
-    requires one of submitted states; a PENDING job keeps its last one)."""
+    """COPIES jobs in each state, the k-th copy at attempt k with k // 2 requeues, each with a
+    submission_id (the schema requires one of submitted states; a PENDING job keeps its last one)."""
     conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES (%s, 'http://127.0.0.1:8265')", (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s)", (USER,))
     rows = conn.execute(
-        """INSERT INTO jobs (user_name, group_name, entrypoint, resources, state, attempt, submission_id)
-           SELECT %s, %s, 'echo ' || s.state, '{"CPU": 1}', s.state, c.copy, 'test-' || s.state || '-' || c.copy
+        """INSERT INTO jobs (user_name, group_name, entrypoint, resources, state, attempt, requeues, submission_id)
+           SELECT %s, %s, 'echo ' || s.state, '{"CPU": 1}', s.state, c.copy, c.copy / 2, 'test-' || s.state || '-' || c.copy
            FROM unnest(%s::text[]) AS s(state), generate_series(0, %s - 1) AS c(copy)
            RETURNING id, state, attempt""",
         (USER, GROUP, list(states.STATES), COPIES),
@@ -236,3 +242,104 @@ def test_a_user_or_group_with_finished_jobs_only(conn):
     conn.execute("DELETE FROM jobs WHERE state <> ALL(%s)", (list(states.FINISHED),))
     assert users.users_of_group(conn, GROUP) == []
     assert groups.remove_group(conn, GROUP) == COPIES * len(states.FINISHED)
+
+
+# --- Failure classes: what a requeue writes and what it counts ----------------------------------
+
+
+def _job(conn, state, **columns) -> int:
+    """One job of GROUP in `state`, with the columns given (the group and user made on first use)."""
+    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES (%s, 'http://127.0.0.1:8265') ON CONFLICT DO NOTHING",
+                 (GROUP,))
+    conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (USER,))
+    columns = {"user_name": USER, "group_name": GROUP, "entrypoint": "true", "resources": '{"CPU": 1}', "state": state,
+               **columns}
+    return conn.execute(f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) RETURNING id",
+                        list(columns.values())).fetchone()["id"]
+
+
+def test_an_infrastructure_requeue_keeps_the_place_and_the_attempts_up_to_max_requeues(conn):
+    submitted_at = datetime(2026, 11, 29, 7, 0, tzinfo=timezone.utc)
+    started = datetime(2026, 11, 29, 7, 30, tzinfo=timezone.utc)
+    ids = [_job(conn, states.RUNNING, attempt=requeues + 1, requeues=requeues, submission_id=f"s-{requeues}",
+                node="n1", started_at=started, accepted_at=started, submitted_at=submitted_at, exit_code=None)
+           for requeues in range(4)]
+    rows = tick_jobs.requeue_infra(conn, {job_id: (states.RUNNING, "InfraFailure", "its node n1 died under it")
+                                          for job_id in ids}, max_requeues=2)
+    assert sorted((row["id"], row["state"], row["requeues"]) for row in rows) == [
+        (ids[0], states.PENDING, 1), (ids[1], states.PENDING, 2), (ids[2], states.FAILED, 2), (ids[3], states.FAILED, 3)]
+    after = _rows(conn)
+    for job_id in ids:
+        row = after[job_id]
+        assert row["reason"] == "InfraFailure" and row["submitted_at"] == submitted_at
+        assert row["attempt"] == ids.index(job_id) + 1, "a requeue uses no attempt"
+        assert row["accepted_at"] is None and row["ray_status"] is None
+    requeued, spent = after[ids[1]], after[ids[2]]
+    assert requeued["message"] == "its node n1 died under it (requeue 2 of 2, not counted as an attempt)"
+    assert requeued["node"] is None and requeued["started_at"] is None and requeued["finished_at"] is None
+    assert requeued["requeued_at"] is not None
+    assert spent["message"] == "its node n1 died under it (requeued 2 of 2 times already: no requeue left)"
+    assert spent["finished_at"] is not None and spent["node"] == "n1" and spent["started_at"] == started
+    assert spent["requeued_at"] is None
+
+
+def test_a_requeue_changes_nothing_of_a_job_that_moved_meanwhile(conn):
+    job_id = _job(conn, states.RUNNING, attempt=1, submission_id="s-1")
+    assert tick_jobs.requeue_infra(conn, {job_id: (states.SUBMITTED, "NodeBusy", "busy")}, max_requeues=5) == []
+    assert _rows(conn)[job_id]["state"] == states.RUNNING
+
+
+def test_refusals_count_against_max_attempts_and_requeues_do_not(conn):
+    # Four attempts, three of them ended by an infrastructure fault: this refusal is the first.
+    first = _job(conn, states.SUBMITTING, attempt=4, requeues=3, submission_id="s-4")
+    # Five attempts, three requeued: this refusal is the second, and the last of max_attempts=2.
+    second = _job(conn, states.SUBMITTING, attempt=5, requeues=3, submission_id="s-5")
+    refused = {job_id: (states.SUBMITTING, "SubmitRefused", "ray refused it") for job_id in (first, second)}
+    assert {row["id"]: row["state"] for row in tick_jobs.return_to_pending(conn, refused, max_attempts=2)} == {
+        first: states.PENDING, second: states.FAILED}
+    after = _rows(conn)
+    assert after[first]["message"] == "ray refused it (attempt 1 of 2)"
+    assert after[second]["message"] == "ray refused it (attempt 2 of 2, no attempt left)"
+    assert after[first]["requeues"] == 3
+
+
+def test_a_requeued_job_s_next_attempt_gets_a_new_attempt_and_submission_id(conn):
+    job_id = _job(conn, states.SUBMITTED, attempt=1, submission_id="x")
+    conn.execute("UPDATE jobs SET submission_id = %s WHERE id = %s", (f"{groups.installation_id(conn)}-{job_id}-1", job_id))
+    tick_jobs.requeue_infra(conn, {job_id: (states.SUBMITTED, "NodeBusy", "busy")}, max_requeues=5)
+    [intent] = tick_jobs.commit_intents(conn, [(job_id, "n2")], groups.installation_id(conn))
+    assert intent["attempt"] == 2 and intent["submission_id"] == f"{groups.installation_id(conn)}-{job_id}-2"
+
+
+def test_ray_s_acceptance_is_recorded_and_read_back(conn):
+    job_id = _job(conn, states.SUBMITTING, attempt=1, submission_id="s-1", runtime_env='{"pip": ["requests"]}')
+    plain = _job(conn, states.SUBMITTING, attempt=1, submission_id="s-2", runtime_env='{"env_vars": {"A": "1"}}')
+    tick_jobs.mark_submitted(conn, [job_id, plain])
+    active = {row["id"]: row for row in tick_jobs.active_jobs(conn, GROUP)}
+    assert active[job_id]["accepted_at"] is not None and active[job_id]["requeues"] == 0
+    assert active[job_id]["builds_runtime_env"] is True and active[plain]["builds_runtime_env"] is False
+
+
+def test_the_pending_timeout_counts_from_the_last_requeue(conn):
+    now = datetime.now(timezone.utc)
+    old = now - timedelta(hours=2)
+    waited = _job(conn, states.PENDING, submitted_at=old)
+    requeued = _job(conn, states.PENDING, submitted_at=old, requeued_at=now - timedelta(minutes=1), requeues=1)
+    failed = {row["id"] for row in tick_jobs.fail_pending_timeouts(conn, GROUP, 3600.0, now)}
+    assert failed == {waited}
+    assert _rows(conn)[requeued]["state"] == states.PENDING
+
+
+def test_a_group_s_requeue_and_start_timeout_options(conn):
+    from job.core.errors import BadInput
+    from job.core.specs import GroupSpec, validated
+
+    groups.insert_group(conn, validated(GroupSpec, {"name": "defaults", "ray_address": "http://127.0.0.1:8265"}))
+    groups.insert_group(conn, validated(GroupSpec, {"name": "set", "ray_address": "http://127.0.0.1:8265",
+                                                    "max_requeues": "0", "start_timeout_s": "90s"}))
+    assert (groups.get_group(conn, "defaults")["max_requeues"], groups.get_group(conn, "defaults")["start_timeout_s"]) == (5, 300)
+    assert (groups.get_group(conn, "set")["max_requeues"], groups.get_group(conn, "set")["start_timeout_s"]) == (0, 90)
+    with pytest.raises(BadInput, match="max_requeues: Input should be greater than or equal to 0"):
+        validated(GroupSpec, {"name": "bad", "ray_address": "http://h:1", "max_requeues": -1})
+    with pytest.raises(BadInput, match="start_timeout_s: Input should be greater than 0"):
+        validated(GroupSpec, {"name": "bad", "ray_address": "http://h:1", "start_timeout_s": "0s"})

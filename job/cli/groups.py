@@ -42,7 +42,11 @@ _OPTIONS = [
     _Option("--max-resources-per-user", "max_resources_per_user", "pairs", "NAME=AMOUNT", "per-user resource cap (repeatable)"),
     _Option("--strict-order", "strict_order", "switch", None, "a job that waits for resources blocks those behind it"),
     _Option("--pending-timeout", "pending_timeout_s", "value", "DURATION", "fail jobs pending longer than this"),
-    _Option("--max-attempts", "max_attempts", "value", "N", "submission attempts before a job fails"),
+    _Option("--max-attempts", "max_attempts", "value", "N", "submissions Ray may refuse before a job fails"),
+    _Option("--max-requeues", "max_requeues", "value", "N",
+            "requeues for infrastructure faults (lost, supervisor failed, node died or busy) before a job fails"),
+    _Option("--start-timeout", "start_timeout_s", "value", "DURATION",
+            "requeue a job Ray has not started this long for lack of free resources on its node (default 5m)"),
     _Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
 ]
 
@@ -98,7 +102,7 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(group)
         return 0
-    for field in ("half_life_s", "pending_timeout_s"):
+    for field in ("half_life_s", "pending_timeout_s", "start_timeout_s"):
         if group[field] is not None:
             group[field] = format_duration(group[field])
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])

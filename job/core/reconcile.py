@@ -1,20 +1,75 @@
 """What one of our active jobs becomes, given what Ray says of it. Pure: no database, no Ray.
 
-`reconcile(job, ray_job, now)` takes a job row (SUBMITTING, SUBMITTED or RUNNING) and Ray's view of
-its submission (None when Ray has no such job) and says what to do: new fields to write, a stop to
-ask of Ray (cancel request, runtime limit), a return to PENDING for a new attempt, or a cancel of a
-submission Ray never received."""
+`reconcile(job, ray_job, now, start)` takes a job row (SUBMITTING, SUBMITTED or RUNNING) and Ray's
+view of its submission (None when Ray has no such job) and says what to do: new fields to write, a
+stop to ask of Ray (cancel request, runtime limit), a return to PENDING for a new attempt, or a
+cancel of a submission Ray never received.
+
+Who is to blame. A job fails only for a fault of its own: its entrypoint failed (Ray's error types
+RUNTIME_ENV_SETUP_FAILURE, JOB_ENTRYPOINT_COMMAND_START_ERROR, JOB_ENTRYPOINT_COMMAND_ERROR, or
+none), it was stopped at its max runtime, Ray refused its request, or it waited past its pending
+timeout. An infrastructure fault sends it back to PENDING for a new attempt, keeping its place in
+the queue and its attempts (the store counts it against the group's max_requeues instead):
+
+    LostInRay     Ray no longer knows a submission it had (the cluster restarted)
+    InfraFailure  Ray's job supervisor could not start or died (error_type JOB_SUPERVISOR_ACTOR_*);
+                  when its node dies under a running job Ray reports JOB_SUPERVISOR_ACTOR_DIED with
+                  "The actor died because its node has died", some 15 s after the node stopped
+    NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
+                  not the free resources for it (outside load); stopped in Ray first
+    SubmitLost    Ray never received the submission
+
+Start timeout. While Ray holds a driver PENDING (our SUBMITTED), the job's reason says why, from
+what Ray reports of its node: free resources that do not cover the job's request mean the node is
+busy (NodeBusy); free resources that cover it mean Ray is starting the driver (Starting), or, for a
+job with a runtime environment to build, that Ray builds it (RuntimeEnv). Ray holds a driver's
+resources while it builds its runtime environment (a pip install can take minutes), so a job that
+builds one and may be the one holding its share of what is in use is never taken for a busy node."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
-from job.core.states import FAILED, FINISHED_IN_RAY, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED, SUBMITTING
+from job.core.resources import describe, to_units
+from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
+                             SUBMITTING)
 
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
 STOP_REASONS = ("Cancelled", "RuntimeLimit")
+# Ray's JobErrorType values for its own faults: the job supervisor could not start or died.
+RAY_FAULTS = frozenset({
+    "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE", "JOB_SUPERVISOR_ACTOR_START_FAILURE",
+    "JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
+})
+# Reasons of a requeue for an infrastructure fault (not counted against max_attempts).
+INFRA_REASONS = ("SubmitLost", "LostInRay", "InfraFailure", "NodeBusy")
+# Reasons of a job Ray holds PENDING, while it waits there.
+WAITING_IN_RAY = ("Starting", "RuntimeEnv", "NodeBusy", "NodeGone")
+# Ray's messages can hold a whole traceback: what a requeue's message quotes of one.
+_QUOTED = 400
+
+
+@dataclass(frozen=True)
+class NodeRoom:
+    """One alive node of the group, as the start timeout reads it, amounts in units of 1/10000:
+    Ray's totals, what Ray reports free (None: Ray did not say), what our jobs that Ray runs there
+    hold, and what our jobs that Ray holds PENDING there ask for."""
+
+    total: Mapping[str, int]
+    free: Mapping[str, int] | None
+    running: Mapping[str, int]
+    waiting: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StartCheck:
+    """The group's start timeout and its alive nodes by id."""
+
+    timeout_s: float
+    nodes: Mapping[str, NodeRoom]
 
 
 @dataclass
@@ -23,15 +78,17 @@ class Outcome:
     update: dict[str, Any] | None = None
     # (reason, message) to ask Ray to stop the job for.
     stop: tuple[str, str] | None = None
-    # (reason, message) to return the job to PENDING for a new attempt.
+    # (reason, message) to return the job to PENDING for a new attempt: an infrastructure fault.
     requeue: tuple[str, str] | None = None
+    # The requeue waits for Ray to take a stop of the submission first (NodeBusy, a node gone).
+    stop_first: bool = False
     cancel_unsubmitted: bool = False
     finished: bool = False
     # Submit again, under the same submission id: Ray has not got it (yet).
     resend: bool = False
 
 
-def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcome:
+def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime, start: StartCheck | None = None) -> Outcome:
     if ray_job is None:
         return _absent(job)
     status = ray_job.status
@@ -39,8 +96,13 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcom
         "state": job["state"], "node": ray_job.driver_node_id or job["node"], "ray_status": status,
         "ray_message": ray_job.message, "reason": job["reason"], "message": None,
         "started_at": job["started_at"], "finished_at": None, "exit_code": ray_job.exit_code,
+        # Accepted by Ray: when we first saw it so (on submit, or when a lost answer is adopted).
+        "accepted_at": job.get("accepted_at") or now,
     }
     if status in FINISHED_IN_RAY:
+        if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
+                and job["cancel_requested_at"] is None):
+            return Outcome(requeue=("InfraFailure", _ray_fault(job, ray_job)))
         fields.update(state=status, finished_at=ray_job.end_time or now,
                       started_at=job["started_at"] or ray_job.start_time)
         if status == STOPPED and job["reason"] in STOP_REASONS:
@@ -52,11 +114,16 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcom
         else:
             fields.update(reason="Succeeded", message=_exit_text(ray_job))
         return Outcome(update=fields, finished=True)
+    outcome = Outcome(update=fields)
     if status == RAY_RUNNING:
         fields.update(state=RUNNING, started_at=job["started_at"] or ray_job.start_time or now, reason=None)
     else:  # PENDING in Ray: accepted, the driver not started yet
         fields.update(state=SUBMITTED, reason=None)
-    outcome = Outcome(update=fields)
+        if start is not None:
+            waited = max((now - fields["accepted_at"]).total_seconds(), 0.0)
+            fields["reason"], fields["message"], requeue = _waiting_in_ray(job, waited, start)
+            if requeue is not None and job["cancel_requested_at"] is None:
+                return Outcome(requeue=requeue, stop_first=True)
     if job["cancel_requested_at"] is not None:
         outcome.stop = ("Cancelled", "stop requested by `cancel`")
     elif (fields["state"] == RUNNING and job["max_runtime_s"] is not None
@@ -65,6 +132,69 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime) -> Outcom
     if outcome.stop is not None:
         fields["reason"], fields["message"] = outcome.stop
     return outcome
+
+
+def _waiting_in_ray(job: dict[str, Any], waited: float, start: StartCheck
+                    ) -> tuple[str, str, tuple[str, str] | None]:
+    """Why Ray has not started the driver of a job it holds PENDING: (reason, message, and the
+    requeue once it waited past the start timeout on a node that cannot start it, else None)."""
+    held_for = f"Ray has not started the driver for {_duration(waited)}"
+    past = waited >= start.timeout_s
+    limit = f"the group's start timeout of {_duration(start.timeout_s)}"
+    node_id = job["node"]
+    room = start.nodes.get(node_id)
+    if room is None:
+        cause = f"its node {node_id} is not among the group's alive nodes"
+        if past:
+            return "NodeGone", f"{held_for}: {cause}", ("InfraFailure", f"Ray did not start the driver within {limit}: {cause}")
+        return "NodeGone", f"{held_for}: {cause} (requeued past {limit})", None
+    if room.free is None:
+        return "Starting", f"{held_for} (Ray did not report what is free on its node)", None
+    need = {name: to_units(amount) for name, amount in job["resources"].items() if to_units(amount) > 0}
+    short = sorted(name for name, amount in need.items() if room.free.get(name, 0) < amount)
+    if not short:
+        if job.get("builds_runtime_env"):
+            return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
+        return "Starting", f"{held_for}: its node has the free resources for it", None
+    # In use on the node and not by our running jobs: outside load, and the drivers Ray is setting
+    # up there, each holding its request while Ray builds its runtime environment.
+    in_use = {name: max(room.total.get(name, 0) - room.free.get(name, 0) - room.running.get(name, 0), 0)
+              for name in need}
+    if job.get("builds_runtime_env") and all(in_use[name] >= amount for name, amount in need.items()):
+        return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
+    # Outside load: in use there, less what our other drivers waiting there could hold.
+    outside = any(in_use[name] - max(room.waiting.get(name, 0) - need[name], 0) > 0 for name in short)
+    cause = (f"the node's {_names(short)} {'is' if short == ['memory'] else 'are'} held by "
+             f"{'work outside the queue' if outside else 'other jobs of the queue'} "
+             f"(free {describe((name, room.free.get(name, 0)) for name in short)}; "
+             f"it needs {describe((name, need[name]) for name in short)})")
+    if past:
+        return "NodeBusy", f"{held_for}: {cause}", ("NodeBusy", f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
+    return "NodeBusy", f"{held_for}: {cause}; requeued past {limit}", None
+
+
+def _names(resources: list[str]) -> str:
+    words = [{"CPU": "CPUs", "GPU": "GPUs"}.get(name, name) for name in resources]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _duration(seconds: float) -> str:
+    """`45 s`, `4 min 5 s`: whole seconds, so that a message changes at most once a second."""
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{rest} s" if not minutes else f"{minutes} min" + (f" {rest} s" if rest else "")
+
+
+def _ray_fault(job: dict[str, Any], ray_job: Any) -> str:
+    said = " ".join((ray_job.message or "no message").split())
+    if len(said) > _QUOTED:
+        said = said[:_QUOTED] + "..."
+    if "its node has died" in said or "node was terminated" in said:
+        what = f"its node {ray_job.driver_node_id or job['node']} died under it"
+    elif job["state"] == RUNNING or ray_job.driver_node_id:
+        what = "Ray's job supervisor failed under it"
+    else:
+        what = "Ray's job supervisor could not start"
+    return f"{what} ({ray_job.error_type}): {said}"
 
 
 def _absent(job: dict[str, Any]) -> Outcome:
@@ -98,6 +228,8 @@ class Reconciled:
     stops: dict[int, tuple[str, str]] = field(default_factory=dict)
     # (state it is in, reason, message): back to PENDING, if it is still in that state.
     requeue: dict[int, tuple[str, str, str]] = field(default_factory=dict)
+    # Jobs of `requeue` to stop in Ray first: requeued only once Ray took the stop.
+    stop_first: set[int] = field(default_factory=set)
     cancels: list[int] = field(default_factory=list)
     # SUBMITTING jobs to submit again under their own submission id.
     resend: list[int] = field(default_factory=list)
@@ -106,18 +238,40 @@ class Reconciled:
     gone: set[int] = field(default_factory=set)
 
 
-def reconcile_all(active: list[dict[str, Any]], ray_jobs: dict[str, Any], now: datetime) -> Reconciled:
+def start_check(timeout_s: float, nodes: list[Any], active: list[dict[str, Any]], ray_jobs: dict[str, Any]) -> StartCheck:
+    """The start timeout's view of the group's alive nodes (Ray's nodes: `id`, `resources`, `free`),
+    with what each of our active jobs that Ray runs holds on its node."""
+    held: dict[str, dict[str, dict[str, int]]] = {RAY_RUNNING: defaultdict(lambda: defaultdict(int)),
+                                                  RAY_PENDING: defaultdict(lambda: defaultdict(int))}
+    for job in active:
+        ray_job = ray_jobs.get(job["submission_id"])
+        if ray_job is not None and ray_job.status in held:
+            for name, amount in job["resources"].items():
+                held[ray_job.status][ray_job.driver_node_id or job["node"]][name] += to_units(amount)
+    running, waiting = held[RAY_RUNNING], held[RAY_PENDING]
+    return StartCheck(timeout_s, {
+        node.id: NodeRoom(total={name: to_units(amount) for name, amount in node.resources.items()},
+                          free=None if node.free is None else {name: to_units(amount) for name, amount in node.free.items()},
+                          running=dict(running.get(node.id, {})), waiting=dict(waiting.get(node.id, {})))
+        for node in nodes
+    })
+
+
+def reconcile_all(active: list[dict[str, Any]], ray_jobs: dict[str, Any], now: datetime,
+                  start: StartCheck | None = None) -> Reconciled:
     """`reconcile` for each active job, given Ray's jobs by submission_id."""
     result = Reconciled()
     for job in active:
-        outcome = reconcile(job, ray_jobs.get(job["submission_id"]), now)
+        outcome = reconcile(job, ray_jobs.get(job["submission_id"]), now, start)
         job_id = job["id"]
-        if outcome.update is not None and any(job[column] != value for column, value in outcome.update.items()):
+        if outcome.update is not None and any(job.get(column) != value for column, value in outcome.update.items()):
             result.updates[job_id] = outcome.update
         if outcome.stop is not None:
             result.stops[job_id] = outcome.stop
         if outcome.requeue is not None:
             result.requeue[job_id] = (job["state"], *outcome.requeue)
+            if outcome.stop_first:
+                result.stop_first.add(job_id)
         if outcome.cancel_unsubmitted:
             result.cancels.append(job_id)
         if outcome.resend:

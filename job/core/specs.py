@@ -169,6 +169,10 @@ class GroupSpec(_Spec):
     pending_timeout_s: float | None = Field(default=None, gt=0)
     max_attempts: int = Field(default=3, gt=0, le=100)
     use_head_node: bool = False
+    # Requeues for infrastructure faults (not the job's own) before a job fails with the last one.
+    max_requeues: int = Field(default=5, ge=0, le=1000)
+    # How long Ray may hold a driver it cannot start on its busy node before it is requeued.
+    start_timeout_s: float = Field(default=300.0, gt=0)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
@@ -192,7 +196,7 @@ class GroupSpec(_Spec):
             raise ValueError("a resource is named twice")
         return [_check_resource_name(name) for name in names]
 
-    @field_validator("half_life_s", "pending_timeout_s", mode="before")
+    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)

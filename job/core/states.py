@@ -4,14 +4,15 @@ allowed between them, and each kind of write the store does on jobs, whose guard
     submit --> PENDING --(cancel)------------------------------------------> CANCELLED
                 |  ^  --(pending timeout; a row the planner cannot read)---> FAILED
        plan:    |  |
-       intent   v  |  requeue: Ray refused it, never got it, or lost it (from any active state)
+       intent   v  |  requeue: Ray refused the submission (from SUBMITTING), or an infrastructure
+                |  |  fault: Ray lost it, its supervisor failed, its node died or stayed busy
              SUBMITTING --(Ray accepted)--> SUBMITTED --(driver started)--> RUNNING
                  |                                                            ^
                  +-----------(accepted and started before a crash)------------+
 
     from any active state (SUBMITTING, SUBMITTED, RUNNING):
         Ray finished it                          --> SUCCEEDED | FAILED | STOPPED
-        requeue with no attempt left             --> FAILED
+        requeue with no attempt or requeue left  --> FAILED
         cancel of a submission Ray never got     --> CANCELLED
 
     A write of fields only keeps the state: PENDING (its waiting reason), active (the reconciliation,
@@ -103,8 +104,12 @@ FAIL_PENDING_TIMEOUT = _moves("pending timeout", (PENDING,), FAILED)         # t
 FAIL_INVALID = _moves("invalid row", (PENDING,), FAILED)                     # tick_jobs.fail_invalid
 SET_WAITING = _keeps("waiting reason", (PENDING,))                           # tick_jobs.set_waiting
 MARK_SUBMITTED = _moves("Ray accepted", (SUBMITTING,), SUBMITTED)            # tick_jobs.mark_submitted
-REQUEUE = _moves("requeue", ACTIVE, PENDING)                                 # tick_jobs.return_to_pending
-REQUEUE_SPENT = _moves("no attempt left", ACTIVE, FAILED)                    # tick_jobs.return_to_pending
+# Ray refused the submission for the job's own request: counted against the group's max_attempts.
+REQUEUE = _moves("requeue", (SUBMITTING,), PENDING)                          # tick_jobs.return_to_pending
+REQUEUE_SPENT = _moves("no attempt left", (SUBMITTING,), FAILED)             # tick_jobs.return_to_pending
+# An infrastructure fault (SubmitLost, LostInRay, InfraFailure, NodeBusy): counted against max_requeues.
+REQUEUE_INFRA = _moves("infrastructure requeue", ACTIVE, PENDING)            # tick_jobs.requeue_infra
+REQUEUE_INFRA_SPENT = _moves("no requeue left", ACTIVE, FAILED)              # tick_jobs.requeue_infra
 CANCEL_ABSENT = _moves("cancel absent", ACTIVE, CANCELLED)                   # tick_jobs.cancel_absent
 # tick_jobs.update_jobs: the state Ray reports, per job; a job never goes back (RUNNING to SUBMITTED).
 RECONCILE = Transition("reconcile", frozenset({
@@ -114,7 +119,7 @@ RECONCILE = Transition("reconcile", frozenset({
 }))
 
 WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
-          MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, CANCEL_ABSENT, RECONCILE)
+          MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE)
 
 
 def known_states(names: list[str]) -> list[str]:

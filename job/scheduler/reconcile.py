@@ -11,7 +11,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.core import states
-from job.core.reconcile import Reconciled, reconcile_all
+from job.core.reconcile import Reconciled, reconcile_all, start_check
 from job.core.resources import to_units
 from job.core.usage import charge_users
 from job.scheduler.report import GroupResult, Steps
@@ -19,11 +19,13 @@ from job.store import groups, tick_jobs, users
 
 
 def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
-                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps
-                    ) -> tuple[list[dict], list[dict], list[int]]:
+                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps,
+                    nodes: list | None = None) -> tuple[list[dict], list[dict], list[int]]:
     """Returns the jobs still active, the group's users with their usage as charged, and the
-    SUBMITTING jobs Ray has not got, to send again."""
-    decided = reconcile_all(active, ray_jobs, now)
+    SUBMITTING jobs Ray has not got, to send again. `nodes`: the group's alive Ray nodes, for the
+    start timeout (without them, no job Ray holds PENDING is requeued for it)."""
+    start = None if nodes is None else start_check(group["start_timeout_s"], nodes, active, ray_jobs)
+    decided = reconcile_all(active, ray_jobs, now, start)
     _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
     _write(conn, group, active, decided)
     result.finished = len(decided.finished)
@@ -45,15 +47,30 @@ def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decide
         if job["reason"] != reason:
             steps.ray(cluster.stop, job["submission_id"])
             log.event("stop_requested", group=group, job=job_id, user=job["user_name"], reason=reason, message=message)
+    # A driver Ray cannot start is stopped before its job goes back to PENDING, so that Ray never
+    # starts it later beside the next attempt. Ray takes the stop of a driver it has not started
+    # when it would start it (it starts the entrypoint and ends it at once): there is no way to
+    # withdraw a PENDING submission. Ray answers False when the submission ended meanwhile: the
+    # job is then left for the next tick, which reads how it ended.
+    for job_id in sorted(decided.stop_first):
+        job = by_id[job_id]
+        _, reason, message = decided.requeue[job_id]
+        if steps.ray(cluster.stop, job["submission_id"]):
+            log.event("stop_requested", group=group, job=job_id, user=job["user_name"], reason=reason, message=message)
+        else:
+            del decided.requeue[job_id]
+            decided.gone.discard(job_id)
 
 
 def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: Reconciled) -> None:
     name = group["name"]
     written = set(tick_jobs.update_jobs(conn, decided.updates, from_states=states.ACTIVE))
-    for row in tick_jobs.return_to_pending(conn, decided.requeue, group["max_attempts"]):
+    # Every requeue the reconciliation decides is an infrastructure fault: counted against the
+    # group's max_requeues, not its max_attempts (those count Ray's refusals, in the submit step).
+    for row in tick_jobs.requeue_infra(conn, decided.requeue, group["max_requeues"]):
         _, reason, message = decided.requeue[row["id"]]
         log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
-                    reason=reason, message=message)
+                    reason=reason, message=message, requeues=row["requeues"], max_requeues=group["max_requeues"])
     for job_id in tick_jobs.cancel_absent(conn, decided.cancels):
         log.event("job_finished", group=name, job=job_id, state=states.CANCELLED, reason="Cancelled")
     for job in active:

@@ -100,7 +100,8 @@ class _GroupTick:
             active, members, resend = seen.active, users.users_of_group(self.conn, self.name), []
         else:
             active, members, resend = reconcile_group(self.conn, self.group, seen.cluster, seen.active,
-                                                      seen.ray_jobs, seen.now, seen.totals, self.result, self.steps)
+                                                      seen.ray_jobs, seen.now, seen.totals, self.result, self.steps,
+                                                      nodes=seen.nodes)
         self.steps.done("reconcile")
         decided, invalid, changed = self.plan(seen, active, members)
         if dry_run:

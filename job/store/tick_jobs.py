@@ -16,7 +16,10 @@ from job.core.group_snapshot import PendingRow
 def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
     return conn.execute(
         """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
-                  reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at
+                  reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at,
+                  requeues, accepted_at,
+                  -- Whether Ray builds something for it before the driver starts (env_vars alone: no).
+                  runtime_env - 'env_vars' - 'config' <> '{}'::jsonb AS builds_runtime_env
            FROM jobs WHERE group_name = %s AND state = ANY(%s)
            ORDER BY id""",
         (group, list(states.ACTIVE)),
@@ -36,7 +39,7 @@ def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float
         """UPDATE jobs SET state = %(to)s, reason = 'PendingTimeout', finished_at = %(now)s, updated_at = now(),
                   message = 'waited longer than the group''s pending timeout of ' || %(timeout)s || ' s'
            WHERE group_name = %(group)s AND state = ANY(%(from)s)
-             AND submitted_at < %(now)s - make_interval(secs => %(timeout)s)
+             AND coalesce(requeued_at, submitted_at) < %(now)s - make_interval(secs => %(timeout)s)
            RETURNING id, user_name""",
         {"group": group, "timeout": timeout_s, "now": now,
          "from": states.FAIL_PENDING_TIMEOUT.sources, "to": states.FAIL_PENDING_TIMEOUT.target},
@@ -45,10 +48,10 @@ def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float
 
 # Columns the reconciliation may change, in the order of `update_jobs` rows.
 JOB_UPDATE_COLUMNS = ("state", "node", "ray_status", "ray_message", "reason", "message", "started_at",
-                      "finished_at", "exit_code")
+                      "finished_at", "exit_code", "accepted_at")
 
 
-_UPDATE_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int")
+_UPDATE_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "timestamptz")
 
 
 def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
@@ -75,29 +78,64 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
 
 
 def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int) -> list[dict]:
-    """Jobs whose attempt did not start (id -> (from_state, reason, message)): back to PENDING
-    (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs still in
-    `from_state`, an active state. Returns id, state for each."""
+    """Submissions Ray refused for the job's own request (id -> (from_state, reason, message)): back
+    to PENDING (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs
+    still in `from_state`. Attempts that ended in an infrastructure fault (`requeues`) are not
+    counted. Returns id, state, user_name for each."""
     if not outcomes:
         return []
     ids = list(outcomes)
     return conn.execute(
         """UPDATE jobs SET
-               state = CASE WHEN jobs.attempt >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
-               finished_at = CASE WHEN jobs.attempt >= %(max)s THEN now() END,
+               state = CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
+               finished_at = CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN now() END,
                reason = u.reason,
-               message = u.message || CASE WHEN jobs.attempt >= %(max)s
-                   THEN ' (attempt ' || jobs.attempt || ' of ' || %(max)s || ', no attempt left)'
-                   ELSE ' (attempt ' || jobs.attempt || ' of ' || %(max)s || ')' END,
-               node = NULL, ray_status = NULL, updated_at = now()
+               message = u.message || ' (attempt ' || jobs.attempt - jobs.requeues || ' of ' || %(max)s
+                   || CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN ', no attempt left)' ELSE ')' END,
+               node = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
                 AS u(id, from_state, reason, message)
            WHERE jobs.id = u.id AND jobs.state = u.from_state
-             AND jobs.state = ANY(CASE WHEN jobs.attempt >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
+             AND jobs.state = ANY(CASE WHEN jobs.attempt - jobs.requeues >= %(max)s
+                                       THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
            RETURNING jobs.id, jobs.state, jobs.user_name""",
         {"max": max_attempts, "ids": ids, "from": [outcomes[i][0] for i in ids],
          "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
          "spend": states.REQUEUE_SPENT.sources, "spent": states.REQUEUE_SPENT.target,
+         "reasons": [outcomes[i][1] for i in ids], "messages": [outcomes[i][2] for i in ids]},
+    ).fetchall()
+
+
+def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_requeues: int) -> list[dict]:
+    """Attempts ended by an infrastructure fault (id -> (from_state, reason, message)): back to
+    PENDING (REQUEUE_INFRA) with its place in the queue (submitted_at kept), one more requeue and
+    none of its attempts used up; FAILED with the same reason once it was requeued `max_requeues`
+    times (REQUEUE_INFRA_SPENT). Only jobs still in `from_state`. The next attempt still gets the
+    next attempt number, and so a new submission_id. Returns id, state, user_name, requeues."""
+    if not outcomes:
+        return []
+    ids = list(outcomes)
+    return conn.execute(
+        """UPDATE jobs SET
+               state = CASE WHEN jobs.requeues >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
+               requeues = jobs.requeues + CASE WHEN jobs.requeues >= %(max)s THEN 0 ELSE 1 END,
+               requeued_at = CASE WHEN jobs.requeues >= %(max)s THEN jobs.requeued_at ELSE now() END,
+               finished_at = CASE WHEN jobs.requeues >= %(max)s THEN now() END,
+               reason = u.reason,
+               message = u.message || CASE WHEN jobs.requeues >= %(max)s
+                   THEN ' (requeued ' || jobs.requeues || ' of ' || %(max)s || ' times already: no requeue left)'
+                   ELSE ' (requeue ' || jobs.requeues + 1 || ' of ' || %(max)s || ', not counted as an attempt)' END,
+               node = CASE WHEN jobs.requeues >= %(max)s THEN jobs.node END,
+               started_at = CASE WHEN jobs.requeues >= %(max)s THEN jobs.started_at END,
+               ray_status = NULL, accepted_at = NULL, exit_code = NULL, updated_at = now()
+           FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
+                AS u(id, from_state, reason, message)
+           WHERE jobs.id = u.id AND jobs.state = u.from_state
+             AND jobs.state = ANY(CASE WHEN jobs.requeues >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
+           RETURNING jobs.id, jobs.state, jobs.user_name, jobs.requeues""",
+        {"max": max_requeues, "ids": ids, "from": [outcomes[i][0] for i in ids],
+         "requeue": states.REQUEUE_INFRA.sources, "requeued": states.REQUEUE_INFRA.target,
+         "spend": states.REQUEUE_INFRA_SPENT.sources, "spent": states.REQUEUE_INFRA_SPENT.target,
          "reasons": [outcomes[i][1] for i in ids], "messages": [outcomes[i][2] for i in ids]},
     ).fetchall()
 
@@ -176,7 +214,8 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
     if not ids:
         return
     conn.execute(
-        """UPDATE jobs SET state = %s, reason = NULL, message = NULL, ray_status = %s, updated_at = now()
+        """UPDATE jobs SET state = %s, reason = NULL, message = NULL, ray_status = %s, accepted_at = now(),
+                  updated_at = now()
            WHERE id = ANY(%s) AND state = ANY(%s)""",
         (states.MARK_SUBMITTED.target, states.RAY_PENDING, ids, states.MARK_SUBMITTED.sources),
     )
