@@ -239,6 +239,8 @@ class _Messages:
         # The most of a resource on any node of a pool, total or free, by (pool, "total" or
         # "free", name): the shapes of one pool share them.
         self.maxima: dict[tuple[Pool, str, str], int] = {}
+        # The nodes of a pool with outside load, by id: the shapes of one pool share them.
+        self.loaded: dict[Pool, list[NodeState]] = {}
 
     def say(self, reason: str, subject) -> str:
         return getattr(self, reason)(subject)
@@ -288,13 +290,15 @@ class _Messages:
         OUTSIDE_NODES_NAMED are named, the others counted (`; and more on 4 other nodes`)."""
         if not self.planner.outside:
             return ""
+        loaded = self.loaded.get(shape.pool)
+        if loaded is None:
+            loaded = self.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside]
         need = self._in_order(shape.items)
         held = []
-        for node in shape.pool.nodes:
-            outside = node.outside
-            if not outside or fits(need, node.free):
+        for node in loaded:
+            free, outside = node.free, node.outside
+            if fits(need, free):
                 continue
-            free = node.free
             if all(free.get(name, 0) + outside.get(name, 0) >= amount for name, amount in need):
                 held.append((node, [(name, outside[name]) for name, amount in need if free.get(name, 0) < amount]))
         if not held:
