@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from job import log
-from job.cli import demo, groups, jobs, migrate, plan, scheduler, users
+from job.cli import demo, groups, jobs, migrate, plan, prune, scheduler, users
 from job.core.errors import JobError
 from job.settings import settings
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fair-share batch scheduler for Ray. With no command, runs one tick.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for family in (migrate, jobs, groups, users, plan, scheduler, demo):
+    for family in (migrate, jobs, groups, users, plan, scheduler, prune, demo):
         family.register(sub)
     return parser
 

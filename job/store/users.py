@@ -52,12 +52,18 @@ def list_users(conn: psycopg.Connection) -> list[dict]:
 
 
 def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
-    """Every user with jobs waiting or active in the group, or with usage there."""
+    """Every user with jobs waiting or active in the group, or with usage there.
+
+    A tick sends this: it must read only the group's unfinished jobs, never a user's history. Each
+    branch below matches one partial index of sql/0001_initial.sql (jobs_pending, jobs_active); one
+    condition on all unfinished states would match neither, and PostgreSQL would read every job of
+    each user (jobs_user) or the whole table (tests/test_history.py)."""
     return conn.execute(
         """SELECT u.name, u.shares, u.max_running, u.max_resources, coalesce(uu.usage, 0) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
-           WHERE uu.usage > 0 OR EXISTS (
-               SELECT 1 FROM jobs j WHERE j.user_name = u.name AND j.group_name = %(group)s
-                 AND j.state = ANY(%(unfinished)s))""",
-        {"group": group, "unfinished": list(states.UNFINISHED)},
+           WHERE uu.usage > 0 OR u.name IN (
+               SELECT user_name FROM jobs WHERE group_name = %(group)s AND state = %(pending)s
+               UNION ALL
+               SELECT user_name FROM jobs WHERE group_name = %(group)s AND state = ANY(%(active)s))""",
+        {"group": group, "pending": states.PENDING, "active": list(states.ACTIVE)},
     ).fetchall()
