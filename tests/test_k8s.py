@@ -25,6 +25,8 @@ IMAGE = "registry.example.com/ray/job-scheduler:0.1.0"
 KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 # Peak RSS of the loop, measured (see the figures in k8s/cronjob.yaml); re-measure on a real cluster.
 MEASURED_LOOP_PEAK_MIB = 116
+# $(NAME) in a container's command or args: Kubernetes puts the container's variable there.
+REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +76,7 @@ def test_renders_the_whole_base(rendered):
     assert kinds == sorted([
         ("Namespace", NAMESPACE), ("ServiceAccount", "job-scheduler"),
         ("Role", "job-scheduler-rayclusters-reader"), ("RoleBinding", "job-scheduler-rayclusters-reader"),
-        ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"),
+        ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"), ("CronJob", "job-prune"),
     ])
     for obj in rendered:
         if obj["kind"] != "Namespace":
@@ -94,7 +96,7 @@ def test_every_object_validates_against_the_kubernetes_schemas(rendered, version
 
 def test_validation_would_catch_a_misspelt_field(rendered):
     # Guards the test above: strict validation must refuse fields Kubernetes does not know.
-    cronjob = one(rendered, "CronJob")
+    cronjob = one(rendered, "CronJob", "job-scheduler")
     broken = yaml.safe_load(yaml.safe_dump(cronjob))
     broken["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resource"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
@@ -121,13 +123,48 @@ def test_cronjob_runs_the_loop_every_minute_without_overlap(rendered):
 
 @pytest.mark.parametrize(
     "args",
-    [["loop", "--for", "55s"], ["loop", "--four", "55s", "--every", "5s"], ["lop", "--for", "55s", "--every", "5s"], ["migrate", "--dry"]],
+    [["loop", "--for", "55s"], ["loop", "--four", "55s", "--every", "5s"], ["lop", "--for", "55s", "--every", "5s"], ["migrate", "--dry"],
+     ["prune"], ["prune", "--older-than", "30d"]],
 )
 def test_the_cli_refuses_commands_it_does_not_know(args, capsys):
     # The check above is only worth something if the parser can say no.
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(args)
     assert exited.value.code == 2
+
+
+def expanded(container: dict, config: dict[str, str]) -> list[str]:
+    """The container's args as Kubernetes passes them: each $(NAME) replaced by the variable of the
+    container's environment (its env, or the ConfigMap of its envFrom); a name it does not define
+    would be passed on as it is."""
+    env = {**config, **{e["name"]: e["value"] for e in container.get("env", []) if "value" in e}}
+    for arg in container["args"]:
+        for name in REFERENCE.findall(arg):
+            assert name in env, f"container {container['name']}: $({name}) is not in its environment"
+    return [REFERENCE.sub(lambda m: env[m.group(1)], arg) for arg in container["args"]]
+
+
+def test_prune_cronjob_runs_prune_daily_with_the_configmaps_retention(rendered):
+    cronjob = one(rendered, "CronJob", "job-prune")
+    spec, job = cronjob["spec"], cronjob["spec"]["jobTemplate"]["spec"]
+    minute, hour, *rest = spec["schedule"].split()
+    assert minute.isdigit() and hour.isdigit() and rest == ["*", "*", "*"], f"not daily: {spec['schedule']!r}"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert 0 < spec["startingDeadlineSeconds"] <= 86400 and 0 < job["activeDeadlineSeconds"] <= 86400
+    assert job["backoffLimit"] >= 1, "each batch is committed: a retry goes on where a failed run stopped"
+
+    pod = pod_spec(cronjob)
+    assert pod["restartPolicy"] == "Never" and pod.get("automountServiceAccountToken") is False
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "job"]
+    config = one(rendered, "ConfigMap", "job-settings")["data"]
+    assert "$(JOB_PRUNE_AFTER)" in container["args"]
+    assert {"configMapRef": {"name": "job-settings"}} in container["envFrom"]
+    args = build_parser().parse_args(expanded(container, config))
+    assert args.command == "prune" and not args.dry_run
+    assert args.finished_before == config["JOB_PRUNE_AFTER"]
+    assert parse_duration(args.finished_before) >= 7 * 86400, "a retention shorter than a week is likely a typo"
+    assert int(args.batch) >= 1
 
 
 def test_migrate_job_runs_migrate(rendered):
@@ -147,7 +184,7 @@ def test_rbac_allows_only_reading_rayclusters(rendered):
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
     account = one(rendered, "ServiceAccount")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": NAMESPACE}]
-    scheduler = pod_spec(one(rendered, "CronJob"))
+    scheduler = pod_spec(one(rendered, "CronJob", "job-scheduler"))
     assert scheduler["serviceAccountName"] == account["metadata"]["name"]
     assert scheduler["automountServiceAccountToken"] is True, "the loop reads RayClusters with this account's token"
     assert not [o for o in rendered if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
@@ -180,7 +217,7 @@ def test_every_container_has_requests_and_limits_sized_from_the_measurement(rend
             assert {"cpu", "memory"} <= set(resources.get(kind, {})), f"{where}: {kind} needs cpu and memory"
         assert mebibytes(resources["requests"]["memory"]) <= mebibytes(resources["limits"]["memory"]), where
         assert millicores(resources["requests"]["cpu"]) <= millicores(resources["limits"]["cpu"]), where
-    scheduler = one(rendered, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    scheduler = one(rendered, "CronJob", "job-scheduler")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert mebibytes(scheduler["requests"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 1.5, "request: the measured peak and headroom"
     assert mebibytes(scheduler["limits"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 3, "limit: room for a large tick before an OOM kill"
     assert f"{MEASURED_LOOP_PEAK_MIB} MiB" in (K8S / "cronjob.yaml").read_text(), "the manifest states the figure it is sized from"
@@ -189,9 +226,12 @@ def test_every_container_has_requests_and_limits_sized_from_the_measurement(rend
 def test_settings_come_from_the_configmap_and_the_secret(rendered):
     config = one(rendered, "ConfigMap", "job-settings")["data"]
     known = {f"JOB_{name.upper()}" for name in Settings.model_fields}
-    assert set(config) <= known, f"ConfigMap keys that no setting reads: {set(config) - known}"
+    # A key is read by job/settings.py, or by a container's command line as $(NAME).
+    in_commands = {name for _, _, container in containers(rendered)
+                   for arg in container.get("command", []) + container.get("args", []) for name in REFERENCE.findall(arg)}
+    assert set(config) <= known | in_commands, f"ConfigMap keys that nothing reads: {set(config) - known - in_commands}"
     assert "JOB_DATABASE_URL" not in config, "the database URL is a secret"
-    Settings(**{key[4:].lower(): value for key, value in config.items()})
+    Settings(**{key[4:].lower(): value for key, value in config.items() if key in known})
 
     example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
     for obj, _, container in containers(rendered):

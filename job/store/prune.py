@@ -17,8 +17,10 @@ from job.core import states
 
 
 def cutoff(conn: psycopg.Connection, older_than_s: float) -> datetime:
-    """The database's now less `older_than_s`: finished_at is written with the database's clock."""
-    return conn.execute("SELECT now() - make_interval(secs => %s) AS cutoff", (older_than_s,)).fetchone()["cutoff"]
+    """The database's now less `older_than_s`, to the second: finished_at is written with the
+    database's clock."""
+    return conn.execute("SELECT date_trunc('second', now() - make_interval(secs => %s)) AS cutoff",
+                        (older_than_s,)).fetchone()["cutoff"]
 
 
 def count_finished_before(conn: psycopg.Connection, before: datetime) -> int:
