@@ -3,11 +3,13 @@ job listing, stop, logs, refusals and an unreachable address."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import uuid
 
 import pytest
+import requests
 
 from job import log
 from job.core.errors import NotFound, Unavailable
@@ -123,15 +125,6 @@ def test_a_submission_ray_refuses(cluster, ray_cluster, monkeypatch):
 
 
 @needs_ray
-def test_a_runtime_env_ray_cannot_use_fails_the_job_as_ray_s_own_fault(cluster, ray_cluster):
-    # Posted as JSON, the runtime_env is checked by Ray's job supervisor, not by a client library
-    # in the scheduler: Ray takes the submission and fails it, naming the field.
-    assert submit(cluster, "bad-env", ray_cluster.a_id, runtime_env={"env_vars": {"N": 1}})
-    job = wait_for(cluster, "bad-env", ("FAILED",))
-    assert job.error_type == "JOB_SUPERVISOR_ACTOR_START_FAILURE" and "env_vars" in job.message
-
-
-@needs_ray
 def test_free_resources_follow_what_runs_on_a_node(cluster, ray_cluster):
     def free_of(node_id):
         [node] = [n for n in cluster.nodes({}, use_head_node=True) if n.id == node_id]
@@ -152,13 +145,31 @@ def test_free_resources_follow_what_runs_on_a_node(cluster, ray_cluster):
 
 
 @needs_ray
-@pytest.mark.parametrize("runtime_env", [{"working_dir": "/etc"}, {"py_modules": ["s3://bucket/m.zip", "."]},
-                                         {"pip": "requirements.txt"}])
-def test_local_paths_in_runtime_env_are_refused_before_ray(cluster, ray_cluster, runtime_env):
-    # The client library would zip and upload (or read) these from the scheduler's own disk.
-    with pytest.raises(RaySubmitRefused, match="only remote URIs"):
-        submit(cluster, "local-path", ray_cluster.a_id, runtime_env=runtime_env)
-    assert cluster.job(sid("local-path")) is None
+@pytest.mark.parametrize("runtime_env, refusal", [
+    ({"working_dir": "/etc"}, "runtime_env.working_dir: '/etc' is not a remote URI"),
+    ({"py_modules": ["s3://bucket/m.zip", "."]}, "runtime_env.py_modules[1]: '.' is not a remote URI"),
+    ({"pip": "requirements.txt"}, "runtime_env.pip: give a list of requirements"),
+    ({"env_vars": {"N": 1}}, "runtime_env.env_vars.N: Input should be a valid string"),
+])
+def test_a_runtime_env_written_around_submit_is_refused_before_ray(cluster, ray_cluster, runtime_env, refusal):
+    with pytest.raises(RaySubmitRefused) as refused:
+        submit(cluster, "bad-env", ray_cluster.a_id, runtime_env=runtime_env)
+    assert str(refused.value).startswith(refusal)
+    assert cluster.job(sid("bad-env")) is None
+
+
+@needs_ray
+def test_a_job_naming_a_file_of_the_scheduler_reaches_ray_without_its_content(cluster, ray_cluster, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password=hunter2-" + RUN)
+    runtime_env = {"pip": [str(secret)], "env_vars": {"FILE": str(secret)}, "excludes": [str(secret)]}
+    assert cluster.submit(submission_id=sid("names-a-file"), entrypoint="true", node_id=ray_cluster.a_id,
+                          resources={"CPU": 0.1}, runtime_env=runtime_env, metadata={"file": str(secret)})
+    details = requests.get(f"{ray_cluster.address}/api/jobs/{sid('names-a-file')}", timeout=30).json()
+    # Ray has the names as they were sent, and nothing of what the file holds.
+    assert details["runtime_env"] == runtime_env and details["metadata"]["file"] == str(secret)
+    assert "hunter2" not in json.dumps(details)
+    cluster.stop(sid("names-a-file"))
 
 
 # Needs no Ray cluster: nothing listens at the address.

@@ -33,7 +33,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from job import log
 from job.core.errors import JobError, NotFound, Unavailable
 from job.core.redact import redact_url
-from job.core.specs import local_runtime_env_fields
+from job.core.runtime_env import runtime_env_problem
 
 T = TypeVar("T")
 
@@ -152,9 +152,10 @@ class RayCluster:
                runtime_env: dict[str, Any], metadata: dict[str, str]) -> bool:
         """Submit pinned to `node_id`. True: this call created the job; False: Ray already had this
         submission_id (an earlier call of ours got through). Raises RaySubmitRefused or Unavailable."""
-        local = local_runtime_env_fields(runtime_env)
-        if local:
-            raise RaySubmitRefused(f"runtime_env {', '.join(local)}: only remote URIs are allowed, not local paths")
+        # Checked at submit; a row written around `submit` is refused here, as its own fault.
+        problem = runtime_env_problem(runtime_env)
+        if problem:
+            raise RaySubmitRefused(f"runtime_env.{problem}")
         request: dict[str, Any] = {"entrypoint": entrypoint, "submission_id": submission_id,
                                    "runtime_env": runtime_env, "metadata": metadata,
                                    "entrypoint_label_selector": {NODE_ID_LABEL: node_id}}

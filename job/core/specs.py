@@ -6,6 +6,7 @@ number, duration or size is expected."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -13,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from job.core.errors import BadInput
+from job.core.runtime_env import runtime_env_problem
 from job.core.units import parse_amount, parse_duration, parse_memory, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -71,26 +73,30 @@ def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
     return dict(labels)
 
 
-# runtime_env fields that Ray's client library reads from, or zips and uploads from, the *local*
-# filesystem when given a path: in the scheduler that would ship the scheduler's own files
-# (service-account token included) to a user's job. Only remote URIs are let through.
-_URI_FIELDS = ("working_dir", "py_modules", "java_jars")
-_FILE_FIELDS = ("pip", "uv", "conda")
+# Bounds on what one job may carry: a row and a submission stay small whatever a client sends.
+MAX_ENTRYPOINT_BYTES = 64 * 1024
+MAX_RUNTIME_ENV_BYTES = 64 * 1024
+MAX_METADATA_BYTES = 16 * 1024
+MAX_METADATA_KEYS = 64
+MAX_NODE_LABELS = 32
 
 
-def local_runtime_env_fields(runtime_env: dict[str, Any]) -> list[str]:
-    """The runtime_env fields that name local files instead of remote URIs or inline values."""
-    found = []
-    for name in _URI_FIELDS:
-        value = runtime_env.get(name)
-        items = value if isinstance(value, list) else [] if value is None else [value]
-        if any(not (isinstance(item, str) and "://" in item) for item in items):
-            found.append(name)
-    for name in _FILE_FIELDS:
-        value = runtime_env.get(name)
-        if isinstance(value, str) and (name != "conda" or value.endswith((".yaml", ".yml"))):
-            found.append(name)
-    return found
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise ValueError("must be text PostgreSQL can store (it holds a lone surrogate)") from None
+
+
+def _bounded_json(value: Any, most_bytes: int) -> Any:
+    """A JSON value PostgreSQL can store (no NUL character) of at most `most_bytes` as UTF-8."""
+    text = json.dumps(value, ensure_ascii=False)
+    if "\\u0000" in text:
+        raise ValueError("must not contain NUL characters")
+    size = len(_utf8(text))
+    if size > most_bytes:
+        raise ValueError(f"at most {most_bytes} bytes as JSON, got {size}")
+    return value
 
 
 class _Spec(BaseModel):
@@ -100,7 +106,7 @@ class _Spec(BaseModel):
 class JobSpec(_Spec):
     user: str
     group: str
-    entrypoint: str = Field(max_length=65536)
+    entrypoint: str
     resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
     node_labels: dict[str, str] = Field(default_factory=dict)
     runtime_env: dict[str, Any] = Field(default_factory=dict)
@@ -117,15 +123,29 @@ class JobSpec(_Spec):
     def _entrypoint(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        if "\x00" in value:
+            raise ValueError("must not contain NUL characters")
+        size = len(_utf8(value))
+        if size > MAX_ENTRYPOINT_BYTES:
+            raise ValueError(f"at most {MAX_ENTRYPOINT_BYTES} bytes, got {size}")
         return value
 
     @field_validator("resources", mode="before")
     @classmethod
     def _resources(cls, value: Any) -> dict[str, float]:
         parsed = parse_resources(value)
+        if parsed and not any(parsed.values()):
+            # It would fit every node, hold nothing and count for nothing in its user's share.
+            raise ValueError("ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
         return parsed or {"CPU": 1.0}
 
-    _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
+    @field_validator("node_labels", mode="before")
+    @classmethod
+    def _node_labels(cls, value: Any) -> dict[str, str]:
+        labels = parse_labels(value)
+        if len(labels) > MAX_NODE_LABELS:
+            raise ValueError(f"at most {MAX_NODE_LABELS} labels, got {len(labels)}")
+        return labels
 
     @field_validator("not_before", mode="before")
     @classmethod
@@ -140,19 +160,20 @@ class JobSpec(_Spec):
     @field_validator("runtime_env")
     @classmethod
     def _runtime_env(cls, value: dict[str, Any]) -> dict[str, Any]:
-        local = local_runtime_env_fields(value)
-        if local:
-            raise ValueError(f"{', '.join(local)}: give a remote URI (e.g. s3://bucket/code.zip) or an inline list; "
-                             "the scheduler does not upload local files")
-        return value
+        problem = runtime_env_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
 
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_METADATA_KEYS:
+            raise ValueError(f"at most {MAX_METADATA_KEYS} keys, got {len(value)}")
         for key in value:
             if key.startswith(RESERVED_METADATA_PREFIX):
                 raise ValueError(f"{key!r}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
-        return value
+        return _bounded_json(value, MAX_METADATA_BYTES)
 
 
 class GroupSpec(_Spec):
