@@ -36,7 +36,10 @@ def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, 
             result.finished += 1
     charged = charge(conn, group, active, totals, now)
     conn.commit()
-    return [job for job in active if job["id"] not in decided.gone], charged, decided.resend
+    # As reconciled: a job Ray started since the last tick is RUNNING now, and what it holds on
+    # its node is ours, not outside load.
+    still_active = [{**job, **decided.updates.get(job["id"], {})} for job in active if job["id"] not in decided.gone]
+    return still_active, charged, decided.resend
 
 
 def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decided: Reconciled, steps: Steps) -> None:
