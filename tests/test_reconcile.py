@@ -196,6 +196,11 @@ WAITING = [
     ("busy node, past the timeout", 61, BUSY, {}, "NodeBusy",
      "the node's CPUs are held by work outside the queue (free CPU 0; it needs CPU 1)", "NodeBusy"),
     ("busy node, only env_vars to set", 61, BUSY, {"builds_runtime_env": False}, "NodeBusy", "outside the queue", "NodeBusy"),
+    # What is in use may be the driver's own for the few seconds Ray takes to start its worker.
+    ("in use, maybe by the driver Ray starts", 9, BUSY, {}, "Starting", "Ray has not started the driver for 9 s", None),
+    ("in use past the driver's start", 10, BUSY, {}, "NodeBusy", "held by work outside the queue", None),
+    ("not even its own share in use", 3, room(free={"CPU": 0.5, "memory": 2**30}, running={"CPU": 1}), {}, "NodeBusy",
+     "the node's CPUs are held by work outside the queue (free CPU 0.5; it needs CPU 1)", None),
     ("held by our own running jobs", 61, OURS, {}, "NodeBusy", "held by other jobs of the queue", "NodeBusy"),
     ("held by our own running jobs, a runtime env to build", 61, OURS, {"builds_runtime_env": True}, "NodeBusy",
      "held by other jobs of the queue", "NodeBusy"),
@@ -285,7 +290,7 @@ def test_start_check_counts_what_our_jobs_hold_and_wait_for_per_node():
 
 def test_reconcile_all_stops_first_what_it_requeues_for_a_busy_node():
     active = [job("SUBMITTED", id=1, submission_id="s1", accepted_at=NOW - timedelta(seconds=61)),
-              job("SUBMITTED", id=2, submission_id="s2", accepted_at=NOW - timedelta(seconds=5)),
+              job("SUBMITTED", id=2, submission_id="s2", accepted_at=NOW - timedelta(seconds=15)),
               job("RUNNING", id=3, submission_id="s3", started_at=EARLIER)]
     ray_jobs = {"s1": RayJob("PENDING"), "s2": RayJob("PENDING"),
                 "s3": RayJob("FAILED", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")}
@@ -297,7 +302,7 @@ def test_reconcile_all_stops_first_what_it_requeues_for_a_busy_node():
 
 
 def test_a_waiting_message_is_written_again_only_when_it_changes():
-    row = job("SUBMITTED", accepted_at=NOW - timedelta(seconds=10.2))
+    row = job("SUBMITTED", accepted_at=NOW - timedelta(seconds=20.2))
     check = StartCheck(TIMEOUT, {"n1": BUSY})
     first = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW, check).updates[1]
     row.update(first)

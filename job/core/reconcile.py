@@ -23,8 +23,10 @@ Start timeout. While Ray holds a driver PENDING (our SUBMITTED), the job's reaso
 what Ray reports of its node: free resources that do not cover the job's request mean the node is
 busy (NodeBusy); free resources that cover it mean Ray is starting the driver (Starting), or, for a
 job with a runtime environment to build, that Ray builds it (RuntimeEnv). Ray holds a driver's
-resources while it builds its runtime environment (a pip install can take minutes), so a job that
-builds one and may be the one holding its share of what is in use is never taken for a busy node."""
+resources from the moment it grants them, while it starts its worker and builds its runtime
+environment (a pip install can take minutes): a job that builds one and may be the one holding its
+share of what is in use is never taken for a busy node, and one with nothing to build only after
+the few seconds a worker takes to start (STARTING_S)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,9 @@ INFRA_REASONS = ("SubmitLost", "LostInRay", "InfraFailure", "NodeBusy")
 WAITING_IN_RAY = ("Starting", "RuntimeEnv", "NodeBusy", "NodeGone")
 # Ray's messages can hold a whole traceback: what a requeue's message quotes of one.
 _QUOTED = 400
+# How long Ray may take to start a driver with nothing to build once it granted its resources (a
+# worker process to start): until then, what is in use on its node may be its own.
+STARTING_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -156,12 +161,16 @@ def _waiting_in_ray(job: dict[str, Any], waited: float, start: StartCheck
         if job.get("builds_runtime_env"):
             return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
         return "Starting", f"{held_for}: its node has the free resources for it", None
-    # In use on the node and not by our running jobs: outside load, and the drivers Ray is setting
-    # up there, each holding its request while Ray builds its runtime environment.
+    # In use on the node and not by our running jobs: outside load, and the drivers Ray is starting
+    # there, each holding its request from the moment Ray grants it (the worker's start, and the
+    # build of its runtime environment: seconds, or minutes for a pip install).
     in_use = {name: max(room.total.get(name, 0) - room.free.get(name, 0) - room.running.get(name, 0), 0)
               for name in need}
-    if job.get("builds_runtime_env") and all(in_use[name] >= amount for name, amount in need.items()):
+    may_hold_its_own = all(in_use[name] >= amount for name, amount in need.items())
+    if may_hold_its_own and job.get("builds_runtime_env"):
         return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
+    if may_hold_its_own and waited < STARTING_S:
+        return "Starting", held_for, None
     # Outside load: in use there, less what our other drivers waiting there could hold.
     outside = any(in_use[name] - max(room.waiting.get(name, 0) - need[name], 0) > 0 for name in short)
     cause = (f"the node's {_names(short)} {'is' if short == ['memory'] else 'are'} held by "
