@@ -48,9 +48,9 @@ class PackedKeys:
     __slots__ = ("sign", "bounds", "index_mask", "key_mask", "extras_mask", "extras_shift", "_fields")
 
     def __init__(self, frees: Sequence[Mapping[str, int]], order: Sequence[str], sign: int):
-        """`frees`: every node's free amounts at the start (the index is the position in any
-        order the caller likes, below len(frees)); `order`: the resources, most significant first;
-        `sign`: 1 for the least free first, -1 for the most."""
+        """`frees`: every node's free amounts at the start, a node's index being its position in
+        the list; `order`: the resources, most significant first; `sign`: 1 for the least free
+        first, -1 for the most."""
         if sign not in (1, -1):
             raise ValueError(f"sign must be 1 or -1, not {sign!r}")
         self.sign = sign
