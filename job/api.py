@@ -7,6 +7,11 @@
 Input is validated exactly as `python -m job submit` validates it: `job.core.errors.BadInput` names the
 field that is wrong, and nothing is written. Pass `conn` to enqueue inside your own transaction;
 otherwise JOB_DATABASE_URL (or `database_url`) is used and the job is committed on return.
+
+What the connection may do is its database role's (README.md, "Roles and logins"): a login granted
+`job_submitter` submits only as itself (`user` is its login name) and cancels only its own jobs;
+another `user` raises `job.core.errors.PermissionDenied` naming the rule, and another user's job is
+not found by `cancel`. What a role may not do at all raises PostgreSQL's `InsufficientPrivilege`.
 """
 
 from __future__ import annotations
@@ -58,7 +63,8 @@ def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
            database_url: str | None = None) -> dict[int, tuple[str | None, str | None]]:
     """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
     request that the next tick carries out in Ray. Returns per id the state before and after
-    ((None, None) for an unknown id; an unchanged finished state for a finished job)."""
+    ((None, None) for an unknown id, or another user's job when the role may cancel only its own;
+    an unchanged finished state for a finished job)."""
     if conn is not None:
         return jobs.cancel_jobs(conn, ids)
     with session(database_url or settings().require_database_url()) as own:

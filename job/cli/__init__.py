@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import psycopg
+
 from job import log
 from job.cli import demo, groups, jobs, migrate, plan, prune, scheduler, users
+from job.cli.parsing import refused
 from job.core.errors import JobError
 from job.settings import settings
 
@@ -37,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     except JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_status
+    except psycopg.errors.InsufficientPrivilege as exc:
+        # What the command's database role may not do (sql/0005_roles.sql): one line, no traceback.
+        error = refused(args, exc)
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -8,7 +8,7 @@ from job import api
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, job_id, json_object, pairs
 from job.core import states
-from job.core.errors import BadInput
+from job.core.errors import BadInput, PermissionDenied
 from job.core.units import format_duration
 from job.store import jobs as job_rows
 
@@ -102,11 +102,14 @@ def submit(args: argparse.Namespace) -> int:
 
 def cancel(args: argparse.Namespace) -> int:
     ids = [job_id(text) for text in args.ids]
-    outcomes = api.cancel(ids)
+    with database() as conn:
+        outcomes = api.cancel(ids, conn=conn)
+        # A submitter sees only its own jobs: another user's job is not found either.
+        own = job_rows.own_jobs_only(conn) if any(before is None for before, _ in outcomes.values()) else None
     status = 0
     for ident, (before, after) in outcomes.items():
         if before is None:
-            print(f"job {ident}: does not exist")
+            print(f"job {ident}: does not exist" + (f" or is not yours ({job_rows.only_own(own)})" if own else ""))
             status = 2
         elif before == states.PENDING:
             print(f"job {ident}: cancelled")
@@ -122,6 +125,10 @@ def list_jobs(args: argparse.Namespace) -> int:
     if not args.limit.isdigit() or int(args.limit) <= 0:
         raise BadInput(f"--limit: {args.limit!r} is not a positive whole number")
     with database() as conn:
+        if args.user is not None:
+            own = job_rows.own_jobs_only(conn)
+            if own is not None and args.user != own:
+                raise PermissionDenied(f"--user: {job_rows.only_own(own)}")
         rows = job_rows.list_jobs(conn, user=args.user, group=args.group, states=wanted, limit=int(args.limit))
     if args.json:
         print_json([job_json(row) for row in rows])

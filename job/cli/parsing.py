@@ -8,10 +8,11 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, PermissionDenied
 from job.settings import settings
 from job.store.connection import session
 
@@ -28,6 +29,19 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
 def database() -> AbstractContextManager[psycopg.Connection]:
     """A session on JOB_DATABASE_URL's migrated database."""
     return session(settings().require_database_url())
+
+
+def refused(args: argparse.Namespace, exc: psycopg.errors.InsufficientPrivilege) -> PermissionDenied:
+    """PostgreSQL refused a statement to the command's database role (a privilege it lacks, or
+    row-level security): one line naming the command, the role and what was refused."""
+    name = " ".join(filter(None, (args.command, getattr(args, f"{args.command}_command", None)))) or "job"
+    what = exc.diag.message_primary or (str(exc).strip().splitlines() or ["permission denied"])[0]
+    try:
+        role = urlsplit(settings().database_url or "").username
+    except ValueError:
+        role = None
+    who = f" to the database role {role!r}" if role else ""
+    return PermissionDenied(f"{name}: refused{who}: {what} (what each role may do: README.md, Roles and logins)")
 
 
 def pairs(items: list[str] | None, option: str) -> dict[str, str]:

@@ -17,6 +17,13 @@ class NotFound(JobError):
     exit_status = 2
 
 
+class PermissionDenied(JobError):
+    """The database role the command runs as may not do this (PostgreSQL's privileges and row-level
+    security, sql/0005_roles.sql): the message names what was refused."""
+
+    exit_status = 2
+
+
 class Conflict(JobError):
     """The request is valid but the current state forbids it (e.g. removing a busy group)."""
 

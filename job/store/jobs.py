@@ -1,4 +1,8 @@
-"""The queue's statements on jobs: submit, cancel, list, show."""
+"""The queue's statements on jobs: submit, cancel, list, show.
+
+They run under any of the database roles of sql/0005_roles.sql: row-level security shows a
+submitter only its own jobs and lets it insert only its own, and a cancel goes through the function
+job_cancel, which a submitter may call though it may not update jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from job.core import states
-from job.core.errors import NotFound
+from job.core.errors import NotFound, PermissionDenied
 from job.core.specs import JobSpec
 
 
@@ -25,33 +29,33 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
         if "group_name" in str(exc.diag.message_detail or ""):
             raise NotFound(f"group: {spec.group!r} does not exist (see `python -m job group list`)") from None
         raise NotFound(f"user: {spec.user!r} does not exist (add it with `python -m job user set {spec.user}`)") from None
+    except psycopg.errors.InsufficientPrivilege:
+        # Row-level security refused the row (a submitter may insert only its own jobs), or the
+        # role may not insert jobs at all (then the error goes on as PostgreSQL's).
+        conn.rollback()
+        me = conn.execute(
+            "SELECT current_user AS name, has_any_column_privilege('jobs', 'INSERT') AS submits").fetchone()
+        if me["submits"] and spec.user != me["name"]:
+            raise PermissionDenied(
+                f"user: you are logged in as {me['name']!r} and may submit only as {me['name']!r}") from None
+        raise
     return row["id"]
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
     """Cancel at once what is pending (CANCEL_PENDING), ask the tick to stop what Ray has
-    (REQUEST_CANCEL). Returns, per id, the state before and after (None, None for an unknown id)."""
-    changed = conn.execute(
-        """WITH target AS (SELECT id, state FROM jobs WHERE id = ANY(%(ids)s) FOR UPDATE)
-           UPDATE jobs SET
-               state = CASE WHEN target.state = ANY(%(cancel)s) THEN %(cancelled)s ELSE jobs.state END,
-               finished_at = CASE WHEN target.state = ANY(%(cancel)s) THEN now() ELSE jobs.finished_at END,
-               reason = CASE WHEN target.state = ANY(%(cancel)s) THEN 'Cancelled' ELSE jobs.reason END,
-               message = CASE WHEN target.state = ANY(%(cancel)s) THEN 'cancelled before it started'
-                              ELSE jobs.message END,
-               cancel_requested_at = coalesce(jobs.cancel_requested_at, now()),
-               updated_at = now()
-           FROM target
-           WHERE jobs.id = target.id AND (target.state = ANY(%(cancel)s) OR target.state = ANY(%(request)s))
-           RETURNING jobs.id, target.state AS before, jobs.state AS after""",
-        {"ids": ids, "cancel": states.CANCEL_PENDING.sources, "cancelled": states.CANCEL_PENDING.target,
-         "request": states.REQUEST_CANCEL.sources},
+    (REQUEST_CANCEL). Returns, per id, the state before and after (None, None for an unknown id, or
+    for another user's job when the caller may cancel only its own).
+
+    The UPDATE jobs runs in the function job_cancel (sql/0005_roles.sql), as the tables' owner, for
+    every role alike: a submitter may not update jobs, and the function changes only the caller's
+    own jobs unless the caller may update every job. It takes its moves from here and refuses any
+    move but these."""
+    rows = conn.execute(
+        "SELECT job_id, state_before, state_after FROM job_cancel(%s::bigint[], %s::text[], %s, %s::text[])",
+        (ids, states.CANCEL_PENDING.sources, states.CANCEL_PENDING.target, states.REQUEST_CANCEL.sources),
     ).fetchall()
-    result: dict[int, tuple[str | None, str | None]] = {row["id"]: (row["before"], row["after"]) for row in changed}
-    untouched = [job_id for job_id in ids if job_id not in result]
-    if untouched:
-        for row in conn.execute("SELECT id, state FROM jobs WHERE id = ANY(%s)", (untouched,)):
-            result[row["id"]] = (row["state"], row["state"])
+    result = {row["job_id"]: (row["state_before"], row["state_after"]) for row in rows}
     return {job_id: result.get(job_id, (None, None)) for job_id in ids}
 
 
@@ -70,5 +74,21 @@ def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
 def get_job(conn: psycopg.Connection, job_id: int) -> dict:
     row = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
     if row is None:
-        raise NotFound(f"job {job_id} does not exist")
+        me = own_jobs_only(conn)
+        raise NotFound(f"job {job_id} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
     return row
+
+
+def own_jobs_only(conn: psycopg.Connection) -> str | None:
+    """The caller's name if row-level security shows it only its own jobs (a submitter), else None."""
+    row = conn.execute(
+        """SELECT current_user AS name,
+                  row_security_active('jobs') AND NOT (pg_has_role('job_admin', 'MEMBER')
+                      OR pg_has_role('job_scheduler', 'MEMBER') OR pg_has_role('job_reader', 'MEMBER')) AS own_only""",
+    ).fetchone()
+    return row["name"] if row["own_only"] else None
+
+
+def only_own(name: str) -> str:
+    """What a submitter may see and cancel, for a message."""
+    return f"you are logged in as {name!r} and see and cancel only your own jobs"
