@@ -44,7 +44,7 @@ def check(packing, nodes, extras, order, sign):
     return entries
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(cases())
 def test_packed_order_is_tuple_order(case):
     order, nodes, extras, sign = case
@@ -53,7 +53,7 @@ def test_packed_order_is_tuple_order(case):
     check(packing, nodes, extras, order, sign)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(cases(), st.data())
 def test_order_holds_after_free_goes_down_within_bounds(case, data):
     order, nodes, extras, sign = case
