@@ -44,10 +44,14 @@ def one(objects: list[dict], kind: str, name: str | None = None) -> dict:
     return found[0]
 
 
-def pod_spec(obj: dict) -> dict:
+def pod_template(obj: dict) -> dict:
     if obj["kind"] == "CronJob":
-        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    return obj["spec"]["template"]["spec"]
+        return obj["spec"]["jobTemplate"]["spec"]["template"]
+    return obj["spec"]["template"]
+
+
+def pod_spec(obj: dict) -> dict:
+    return pod_template(obj)["spec"]
 
 
 def workloads(objects: list[dict]) -> list[dict]:
@@ -77,6 +81,7 @@ def test_renders_the_whole_base(rendered):
         ("Namespace", NAMESPACE), ("ServiceAccount", "job-scheduler"),
         ("Role", "job-scheduler-rayclusters-reader"), ("RoleBinding", "job-scheduler-rayclusters-reader"),
         ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"), ("CronJob", "job-prune"),
+        ("NetworkPolicy", "job-scheduler-egress"),
     ])
     for obj in rendered:
         if obj["kind"] != "Namespace":
@@ -177,9 +182,18 @@ def test_migrate_job_runs_migrate(rendered):
     assert pod_spec(migrate).get("automountServiceAccountToken") is False, "migrate has no business with the Kubernetes API"
 
 
-def test_rbac_allows_only_reading_rayclusters(rendered):
+def kubernetes_verbs_of_the_code() -> set[str]:
+    """The verbs of the Kubernetes API calls job/ makes (the client's methods are named after them:
+    get_namespaced_custom_object, list_..., watch through a Watch)."""
+    code = "\n".join(path.read_text() for path in (ROOT / "job").rglob("*.py"))
+    calls = set(re.findall(r"\bapi\.(get|list|create|patch|replace|delete)_\w+\(", code))
+    return calls | ({"watch"} if "watch.Watch" in code else set())
+
+
+def test_rbac_allows_only_reading_rayclusters_with_the_verbs_the_code_uses(rendered):
     role = one(rendered, "Role")
-    assert role["rules"] == [{"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]}]
+    assert kubernetes_verbs_of_the_code() == {"get"}
+    assert role["rules"] == [{"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get"]}]
     binding = one(rendered, "RoleBinding")
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
     account = one(rendered, "ServiceAccount")
@@ -188,6 +202,19 @@ def test_rbac_allows_only_reading_rayclusters(rendered):
     assert scheduler["serviceAccountName"] == account["metadata"]["name"]
     assert scheduler["automountServiceAccountToken"] is True, "the loop reads RayClusters with this account's token"
     assert not [o for o in rendered if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+def test_network_policy_lets_the_pods_reach_dns_postgres_ray_and_the_api_only(rendered):
+    policy = one(rendered, "NetworkPolicy")
+    selector = policy["spec"]["podSelector"]["matchExpressions"]
+    components = {labels.get("app.kubernetes.io/component") for labels in
+                  (pod_template(obj)["metadata"]["labels"] for obj in workloads(rendered))}
+    assert selector == [{"key": "app.kubernetes.io/component", "operator": "In", "values": sorted(components)}]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy["spec"]
+    allowed = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
+    assert allowed == {("UDP", 53), ("TCP", 53), ("TCP", 5432), ("TCP", 8265), ("TCP", 443), ("TCP", 6443)}
+    [dns] = [rule for rule in policy["spec"]["egress"] if ("UDP", 53) in {(p["protocol"], p["port"]) for p in rule["ports"]}]
+    assert dns["to"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
 
 
 def test_every_container_is_locked_down(rendered):
