@@ -122,6 +122,8 @@ BAD_INPUT = [
     ([*SUBMIT, "--cpus", "-1"], "CPU: must be finite and not negative"),
     ([*SUBMIT, "--cpus", "nan"], "CPU: must be finite and not negative"),
     ([*SUBMIT, "--cpus", "0.00001"], "steps of 0.0001"),
+    ([*SUBMIT, "--cpus", "1e300"], "CPU: at most 922337203685477 (the most Ray can count)"),
+    ([*SUBMIT, "--memory", "1000PiB"], "memory: at most 922337203685477 (the most Ray can count)"),
     ([*SUBMIT, "--gpus", "two"], "GPU: not a number"),
     ([*SUBMIT, "--memory", "4 gigs"], "not a memory size"),
     ([*SUBMIT, "--resource", "cpu=2"], "unknown resource 'cpu': did you mean 'CPU'?"),

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from job.core.errors import BadInput
 from job.core.runtime_env import runtime_env_problem
-from job.core.units import parse_amount, parse_duration, parse_memory, parse_time
+from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
@@ -56,7 +56,11 @@ def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
     for name, amount in resources.items():
         _check_resource_name(name)
         try:
-            parsed[name] = float(parse_memory(amount)) if name == "memory" else parse_amount(amount)
+            if name == "memory":
+                parsed[name] = float(parse_memory(amount))
+                check_ray_range(parsed[name])
+            else:
+                parsed[name] = parse_amount(amount)
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return parsed

@@ -61,6 +61,15 @@ def parse_memory(text: str | float | int) -> int:
     return int(amount)
 
 
+# Ray keeps every amount as a signed 64-bit count of 1/10000: no amount can be larger.
+MAX_AMOUNT = (2**63 - 1) // UNIT
+
+
+def check_ray_range(amount: float) -> None:
+    if amount > MAX_AMOUNT:
+        raise ValueError(f"at most {MAX_AMOUNT} (the most Ray can count), got {amount:g}")
+
+
 def parse_amount(text: str | float | int) -> float:
     """A resource amount: finite, not negative, no finer than Ray's 1/10000."""
     try:
@@ -69,6 +78,7 @@ def parse_amount(text: str | float | int) -> float:
         raise ValueError(f"not a number: {text!r}") from None
     if not math.isfinite(amount) or amount < 0:
         raise ValueError(f"must be finite and not negative, got {text!r}")
+    check_ray_range(amount)
     scaled = amount * UNIT
     if abs(scaled - round(scaled)) > 1e-6:
         raise ValueError(f"Ray counts resources in steps of 0.0001; {text!r} is finer")
