@@ -17,7 +17,8 @@ the queue and its attempts (the store counts it against the group's max_requeues
                   "The actor died because its node has died", some 15 s after the node stopped
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
-    SubmitLost    Ray never received the submission
+    SubmitLost    Ray never received the submission (none today: a SUBMITTING job Ray has not got is
+                  sent again under its own submission id, see `_absent`)
 
 Start timeout. While Ray holds a driver PENDING (our SUBMITTED), the job's reason says why, from
 what Ray reports of its node: free resources that do not cover the job's request mean the node is
