@@ -142,13 +142,6 @@ def raylet_of(local: LocalRayCluster, pool: str) -> psutil.Process:
     return raylet
 
 
-# Blocked by the Ray adapter, not by the tick: once a node is dead, RayCluster.nodes refuses every
-# node list as incomplete (Ray's state API counts the nodes its ALIVE filter left out, the dead
-# ones, in `total`, and the adapter compares `total` with `num_after_truncation`), so every tick
-# of the group fails from the node's death on. With that check fixed (compare `num_filtered` with
-# the rows returned) this test passes; then remove the marker.
-@pytest.mark.xfail(raises=AssertionError, strict=False,
-                   reason="RayCluster.nodes: a dead node makes every node list 'incomplete' (adapter's check)")
 def test_a_node_that_dies_under_a_running_job_requeues_it_and_it_runs_on_the_other(own_cluster, conn, tmp_path,
                                                                                      requeued):
     local, left = own_cluster

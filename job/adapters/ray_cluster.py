@@ -122,7 +122,8 @@ class RayCluster:
             raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
         # A partial answer would make live nodes look gone and their jobs look lost.
-        if listing.get("partial_failure_warning") or listing["total"] != listing["num_after_truncation"]:
+        # (`total` also counts the dead nodes the filter left out: compare what passed the filter.)
+        if listing.get("partial_failure_warning") or listing["num_filtered"] != len(listing["result"]):
             raise Unavailable(f"ray at {self.shown_address}: incomplete node list: {listing.get('partial_failure_warning')}")
         free = self.free()
         found = []
