@@ -1,10 +1,10 @@
 """A tick's cost does not grow with history: finished jobs stay in PostgreSQL until `python -m job
 prune` deletes them, and no statement a tick sends may read them.
 
-The database of this module holds a million finished jobs. It is built once per module (25 to 50 s
-on a busy 2-CPU machine, printed on each run; most of it the INSERT, for which the indexes and keys
-of `jobs` are dropped and then made again from their own definitions, which halves it) and each
-test that commits works on its own copy of it (1 to 5 s).
+The database of this module holds a million finished jobs. It is built once per module (10 s on a
+quiet 2-CPU machine, up to 50 s on a busy one; printed on each run; most of it the INSERT, for which
+the indexes and keys of `jobs` are dropped and then made again from their own definitions, which
+halves it) and each test that commits works on its own copy of it (1 to 5 s).
 
 Every statement a tick sends is captured as it is sent, with its parameters: by a real tick
 (`run_tick`, against a fake Ray cluster that answers from a table), and by each store function a
