@@ -81,13 +81,14 @@ def test_the_api_stores_exactly_or_refuses_naming_the_field(conn, group, fields)
 @given(fields=submissions)
 def test_the_cli_stores_exactly_or_exits_2_with_one_line(conn, group, capsys, fields):
     TRIED["cli"] += 1
-    argv = ["submit", "--user", fields["user"], "--group", fields["group"], "--entrypoint", fields["entrypoint"]]
-    if isinstance(fields.get("runtime_env"), (dict, list, str, int)) and "runtime_env" in fields:
-        argv += ["--runtime-env", json.dumps(fields["runtime_env"])]
+    # --option=VALUE, as a shell user types a value that starts with '-'.
+    argv = ["submit", f"--user={fields['user']}", f"--group={fields['group']}", f"--entrypoint={fields['entrypoint']}"]
+    if "runtime_env" in fields:
+        argv.append(f"--runtime-env={json.dumps(fields['runtime_env'])}")
     for name, value in (fields.get("metadata") or {}).items() if isinstance(fields.get("metadata"), dict) else ():
-        argv += ["--metadata", f"{name}={value}"]
+        argv.append(f"--metadata={name}={value}")
     if "priority" in fields:
-        argv += ["--priority", str(fields["priority"])]
+        argv.append(f"--priority={fields['priority']}")
     before = count_jobs(conn)
     result = run_cli(capsys, *argv)
     if result.status == 0:
