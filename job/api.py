@@ -21,9 +21,11 @@ from typing import Any
 
 import psycopg
 
+from job.core.errors import BadInput
+from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
-from job.store import jobs
+from job.store import groups, jobs
 from job.store.connection import session
 
 
@@ -52,11 +54,21 @@ def submit(
                         ("runtime_env", runtime_env), ("metadata", metadata)):
         if value is not None:
             fields[name] = value
-    spec = validated(JobSpec, fields)
+    # Keys beyond the known ones pass here if the group allows them, which only the database knows.
+    unknown = frozenset(runtime_env) - KNOWN_KEYS if isinstance(runtime_env, dict) else frozenset()
+    spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown})
     if conn is not None:
-        return jobs.insert_job(conn, spec)
+        return _insert(conn, spec, unknown)
     with session(database_url or settings().require_database_url()) as own:
-        return jobs.insert_job(own, spec)
+        return _insert(own, spec, unknown)
+
+
+def _insert(conn: psycopg.Connection, spec: JobSpec, unknown: frozenset[str]) -> int:
+    if unknown:
+        problem = runtime_env_problem(spec.runtime_env, groups.allowed_runtime_env_keys(conn, spec.group))
+        if problem:
+            raise BadInput(f"runtime_env: {problem}")
+    return jobs.insert_job(conn, spec)
 
 
 def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,

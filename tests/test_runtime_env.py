@@ -66,3 +66,25 @@ def test_a_key_allowed_beyond_the_known_ones_is_taken_as_it_is():
     assert runtime_env_problem({"nsight": "default"}, allowed_keys=frozenset({"nsight"})) is None
     # Allowing a key does not loosen the known ones.
     assert runtime_env_problem({"pip": "x.txt"}, allowed_keys=frozenset({"pip"})) is not None
+
+
+def test_a_group_may_allow_a_key_beyond_the_known_ones(database_url, conn, capsys):
+    from cli_helpers import run_cli
+
+    assert run_cli(capsys, "group", "add", "gpu", "--ray-address", "http://127.0.0.1:8265").status == 0
+    assert run_cli(capsys, "user", "set", "alice").status == 0
+    submit = ["submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true", "--runtime-env", '{"nsight": "default"}']
+    refused = run_cli(capsys, *submit)
+    assert (refused.status, refused.err) == (2, "error: runtime_env: nsight: not a runtime_env key the scheduler accepts "
+                                                "(known: conda, config, env_vars, excludes, image_uri, pip, py_modules, uv, "
+                                                "working_dir; an operator may allow more per group)\n")
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+
+    assert run_cli(capsys, "group", "set", "gpu", "--allow-runtime-env-key", "nsight").status == 0
+    accepted = run_cli(capsys, *submit)
+    assert accepted.status == 0, accepted.err
+    assert conn.execute("SELECT runtime_env FROM jobs").fetchone()["runtime_env"] == {"nsight": "default"}
+    # The known keys are still checked, allowance or not.
+    assert run_cli(capsys, "group", "set", "gpu", "--allow-runtime-env-key", "pip").err == (
+        "error: allowed_runtime_env_keys: 'pip' is a runtime_env key the scheduler knows and checks already\n")
+    assert run_cli(capsys, *submit[:-1], '{"nsight": "default", "pip": "x.txt"}').status == 2

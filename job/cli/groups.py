@@ -25,7 +25,7 @@ def register(sub) -> None:
 class _Option(NamedTuple):
     flag: str
     field: str  # of GroupSpec
-    kind: str  # "value", "pairs" (repeatable K=V) or "switch" (--x / --no-x)
+    kind: str  # "value", "pairs" (repeatable K=V), "list" (repeatable) or "switch" (--x / --no-x)
     metavar: str | None
     help: str
 
@@ -48,6 +48,8 @@ _OPTIONS = [
     _Option("--start-timeout", "start_timeout_s", "value", "DURATION",
             "requeue a job Ray has not started this long for lack of free resources on its node (default 5m)"),
     _Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
+    _Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
+            "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
 ]
 
 
@@ -58,7 +60,7 @@ def _options(parser: argparse.ArgumentParser, adding: bool) -> None:
             parser.add_argument(option.flag, dest=option.field, action=argparse.BooleanOptionalAction, default=None,
                                 help=option.help)
         else:
-            parser.add_argument(option.flag, dest=option.field, action="append" if option.kind == "pairs" else "store",
+            parser.add_argument(option.flag, dest=option.field, action="store" if option.kind == "value" else "append",
                                 metavar=option.metavar, help=option.help,
                                 required=adding and option.field == "ray_address")
 

@@ -11,10 +11,10 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from job.core.errors import BadInput
-from job.core.runtime_env import runtime_env_problem
+from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -22,6 +22,7 @@ USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
 RESOURCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]{0,62}")
 # Kubernetes-style label keys (optional DNS prefix and a name) and values, as Ray node labels use.
 LABEL_KEY = re.compile(r"([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+RUNTIME_ENV_KEY = re.compile(r"[a-z][a-z0-9_]{0,62}")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?")
 BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
 # Metadata keys the scheduler sets on every Ray job it submits.
@@ -163,8 +164,9 @@ class JobSpec(_Spec):
 
     @field_validator("runtime_env")
     @classmethod
-    def _runtime_env(cls, value: dict[str, Any]) -> dict[str, Any]:
-        problem = runtime_env_problem(value)
+    def _runtime_env(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # The group's allowance beyond the known keys, where the caller read it (job.api.submit).
+        problem = runtime_env_problem(value, (info.context or {}).get("allowed_runtime_env_keys", frozenset()))
         if problem:
             raise ValueError(problem)
         return _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
@@ -198,9 +200,21 @@ class GroupSpec(_Spec):
     max_requeues: int = Field(default=5, ge=0, le=1000)
     # How long Ray may hold a driver it cannot start on its busy node before it is requeued.
     start_timeout_s: float = Field(default=300.0, gt=0)
+    # runtime_env keys its jobs may use beyond the known ones, taken as they are.
+    allowed_runtime_env_keys: list[str] = Field(default_factory=list)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
+
+    @field_validator("allowed_runtime_env_keys")
+    @classmethod
+    def _runtime_env_keys(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if key in KNOWN_KEYS:
+                raise ValueError(f"{key!r} is a runtime_env key the scheduler knows and checks already")
+            if not RUNTIME_ENV_KEY.fullmatch(key):
+                raise ValueError(f"{key!r} is not a runtime_env key (lower-case letters, digits and '_')")
+        return sorted(set(keys))
 
     @field_validator("ray_address")
     @classmethod
@@ -246,10 +260,10 @@ class UserSpec(_Spec):
         return None if value is None else parse_resources(value) or None
 
 
-def validated(model: type[_Spec], fields: dict[str, Any]):
+def validated(model: type[_Spec], fields: dict[str, Any], context: dict[str, Any] | None = None):
     """The model built from `fields`, or BadInput naming the first field that is wrong."""
     try:
-        return model(**fields)
+        return model.model_validate(fields, context=context)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"]) or model.__name__

@@ -11,7 +11,8 @@ from job.core.errors import JobError, Unavailable
 from job.core.specs import RESERVED_METADATA_PREFIX as PREFIX
 
 
-def submit_intents(cluster: RayCluster, group: str, intents: list[dict], concurrency: int
+def submit_intents(cluster: RayCluster, group: str, intents: list[dict], concurrency: int,
+                   allowed_runtime_env_keys: frozenset[str]
                    ) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
     """Returns the ids Ray has, and those Ray refused (to return to PENDING). An intent whose fate
     is unknown (Ray unreachable) stays SUBMITTING: the next tick looks its submission_id up in Ray."""
@@ -21,7 +22,7 @@ def submit_intents(cluster: RayCluster, group: str, intents: list[dict], concurr
         return submitted, refused
     unavailable = None
     with ThreadPoolExecutor(max_workers=min(concurrency, len(intents))) as pool:
-        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent), intents):
+        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent, allowed_runtime_env_keys), intents):
             if exc is None:
                 submitted.append(intent["id"])
             elif isinstance(exc, RaySubmitRefused):
@@ -35,13 +36,15 @@ def submit_intents(cluster: RayCluster, group: str, intents: list[dict], concurr
     return submitted, refused
 
 
-def _submit_one(cluster: RayCluster, intent: dict) -> tuple[dict, Exception | None]:
+def _submit_one(cluster: RayCluster, intent: dict, allowed_runtime_env_keys: frozenset[str]
+                ) -> tuple[dict, Exception | None]:
     metadata = {**intent["metadata"], f"{PREFIX}job_id": str(intent["id"]), f"{PREFIX}user": intent["user_name"],
                 f"{PREFIX}group": intent["group_name"], f"{PREFIX}attempt": str(intent["attempt"])}
     try:
         cluster.submit(submission_id=intent["submission_id"], entrypoint=intent["entrypoint"],
                        node_id=intent["node"], resources=intent["resources"],
-                       runtime_env=intent["runtime_env"], metadata=metadata)
+                       runtime_env=intent["runtime_env"], metadata=metadata,
+                       allowed_runtime_env_keys=allowed_runtime_env_keys)
         return intent, None
     except Exception as exc:  # sorted out by the caller; one job's failure must not end the others
         return intent, exc

@@ -168,7 +168,8 @@ class _GroupTick:
         return intents
 
     def submit(self, cluster: RayCluster, intents: list[dict], members: list[dict]) -> None:
-        submitted, refused = self.steps.ray(submit_intents, cluster, self.name, intents, self.config.submit_concurrency)
+        submitted, refused = self.steps.ray(submit_intents, cluster, self.name, intents, self.config.submit_concurrency,
+                                            frozenset(self.group["allowed_runtime_env_keys"]))
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
         for row in tick_jobs.return_to_pending(self.conn, refused, self.group["max_attempts"]):

@@ -88,6 +88,13 @@ def remove_group(conn: psycopg.Connection, name: str) -> int:
     return finished
 
 
+def allowed_runtime_env_keys(conn: psycopg.Connection, name: str) -> frozenset[str]:
+    """The runtime_env keys the group lets its jobs use beyond the known ones (none for a group
+    that does not exist: the job's insert says so)."""
+    row = conn.execute("SELECT allowed_runtime_env_keys AS keys FROM resource_groups WHERE name = %s", (name,)).fetchone()
+    return frozenset(row["keys"]) if row else frozenset()
+
+
 def installation_id(conn: psycopg.Connection) -> str:
     return conn.execute("SELECT id FROM installation").fetchone()["id"]
 
