@@ -33,7 +33,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from cli_helpers import run_cli
-from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
+import fake_ray
+from fake_ray import REFUSED, FakeRay
 from job.cli import build_parser
 from job.core import states
 from job.devtools.local_postgres import with_database
@@ -50,7 +51,6 @@ RETENTION = "30d"
 USERS = [f"u{i:02}" for i in range(20)]
 BIG_PENDING, BIG_ACTIVE = 20_000, 500
 FAKE_RAY = "http://fake-ray.invalid:8265"
-REFUSED = "refused-by-ray"
 
 
 def _admin(server_url: str) -> psycopg.Connection:
@@ -351,41 +351,6 @@ def assert_no_history_read(url: str, statements: list[Statement]) -> None:
 # --- a fake Ray cluster, for a real tick ---------------------------------------------------------
 
 
-class FakeRay:
-    """What the tick asks of Ray, answered from a table: two nodes of 4 CPUs; Ray has finished
-    `live-done`, runs `live-overtime` and `live-running`, and has none of the others; it refuses a
-    submission whose entrypoint is REFUSED and accepts the rest."""
-
-    def __init__(self) -> None:
-        now = datetime.now(timezone.utc)
-        self.known = {
-            "live-done": RayJob("live-done", states.SUCCEEDED, "node-a", now - timedelta(minutes=9), now, None, 0),
-            "live-overtime": RayJob("live-overtime", states.RAY_RUNNING, "node-b", now - timedelta(minutes=10),
-                                    None, None, None),
-            "live-running": RayJob("live-running", states.RAY_RUNNING, "node-a", now - timedelta(minutes=10),
-                                   None, None, None),
-        }
-        self.submitted: list[str] = []
-        self.stopped: list[str] = []
-
-    def nodes(self, *_: Any, **__: Any) -> list[RayNode]:
-        return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in ("node-a", "node-b")]
-
-    def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
-        return {i: self.known[i] for i in submission_ids if i in self.known}
-
-    def job(self, submission_id: str) -> RayJob | None:
-        return self.known.get(submission_id)
-
-    def submit(self, *, submission_id: str, entrypoint: str, **_: Any) -> None:
-        if entrypoint == REFUSED:
-            raise RaySubmitRefused("the fake Ray refuses this one")
-        self.submitted.append(submission_id)
-        self.known[submission_id] = RayJob(submission_id, states.RAY_PENDING, None, None, None, None, None)
-
-    def stop(self, submission_id: str) -> bool:
-        self.stopped.append(submission_id)
-        return True
 
 
 # --- the tick's statements -----------------------------------------------------------------------
@@ -394,7 +359,8 @@ class FakeRay:
 def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
     from job.scheduler import tick
 
-    ray = FakeRay()
+    ray = FakeRay(fake_ray.finished("live-done", "node-a"), fake_ray.running("live-overtime", "node-b", minutes=10),
+                  fake_ray.running("live-running", "node-a", minutes=10))
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
     config = TickConfig(database_url=history_db, submit_concurrency=4, ray_timeout_s=5.0)
     with recording(monkeypatch) as sent:

@@ -19,8 +19,9 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from cli_helpers import Result, run_cli, run_process
+import fake_ray
+from fake_ray import REFUSED, FakeRay
 from job import api
-from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
 from job.core import states
 from job.core.errors import PermissionDenied
 from job.scheduler.config import TickConfig
@@ -31,7 +32,6 @@ SCHEDULER, ADMIN, READER = "jobroles_scheduler", "jobroles_admin", "jobroles_rea
 LOGINS = {ALICE: "job_submitter", BOB: "job_submitter", SCHEDULER: "job_scheduler", ADMIN: "job_admin",
           READER: "job_reader"}
 GROUP = "g"
-REFUSED = "refused-by-ray"
 
 
 def as_role(url: str, role: str) -> str:
@@ -277,37 +277,6 @@ def test_a_reader_reads_everything_and_writes_nothing(db, monkeypatch, capsys):
 # --- the scheduler -------------------------------------------------------------------------------
 
 
-class FakeRay:
-    """Two nodes of 4 CPUs. Ray finished `done`, has lost `lost`, runs `running`; it refuses a
-    submission whose entrypoint is REFUSED and accepts the others."""
-
-    def __init__(self) -> None:
-        now = datetime.now(timezone.utc)
-        self.known = {
-            "done": RayJob("done", states.SUCCEEDED, "node-a", now - timedelta(minutes=9), now, None, 0),
-            "running": RayJob("running", states.RAY_RUNNING, "node-b", now - timedelta(minutes=9), None, None, None),
-        }
-        self.submitted: list[str] = []
-        self.stopped: list[str] = []
-
-    def nodes(self, *_: Any, **__: Any) -> list[RayNode]:
-        return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in ("node-a", "node-b")]
-
-    def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
-        return {i: self.known[i] for i in submission_ids if i in self.known}
-
-    def job(self, submission_id: str) -> RayJob | None:
-        return self.known.get(submission_id)
-
-    def submit(self, *, submission_id: str, entrypoint: str, **_: Any) -> None:
-        if entrypoint == REFUSED:
-            raise RaySubmitRefused("the fake Ray refuses this one")
-        self.submitted.append(submission_id)
-        self.known[submission_id] = RayJob(submission_id, states.RAY_PENDING, None, None, None, None, None)
-
-    def stop(self, submission_id: str) -> bool:
-        self.stopped.append(submission_id)
-        return True
 
 
 def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
@@ -324,7 +293,7 @@ def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
     refused = api.submit(user=ALICE, group=GROUP, entrypoint=REFUSED, database_url=db.url(ALICE))
     assert api.cancel([running], database_url=db.url(BOB)) == {running: (states.RUNNING, states.RUNNING)}
 
-    ray = FakeRay()
+    ray = FakeRay(fake_ray.finished("done", "node-a"), fake_ray.running("running", "node-b"))
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=db.url(SCHEDULER), submit_concurrency=2, ray_timeout_s=5.0))
     assert result.status == "ticked", result.cause

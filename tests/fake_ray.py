@@ -1,0 +1,49 @@
+"""A Ray cluster answered from a table: two nodes of 4 CPUs, the jobs it was given, and a refusal
+of any submission whose entrypoint is REFUSED. For tests whose subject is PostgreSQL (the
+statements a real tick sends, what a database role may do), never for behaviour that crosses Ray."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
+from job.core import states
+
+REFUSED = "refused-by-ray"
+
+
+def finished(submission_id: str, node: str) -> RayJob:
+    now = datetime.now(timezone.utc)
+    return RayJob(submission_id, states.SUCCEEDED, node, now - timedelta(minutes=9), now, None, 0)
+
+
+def running(submission_id: str, node: str, minutes: int = 9) -> RayJob:
+    return RayJob(submission_id, states.RAY_RUNNING, node, datetime.now(timezone.utc) - timedelta(minutes=minutes),
+                  None, None, None)
+
+
+class FakeRay:
+    def __init__(self, *known: RayJob) -> None:
+        self.known = {job.submission_id: job for job in known}
+        self.submitted: list[str] = []
+        self.stopped: list[str] = []
+
+    def nodes(self, *_: Any, **__: Any) -> list[RayNode]:
+        return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in ("node-a", "node-b")]
+
+    def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
+        return {i: self.known[i] for i in submission_ids if i in self.known}
+
+    def job(self, submission_id: str) -> RayJob | None:
+        return self.known.get(submission_id)
+
+    def submit(self, *, submission_id: str, entrypoint: str, **_: Any) -> None:
+        if entrypoint == REFUSED:
+            raise RaySubmitRefused("the fake Ray refuses this one")
+        self.submitted.append(submission_id)
+        self.known[submission_id] = RayJob(submission_id, states.RAY_PENDING, None, None, None, None, None)
+
+    def stop(self, submission_id: str) -> bool:
+        self.stopped.append(submission_id)
+        return True
