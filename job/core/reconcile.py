@@ -17,8 +17,6 @@ the queue and its attempts (the store counts it against the group's max_requeues
                   "The actor died because its node has died", some 15 s after the node stopped
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
-    SubmitLost    Ray never received the submission (none today: a SUBMITTING job Ray has not got is
-                  sent again under its own submission id, see `_absent`)
 
 Start timeout. While Ray holds a driver PENDING (our SUBMITTED), the job's reason says why, from
 what Ray reports of its node: free resources that do not cover the job's request mean the node is
@@ -48,7 +46,7 @@ RAY_FAULTS = frozenset({
     "JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
 })
 # Reasons of a requeue for an infrastructure fault (not counted against max_attempts).
-INFRA_REASONS = ("SubmitLost", "LostInRay", "InfraFailure", "NodeBusy")
+INFRA_REASONS = ("LostInRay", "InfraFailure", "NodeBusy")
 # Reasons of a job Ray holds PENDING, while it waits there.
 WAITING_IN_RAY = ("Starting", "RuntimeEnv", "NodeBusy", "NodeGone")
 # Ray's messages can hold a whole traceback: what a requeue's message quotes of one.

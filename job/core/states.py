@@ -107,7 +107,7 @@ MARK_SUBMITTED = _moves("Ray accepted", (SUBMITTING,), SUBMITTED)            # t
 # Ray refused the submission for the job's own request: counted against the group's max_attempts.
 REQUEUE = _moves("requeue", (SUBMITTING,), PENDING)                          # tick_jobs.return_to_pending
 REQUEUE_SPENT = _moves("no attempt left", (SUBMITTING,), FAILED)             # tick_jobs.return_to_pending
-# An infrastructure fault (SubmitLost, LostInRay, InfraFailure, NodeBusy): counted against max_requeues.
+# An infrastructure fault (LostInRay, InfraFailure, NodeBusy): counted against max_requeues.
 REQUEUE_INFRA = _moves("infrastructure requeue", ACTIVE, PENDING)            # tick_jobs.requeue_infra
 REQUEUE_INFRA_SPENT = _moves("no requeue left", ACTIVE, FAILED)              # tick_jobs.requeue_infra
 CANCEL_ABSENT = _moves("cancel absent", ACTIVE, CANCELLED)                   # tick_jobs.cancel_absent
