@@ -15,6 +15,7 @@ Tests that use the fixture carry the `ray` marker.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -66,3 +67,30 @@ def ray_cluster():
     # so `ray stop` is never an option for cleaning up after us.
     survivors = [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not survivors, f"processes of the test Ray cluster left after stop(): {survivors}"
+
+
+IDLE_TIMEOUT_S = 120
+
+
+@pytest.fixture(autouse=True)
+def _ray_idle_before_each_test(request):
+    """A test on the shared cluster starts with every node idle, as Ray reports it. Jobs an earlier
+    test stopped release their resources a few seconds later (Ray's stop is a signal, then a
+    kill after a grace period): meanwhile the tick would rightly see them as outside load."""
+    if request.node.get_closest_marker("ray") is None or "ray_cluster" not in request.fixturenames:
+        yield
+        return
+    cluster = RayCluster(request.getfixturevalue("ray_cluster").address, timeout_s=10.0)
+    deadline = time.monotonic() + IDLE_TIMEOUT_S
+    while True:
+        busy = {node.id[:12]: {name: total - free.get(name, total) for name, total in node.resources.items()
+                               if free.get(name, total) < total}
+                for node in cluster.nodes({}, use_head_node=True) for free in [node.free or node.resources]}
+        busy = {node: held for node, held in busy.items() if held}
+        if not busy:
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"the test Ray cluster is still busy after {IDLE_TIMEOUT_S} s (an earlier test left work "
+                        f"running?): held per node {busy}")
+        time.sleep(0.5)
+    yield

@@ -73,7 +73,8 @@ def test_the_api_stores_exactly_or_refuses_naming_the_field(conn, group, fields)
     row = stored(conn, job_id)
     assert (row["user_name"], row["group_name"], row["entrypoint"]) == (fields["user"], fields["group"], fields["entrypoint"])
     for name in ("runtime_env", "metadata", "node_labels"):
-        assert row[name] == fields.get(name, {}), name
+        # None is "not given", as for every optional argument of submit.
+        assert row[name] == (fields[name] if fields.get(name) is not None else {}), name
     assert row["state"] == "PENDING" and count_jobs(conn) == before + 1
 
 
