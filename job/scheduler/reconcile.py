@@ -20,11 +20,11 @@ from job.store import groups, tick_jobs, users
 
 def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
                     now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps,
-                    nodes: list | None = None) -> tuple[list[dict], list[dict], list[int]]:
+                    nodes: list) -> tuple[list[dict], list[dict], list[int]]:
     """Returns the jobs still active, the group's users with their usage as charged, and the
     SUBMITTING jobs Ray has not got, to send again. `nodes`: the group's alive Ray nodes, for the
-    start timeout (without them, no job Ray holds PENDING is requeued for it)."""
-    start = None if nodes is None else start_check(group["start_timeout_s"], nodes, active, ray_jobs)
+    start timeout."""
+    start = start_check(group["start_timeout_s"], nodes, active, ray_jobs)
     decided = reconcile_all(active, ray_jobs, now, start)
     _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
     _write(conn, group, active, decided)
