@@ -86,21 +86,22 @@ MAX_METADATA_KEYS = 64
 MAX_NODE_LABELS = 32
 
 
-def _utf8(text: str) -> bytes:
+def _storable(text: str, most_bytes: int, has_nul: bool, unit: str) -> None:
+    """Refuses text PostgreSQL cannot store (NUL, a lone surrogate) or longer than `most_bytes`."""
+    if has_nul:
+        raise ValueError("must not contain NUL characters")
     try:
-        return text.encode()
+        size = len(text.encode())
     except UnicodeEncodeError:
         raise ValueError("must be text PostgreSQL can store (it holds a lone surrogate)") from None
+    if size > most_bytes:
+        raise ValueError(f"at most {most_bytes} {unit}, got {size}")
 
 
 def _bounded_json(value: Any, most_bytes: int) -> Any:
     """A JSON value PostgreSQL can store (no NUL character) of at most `most_bytes` as UTF-8."""
     text = json.dumps(value, ensure_ascii=False)
-    if "\\u0000" in text:
-        raise ValueError("must not contain NUL characters")
-    size = len(_utf8(text))
-    if size > most_bytes:
-        raise ValueError(f"at most {most_bytes} bytes as JSON, got {size}")
+    _storable(text, most_bytes, has_nul="\\u0000" in text, unit="bytes as JSON")
     return value
 
 
@@ -128,11 +129,7 @@ class JobSpec(_Spec):
     def _entrypoint(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
-        if "\x00" in value:
-            raise ValueError("must not contain NUL characters")
-        size = len(_utf8(value))
-        if size > MAX_ENTRYPOINT_BYTES:
-            raise ValueError(f"at most {MAX_ENTRYPOINT_BYTES} bytes, got {size}")
+        _storable(value, MAX_ENTRYPOINT_BYTES, has_nul="\x00" in value, unit="bytes")
         return value
 
     @field_validator("resources", mode="before")
