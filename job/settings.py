@@ -17,6 +17,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOB_", extra="ignore")
 
     database_url: str | None = None
+    # `serve`'s login, read only (job_reader); JOB_DATABASE_URL where it is not set.
+    reader_url: str | None = None
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Crash-test aid: exit at once at this point of a tick, as a kill would.
@@ -24,7 +26,7 @@ class Settings(BaseSettings):
     submit_concurrency: int = Field(default=8, ge=1, le=64)
     ray_timeout_s: float = Field(default=10.0, gt=0)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "reader_url")
     @classmethod
     def _postgres_url(cls, url: str | None) -> str | None:
         if not url:
@@ -43,6 +45,9 @@ class Settings(BaseSettings):
         if not self.database_url:
             raise BadInput("JOB_DATABASE_URL is not set: give the PostgreSQL URL, e.g. postgresql://user@host:5432/db")
         return self.database_url
+
+    def require_reader_url(self) -> str:
+        return self.reader_url or self.require_database_url()
 
 
 @lru_cache(maxsize=1)

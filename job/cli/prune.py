@@ -1,5 +1,6 @@
 """`python -m job prune --finished-before DURATION [--dry-run] [--batch N]`: the queue's history
-kept bounded (the daily CronJob k8s/prune-cronjob.yaml runs it)."""
+kept bounded (the daily CronJob k8s/prune-cronjob.yaml runs it): finished jobs with their events,
+and the ticks' record, older than the retention."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from job.cli.parsing import command, database
 from job.core.errors import BadInput
 from job.core.units import format_duration, parse_duration
 from job.store import prune as prune_rows
+from job.store import ticks
 
 DEFAULT_BATCH = 5000
 # A transaction of more rows would hold their locks and delay vacuum for long, for no gain.
@@ -51,6 +53,7 @@ def prune(args: argparse.Namespace) -> int:
         what = f"finished job(s) that finished before {iso(before)} (older than {format_duration(older_than)})"
         if args.dry_run:
             print(f"would delete {prune_rows.count_finished_before(conn, before)} {what}")
+            print(f"would delete {ticks.count_before(conn, before)} tick record(s) from before {iso(before)}")
             return 0
         started = time.monotonic()
         deleted, batches, after = 0, 0, 0
@@ -61,6 +64,15 @@ def prune(args: argparse.Namespace) -> int:
                 deleted, batches, after = deleted + len(ids), batches + 1, max(ids)
             if len(ids) < batch:
                 break
-    log.event("pruned", deleted=deleted, batches=batches, before=iso(before), seconds=round(time.monotonic() - started, 1))
+        deleted_ticks = 0
+        while True:
+            count = ticks.delete_before(conn, before, batch)
+            conn.commit()
+            deleted_ticks += count
+            if count < batch:
+                break
+    log.event("pruned", deleted=deleted, batches=batches, ticks=deleted_ticks, before=iso(before),
+              seconds=round(time.monotonic() - started, 1))
     print(f"deleted {deleted} {what}, in {batches} batch(es) of at most {batch}")
+    print(f"deleted {deleted_ticks} tick record(s) from before {iso(before)}")
     return 0

@@ -24,6 +24,10 @@ class GroupResult:
     ray_ms: float = 0.0
     statements: int = 0
     plan: dict | None = None
+    # Wall time of the whole group's tick, and the alive nodes it saw (id, resources, free): the
+    # tick's record (scheduler/ticks.py).
+    seconds: float = 0.0
+    nodes: list[dict] = field(default_factory=list)
 
 
 class Steps:

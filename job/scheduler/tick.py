@@ -8,6 +8,7 @@ nothing and submits no attempt twice."""
 from __future__ import annotations
 
 import gc
+import time
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,13 +22,15 @@ from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.group_snapshot import build_snapshot
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
+from job.core.share import placement_figures
 from job.core.waiting import waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.reconcile import reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
-from job.store import groups, tick_jobs, users
+from job.scheduler.ticks import record_ticks
+from job.store import events, groups, tick_jobs, users
 from job.store.connection import connect, session
 
 
@@ -43,6 +46,7 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
         raise NotFound(f"group {group_name!r} does not exist (see `python -m job group list`)")
     results = []
     for group in chosen:
+        began = time.perf_counter()
         try:
             result = tick_group(config, group, installation, dry_run=dry_run)
         except ClusterNotReady as exc:
@@ -52,7 +56,10 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
         except (JobError, OSError, psycopg.Error) as exc:
             result = GroupResult(group["name"], "failed", cause=str(exc))
             log.error("group_failed", group=group["name"], cause=str(exc))
+        result.seconds = time.perf_counter() - began
         results.append(result)
+    if not dry_run:
+        record_ticks(config.database_url, results)
     return results
 
 
@@ -127,6 +134,7 @@ class _GroupTick:
         for node in nodes:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
+        self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
         self.steps.done("observe")
         return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals))
 
@@ -141,6 +149,7 @@ class _GroupTick:
             snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state)
             decided = plan(snapshot)
             changed = waiting_changes(pending, decided.waiting)
+            self.figures = placement_figures(self.group, members, active, seen.totals, decided.placements, pending)
         self.steps.done("plan")
         self.result.running = len(active)
         self.result.waiting = Counter(w["reason"] for w in decided.waiting)
@@ -159,6 +168,8 @@ class _GroupTick:
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
         placements = [(int(p["job"]), p["node"]) for p in decided.placements]
         intents = resent + tick_jobs.commit_intents(self.conn, placements, self.installation)
+        events.note_placements(self.conn, {i["id"]: (i["attempt"], self.figures[i["id"]]) for i in intents
+                                           if i["id"] in self.figures})
         tick_jobs.set_waiting(self.conn, changed)
         self.result.reasons_written = len(changed)
         groups.save_group_state(self.conn, self.name, decided.state)

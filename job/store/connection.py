@@ -42,3 +42,22 @@ def session(url: str) -> Iterator[psycopg.Connection]:
     with connect(url) as conn:
         ensure_current(conn)
         yield conn
+
+
+READER_ROLE = "job_reader"
+
+
+def read_only(conn: psycopg.Connection) -> str:
+    """Make the session read only: every transaction READ ONLY, and the rights of job_reader
+    (sql/0005_roles.sql) where that role exists and the login may take it, whatever else the login
+    may do. Returns the role the session reads as."""
+    conn.execute("SET default_transaction_read_only = on")
+    row = conn.execute(
+        """SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %(role)s)
+                       THEN pg_has_role(current_user, %(role)s, 'MEMBER') ELSE false END AS may""",
+        {"role": READER_ROLE},
+    ).fetchone()
+    if row["may"]:
+        conn.execute(f"SET ROLE {READER_ROLE}")
+    conn.commit()
+    return conn.execute("SELECT current_user AS name").fetchone()["name"]

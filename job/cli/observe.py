@@ -1,0 +1,131 @@
+"""Seeing the queue: `share` (the fair-share report, as Slurm's sshare), `events ID` (a job's
+history) and `serve` (Prometheus metrics, health and a status page over HTTP)."""
+
+from __future__ import annotations
+
+import argparse
+
+from job import log
+from job.cli.output import format_resources, iso, print_json, print_table
+from job.cli.parsing import command, database, job_id
+from job.core.errors import BadInput
+from job.core.resources import UNIT
+from job.core.units import parse_duration
+from job.serve.report import read_report
+from job.serve.server import Source, make_server
+from job.settings import settings
+from job.store import events as event_rows
+from job.store import jobs as job_rows
+from job.store.groups import get_group
+
+DEFAULT_PORT = 9464
+
+
+def register(sub) -> None:
+    p = command(sub, "share", share, "fair share per group and user: shares, usage, entitlement, jobs",
+                json_output=True)
+    p.add_argument("--group", help="only this group")
+
+    p = command(sub, "events", job_events, "what happened to a job and why, oldest first", json_output=True)
+    p.add_argument("id", metavar="ID")
+
+    p = command(sub, "serve", serve, "serve /metrics (Prometheus), /healthz and a status page at /, read only")
+    p.add_argument("--port", default=str(DEFAULT_PORT), help=f"TCP port (default {DEFAULT_PORT})")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default every address)")
+    p.add_argument("--cache", metavar="DURATION", default="5s",
+                   help="how long one read of PostgreSQL answers scrapes and page loads (default 5s)")
+
+
+def _ratio(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+def share_json(row) -> dict:
+    return {"group": row.group, "user": row.user, "shares": row.shares,
+            "normalized_shares": row.normalized_shares, "usage": row.usage,
+            "normalized_usage": row.normalized_usage, "dominant_share": row.dominant_share, "score": row.score,
+            "entitlement": row.entitlement, "running": row.running, "pending": row.pending,
+            "held": {name: units / UNIT for name, units in row.held.items()}, "waiting": dict(row.waiting)}
+
+
+def share(args: argparse.Namespace) -> int:
+    with database() as conn:
+        if args.group is not None:
+            get_group(conn, args.group)
+        report = read_report(conn, args.group)
+    rows = [row for group in report.groups for row in report.shares[group["name"]]]
+    if args.json:
+        print_json([share_json(row) for row in rows])
+        return 0
+    if not rows:
+        print("no user has jobs or usage" + (f" in group {args.group}" if args.group else ""))
+        return 0
+    print_table(
+        [{"group": row.group, "user": row.user, "shares": row.shares, "norm_shares": _ratio(row.normalized_shares),
+          "usage": f"{row.usage:.1f}", "norm_usage": _ratio(row.normalized_usage),
+          "dominant": _ratio(row.dominant_share), "score": _ratio(row.score), "entitled": _ratio(row.entitlement),
+          "running": row.running, "pending": row.pending,
+          "waiting": ",".join(f"{reason}={count}" for reason, count in sorted(row.waiting.items()))}
+         for row in rows],
+        ["group", "user", "shares", "norm_shares", "usage", "norm_usage", "dominant", "score", "entitled",
+         "running", "pending", "waiting"],
+    )
+    return 0
+
+
+def event_json(row: dict) -> dict:
+    return {"at": iso(row["at"]), "kind": row["kind"], "from_state": row["from_state"], "state": row["state"],
+            "reason": row["reason"], "message": row["message"], "node": row["node"], "attempt": row["attempt"],
+            "details": row["details"]}
+
+
+def describe_event(row: dict) -> str:
+    """The event for people: its message, and at a placement the figures that put the job first."""
+    text = row["message"] or ""
+    details = row["details"]
+    if row["kind"] == "placed" and details:
+        if "score" in details:
+            why = (f"{details['policy']}: score {details['score']:.4g} (shares {details['shares']:g}, "
+                   f"usage {details['usage']:g}, dominant share {details['dominant_share']:.4g}), lowest first")
+        else:
+            why = f"{details['policy']}: priority {details['priority']}, submitted {details['submitted_at']}"
+        text = f"{text}; {why}" if text else why
+    return text or "-"
+
+
+def job_events(args: argparse.Namespace) -> int:
+    ident = job_id(args.id)
+    with database() as conn:
+        job = job_rows.get_job(conn, ident)
+        rows = event_rows.events_of(conn, ident)
+    if args.json:
+        print_json({"job": ident, "events": [event_json(row) for row in rows]})
+        return 0
+    print(f"job {ident}: {job['user_name']} in {job['group_name']}, {format_resources(job['resources'])}, "
+          f"now {job['state']}")
+    print_table([{**row, "state": (f"{row['from_state']}>{row['state']}" if row["from_state"] not in (None, row["state"])
+                                   else row["state"]), "what": describe_event(row)} for row in rows],
+                ["at", "kind", "state", "reason", "node", "attempt", "what"])
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    if not args.port.isdigit() or not 1 <= int(args.port) <= 65535:
+        raise BadInput(f"--port: expected a TCP port from 1 to 65535, got {args.port!r}")
+    try:
+        max_age = parse_duration(args.cache)
+    except ValueError as exc:
+        raise BadInput(f"--cache: {exc}") from None
+    source = Source(settings().require_reader_url(), max_age)
+    source.ping()  # a wrong URL or an old schema is said now, not at the first scrape
+    try:
+        server = make_server(source, args.host, int(args.port))
+    except OSError as exc:
+        raise BadInput(f"--port: cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    log.event("serving", host=args.host, port=int(args.port), role=source.role, cache_s=max_age)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        source.close()
+    return 0

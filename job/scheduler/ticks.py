@@ -1,0 +1,31 @@
+"""The tick's record: one row per group ticked, written right after the groups' ticks, so that the
+metrics (`python -m job serve`) cover the CronJob's short-lived pods. A record that cannot be
+written is logged and the tick's outcome stands: the queue matters more than its record."""
+
+from __future__ import annotations
+
+import psycopg
+
+from job import log
+from job.core.errors import JobError
+from job.scheduler.report import GroupResult
+from job.store import ticks
+from job.store.connection import connect
+
+
+def tick_row(result: GroupResult) -> dict:
+    return {
+        "group_name": result.group, "outcome": result.status, "cause": result.cause or None,
+        "seconds": round(result.seconds, 4), "steps": {step: ms / 1000 for step, ms in result.steps_ms.items()},
+        "ray_seconds": round(result.ray_ms / 1000, 4), "placed": result.placed, "running": result.running,
+        "finished": result.finished, "waiting": dict(result.waiting), "reasons_written": result.reasons_written,
+        "statements": result.statements, "nodes": result.nodes,
+    }
+
+
+def record_ticks(database_url: str, results: list[GroupResult]) -> None:
+    try:
+        with connect(database_url) as conn:
+            ticks.record(conn, [tick_row(result) for result in results])
+    except (JobError, psycopg.Error) as exc:
+        log.warning("ticks_not_recorded", groups=len(results), cause=str(exc).strip().splitlines()[0] if str(exc) else "")

@@ -1,0 +1,125 @@
+"""The status page at `/`: server-rendered HTML, no script. Per group its nodes' use, each user's
+share of the group against its entitlement (an inline SVG bar chart), and the head of the pending
+queue. It reloads itself every REFRESH_S seconds and fits a phone's width."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from html import escape
+
+from job.core.resources import describe, to_units
+from job.core.share import UserShare
+from job.serve.report import Report
+
+REFRESH_S = 15
+# Users drawn per group, the busiest first; the rest are counted.
+CHART_USERS = 30
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:.5rem 1rem;color:#222}
+h1{font-size:1.3rem}h2{font-size:1.1rem;border-bottom:1px solid #ccc;margin-top:1.5rem}
+table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{text-align:left;padding:.2rem .4rem;
+border-bottom:1px solid #eee}th{background:#f4f4f4}.scroll{overflow-x:auto}.muted{color:#777}
+.legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 .8rem;vertical-align:middle}
+svg{max-width:100%;height:auto}
+"""
+
+
+def render(report: Report, now: datetime) -> str:
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+             f"<meta name=viewport content='width=device-width,initial-scale=1'>"
+             f"<meta http-equiv=refresh content={REFRESH_S}><title>job: queue status</title>"
+             f"<style>{_STYLE}</style></head><body>",
+             f"<h1>Queue status</h1><p class=muted>as of {_when(now)}; reloads every {REFRESH_S} s</p>"]
+    if not report.groups:
+        parts.append("<p>No resource group yet (<code>python -m job group add</code>).</p>")
+    for group in report.groups:
+        parts.append(_group(report, group, now))
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _group(report: Report, group: dict, now: datetime) -> str:
+    name = group["name"]
+    rows = report.shares.get(name, [])
+    pending = sum(row.pending for row in rows)
+    running = sum(row.running for row in rows)
+    ticked = (f"last tick {int((now - group['ticked_at']).total_seconds())} s ago" if group["ticked_at"]
+              else "never ticked")
+    out = [f"<section id='group-{escape(name)}'><h2>{escape(name)}</h2>",
+           f"<p>{escape(group['policy'])}, {escape(group['selector'])}; {running} active, {pending} pending; "
+           f"{ticked}</p>", _nodes(group), _chart(rows), _queue([job for job in report.queue
+                                                                  if job["group_name"] == name], pending)]
+    out.append("</section>")
+    return "".join(out)
+
+
+def _nodes(group: dict) -> str:
+    if not group["nodes"]:
+        return "<p class=muted>No node seen yet.</p>"
+    lines = ["<div class=scroll><table><tr><th>node</th><th>resources</th><th>in use</th></tr>"]
+    for node in group["nodes"]:
+        total = {name: to_units(amount) for name, amount in node["resources"].items()}
+        if node["free"] is None:
+            used = "unknown"
+        else:
+            free = {name: to_units(amount) for name, amount in node["free"].items()}
+            used = describe((name, units - free.get(name, 0)) for name, units in total.items())
+        lines.append(f"<tr><td>{escape(node['id'][:12])}</td><td>{escape(describe(total.items()))}</td>"
+                     f"<td>{escape(used)}</td></tr>")
+    lines.append("</table></div>")
+    return "".join(lines)
+
+
+def _chart(rows: list[UserShare]) -> str:
+    """Each active user's dominant share of the group (bar) against its entitlement (mark)."""
+    shown = sorted((row for row in rows if row.active), key=lambda row: (-row.dominant_share, -row.pending, row.user))
+    if not shown:
+        return "<p class=muted>No user has jobs here.</p>"
+    left = shown[CHART_USERS:]
+    shown = shown[:CHART_USERS]
+    bar_h, gap, label_w, width = 16, 6, 120, 520
+    plot = width - label_w - 10
+    height = len(shown) * (bar_h + gap) + 20
+    svg = [f"<svg role=img aria-label='share of the group per user' viewBox='0 0 {width} {height}' "
+           f"width={width} height={height} xmlns='http://www.w3.org/2000/svg' font-size=11>"]
+    for i, row in enumerate(shown):
+        y = i * (bar_h + gap)
+        used = plot * row.dominant_share
+        mark = label_w + plot * row.entitlement
+        title = (f"{row.user}: dominant share {row.dominant_share:.1%}, entitled to {row.entitlement:.1%}; "
+                 f"{row.running} active, {row.pending} pending")
+        svg.append(f"<g class=user><title>{escape(title)}</title>"
+                   f"<text x=0 y={y + bar_h - 4}>{escape(row.user[:18])}</text>"
+                   f"<rect x={label_w} y={y} width={plot} height={bar_h} fill='#eee'/>"
+                   f"<rect x={label_w} y={y} width={used:.1f} height={bar_h} fill='#3b7dd8'/>"
+                   f"<line x1={mark:.1f} x2={mark:.1f} y1={y - 2} y2={y + bar_h + 2} stroke='#d8553b' stroke-width=3/>"
+                   f"<text x={label_w + 4} y={y + bar_h - 4} fill='#111'>{row.dominant_share:.0%} of "
+                   f"{row.entitlement:.0%}</text></g>")
+    axis_y = len(shown) * (bar_h + gap) + 12
+    svg.append(f"<text x={label_w} y={axis_y} class=muted>0</text>"
+               f"<text x={width - 40} y={axis_y}>100%</text></svg>")
+    more = f"<p class=muted>and {len(left)} more user(s) with jobs</p>" if left else ""
+    return ("<p class=legend><span style='background:#3b7dd8'></span>dominant share held now"
+            "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg) + more)
+
+
+def _queue(jobs: list[dict], pending: int) -> str:
+    if not jobs:
+        return "<p class=muted>Nothing pending.</p>"
+    lines = [f"<p>Pending, oldest first ({len(jobs)} of {pending}):</p><div class=scroll><table>"
+             "<tr><th>#</th><th>job</th><th>user</th><th>class</th><th>resources</th><th>waiting since</th>"
+             "<th>reason</th></tr>"]
+    for position, job in enumerate(jobs, 1):
+        why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
+        request = describe((name, to_units(amount)) for name, amount in job["resources"].items())
+        lines.append(f"<tr><td>{position}</td><td>{job['id']}</td><td>{escape(job['user_name'])}</td>"
+                     f"<td>{escape(job['class'] or '-')}</td><td>{escape(request)}</td>"
+                     f"<td>{_when(job['submitted_at'])}</td><td>{escape(why)}</td></tr>")
+    lines.append("</table></div>")
+    return "".join(lines)
+

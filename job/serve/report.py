@@ -1,0 +1,51 @@
+"""The report the share command, the metrics and the status page are made from: a few aggregate
+reads (job/store/reports.py), then the pure fair-share figures (job/core/share.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import psycopg
+
+from job.core.share import UserShare, group_shares, totals_of
+from job.store import reports
+
+
+@dataclass
+class Report:
+    groups: list[dict]
+    # Group name -> its users' figures.
+    shares: dict[str, list[UserShare]]
+    pending: list[dict]
+    active: list[dict]
+    tick_totals: list[dict] = field(default_factory=list)
+    event_totals: list[dict] = field(default_factory=list)
+    # The first pending jobs of each group, for the status page.
+    queue: list[dict] = field(default_factory=list)
+
+
+def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: bool = False,
+                queue: int = 0) -> Report:
+    """The groups (one, or all), their users' shares, pending and active jobs; with `totals` the
+    ticks' and events' running totals; with `queue` that many pending jobs per group."""
+    chosen = reports.groups(conn, group)
+    users = reports.users(conn)
+    pending = reports.pending_counts(conn, group)
+    active = reports.active_jobs(conn, group)
+    shares = {user["name"]: user["shares"] for user in users}
+    pending_of: dict[str, list] = defaultdict(list)
+    for row in pending:
+        pending_of[row["group_name"]].append((row["user_name"], row["reason"], row["jobs"]))
+    active_of: dict[str, list] = defaultdict(list)
+    for row in active:
+        active_of[row["group_name"]].append((row["user_name"], row["resources"]))
+    by_group = {}
+    for row in chosen:
+        row["totals"] = totals_of(row["nodes"])
+        usage = {user["name"]: user["usage"][row["name"]] for user in users if row["name"] in user["usage"]}
+        by_group[row["name"]] = group_shares(row, shares, usage, pending_of[row["name"]], active_of[row["name"]],
+                                             row["totals"])
+    return Report(chosen, by_group, pending, active,
+                  reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
+                  reports.queue_head(conn, queue) if queue else [])

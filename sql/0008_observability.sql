@@ -1,0 +1,165 @@
+-- What happened, kept in PostgreSQL: each job's history (job_events), each group's ticks (ticks),
+-- and running totals of both that never go down (job_event_totals, tick_totals), which the metrics
+-- server reads at scrape time (`python -m job serve`, docs/observability.md).
+
+-- One row per group per tick, written by the tick right after it (job/scheduler/ticks.py), so that
+-- what the CronJob's short-lived pods did outlives them. Pruned with the jobs.
+CREATE TABLE ticks (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
+    at timestamptz NOT NULL DEFAULT now(),
+    outcome text NOT NULL CHECK (outcome IN ('ticked', 'skipped', 'failed')),
+    cause text,
+    seconds double precision NOT NULL CHECK (seconds >= 0),
+    -- Step name -> seconds (observe, reconcile, plan, commit, submit), and the part spent on Ray.
+    steps jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(steps) = 'object'),
+    ray_seconds double precision NOT NULL DEFAULT 0,
+    placed integer NOT NULL DEFAULT 0,
+    running integer NOT NULL DEFAULT 0,
+    finished integer NOT NULL DEFAULT 0,
+    -- Waiting reason -> jobs, as planned.
+    waiting jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(waiting) = 'object'),
+    reasons_written integer NOT NULL DEFAULT 0,
+    statements integer NOT NULL DEFAULT 0,
+    -- The group's alive Ray nodes as the tick saw them: [{"id", "resources", "free"}] in Ray's
+    -- names and units ("free" null where Ray did not say). The totals of fair share come from here.
+    nodes jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(nodes) = 'array')
+);
+CREATE INDEX ticks_group ON ticks (group_name, id);
+CREATE INDEX ticks_at ON ticks (at);
+
+-- Per group, outcome and step ('' for the whole tick): how many ticks, their seconds, the last one.
+-- Written in the statement that inserts the ticks; a few rows per group, never pruned, so that
+-- the counters of the metrics only ever go up.
+CREATE TABLE tick_totals (
+    group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
+    outcome text NOT NULL,
+    step text NOT NULL,
+    ticks bigint NOT NULL,
+    seconds double precision NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (group_name, outcome, step)
+);
+
+-- A job's history: one row per change of its state, of its reason, or of a cancel request, in the
+-- transaction of the change, whoever wrote it (the triggers below): never one for a message that
+-- only restates figures. Deleted with the job (prune, group remove).
+CREATE TABLE job_events (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    at timestamptz NOT NULL DEFAULT now(),
+    -- queued, waiting, placed, submitted, started, waiting_in_ray, stop_requested,
+    -- cancel_requested, requeued, preempted, finished, changed
+    kind text NOT NULL,
+    from_state text,
+    state text NOT NULL,
+    reason text,
+    message text,
+    node text,
+    attempt integer,
+    -- What the tick adds that the row does not hold: at placement, the policy's figures.
+    details jsonb
+);
+CREATE INDEX job_events_job ON job_events (job_id, id);
+
+-- Events counted per group, kind, state and reason ('' for none): placements, requeues and
+-- preemptions by reason, finished jobs by state. Never pruned: counters that only go up.
+CREATE TABLE job_event_totals (
+    group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
+    kind text NOT NULL,
+    state text NOT NULL,
+    reason text NOT NULL,
+    count bigint NOT NULL,
+    PRIMARY KEY (group_name, kind, state, reason)
+);
+
+-- The kind of a change. Reasons an active job gets when the tick asks Ray to stop it
+-- (job/core/reconcile.py STOP_REASONS, and preemption's); tests/test_events.py checks each one.
+CREATE FUNCTION job_event_kind(from_state text, to_state text, from_reason text, to_reason text,
+                               cancel_before timestamptz, cancel_after timestamptz) RETURNS text
+    LANGUAGE sql IMMUTABLE
+AS $kind$
+    SELECT CASE
+        WHEN from_state IS NULL THEN 'queued'
+        WHEN from_state = to_state THEN CASE
+            WHEN cancel_before IS NULL AND cancel_after IS NOT NULL AND from_reason IS NOT DISTINCT FROM to_reason
+                THEN 'cancel_requested'
+            WHEN to_state = 'PENDING' THEN 'waiting'
+            WHEN to_reason IN ('Cancelled', 'RuntimeLimit', 'Preempting') THEN 'stop_requested'
+            ELSE 'waiting_in_ray' END
+        WHEN to_state = 'SUBMITTING' THEN 'placed'
+        WHEN to_state = 'SUBMITTED' THEN 'submitted'
+        WHEN to_state = 'RUNNING' THEN 'started'
+        WHEN to_state = 'PENDING' AND to_reason = 'Preempted' THEN 'preempted'
+        WHEN to_state = 'PENDING' THEN 'requeued'
+        WHEN to_state IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'CANCELLED') THEN 'finished'
+        ELSE 'changed' END
+$kind$;
+
+-- Statement triggers with transition tables: one INSERT per statement on jobs, whatever the number
+-- of rows, and nothing written for rows whose state, reason and cancel request did not change.
+-- SECURITY DEFINER: no role needs to write the history itself, and none can forge it.
+CREATE FUNCTION job_events_record() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+AS $record$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        WITH changes AS (
+            SELECT n.id, n.group_name, 'queued' AS kind, NULL::text AS from_state, n.state, n.reason, n.message,
+                   n.node, n.attempt
+            FROM new_jobs n),
+        written AS (
+            INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
+            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes)
+        INSERT INTO job_event_totals AS t (group_name, kind, state, reason, count)
+        SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
+        GROUP BY group_name, kind, state, coalesce(reason, '')
+        ON CONFLICT (group_name, kind, state, reason) DO UPDATE SET count = t.count + excluded.count;
+    ELSE
+        WITH changes AS (
+            SELECT n.id, n.group_name,
+                   job_event_kind(o.state, n.state, o.reason, n.reason, o.cancel_requested_at,
+                                  n.cancel_requested_at) AS kind,
+                   o.state AS from_state, n.state, n.reason, n.message, n.node, n.attempt
+            FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+            WHERE o.state IS DISTINCT FROM n.state OR o.reason IS DISTINCT FROM n.reason
+               OR (o.cancel_requested_at IS NULL AND n.cancel_requested_at IS NOT NULL)),
+        written AS (
+            INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
+            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id)
+        INSERT INTO job_event_totals AS t (group_name, kind, state, reason, count)
+        SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
+        GROUP BY group_name, kind, state, coalesce(reason, '')
+        ON CONFLICT (group_name, kind, state, reason) DO UPDATE SET count = t.count + excluded.count;
+    END IF;
+    RETURN NULL;
+END
+$record$;
+
+DO $path$
+BEGIN
+    EXECUTE format('ALTER FUNCTION job_events_record() SET search_path = %I, pg_temp', current_schema());
+END
+$path$;
+REVOKE EXECUTE ON FUNCTION job_events_record() FROM PUBLIC;
+
+CREATE TRIGGER jobs_events_insert AFTER INSERT ON jobs
+    REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION job_events_record();
+CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobs
+    REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION job_events_record();
+
+-- Rights (sql/0005_roles.sql): everyone who may read jobs reads their history; the scheduler writes
+-- the ticks and the placement's figures of an event; prune deletes old ticks.
+GRANT SELECT ON ticks, tick_totals, job_events, job_event_totals TO job_reader, job_admin, job_scheduler;
+GRANT SELECT ON job_events TO job_submitter;
+GRANT INSERT ON ticks TO job_scheduler;
+GRANT INSERT, UPDATE ON tick_totals TO job_scheduler;
+GRANT DELETE ON ticks TO job_scheduler, job_admin;
+GRANT UPDATE (details) ON job_events TO job_scheduler;
+
+-- A submitter sees the history of its own jobs only, as it sees its jobs.
+ALTER TABLE job_events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY job_events_read ON job_events FOR SELECT TO job_reader, job_admin, job_scheduler USING (true);
+CREATE POLICY job_events_details ON job_events FOR UPDATE TO job_scheduler USING (true) WITH CHECK (true);
+CREATE POLICY job_events_own ON job_events FOR SELECT TO job_submitter
+    USING (EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_events.job_id));
