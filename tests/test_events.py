@@ -1,0 +1,177 @@
+"""A job's history and the ticks' record (sql/0008_observability.sql) on the real PostgreSQL: each
+store write of jobs records its event in its own transaction, a message refresh records none, a
+real tick (against the fake Ray of tests/fake_ray.py) records its summary and the policy's figures
+of each placement; `events` shows them; `prune` deletes old ticks and the events of the jobs it
+deletes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from cli_helpers import run_cli
+from fake_ray import FakeRay
+from job import api
+from job.core import states
+from job.core.reconcile import STOP_REASONS
+from job.scheduler import tick
+from job.scheduler.config import TickConfig
+from job.store import groups, tick_jobs
+
+FAKE = "http://fake-ray.invalid:8265"
+
+
+@pytest.fixture
+def queue(conn):
+    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('main', %s, 'fairshare')", (FAKE,))
+    conn.execute("INSERT INTO users (name, shares) VALUES ('alice', 1), ('bob', 2)")
+    return conn
+
+
+def submit(database_url: str, user: str = "alice", cpus: int = 1) -> int:
+    return api.submit(user=user, group="main", entrypoint="true", resources={"CPU": cpus}, database_url=database_url)
+
+
+def kinds(conn, job_id: int) -> list[tuple]:
+    return [(row["kind"], row["from_state"], row["state"], row["reason"]) for row in conn.execute(
+        "SELECT kind, from_state, state, reason FROM job_events WHERE job_id = %s ORDER BY id", (job_id,))]
+
+
+def update(conn, job_id: int, **fields) -> None:
+    job = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    tick_jobs.update_jobs(conn, {job_id: {column: fields.get(column, job[column]) for column in tick_jobs.JOB_UPDATE_COLUMNS}})
+
+
+def test_each_write_records_its_event_and_a_message_refresh_none(queue, database_url):
+    conn = queue
+    job = submit(database_url)
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0")})
+    # The same reason with new figures: a message refresh, no event.
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0.5")})
+    [intent] = tick_jobs.commit_intents(conn, [(job, "node-a")], "inst")
+    tick_jobs.mark_submitted(conn, [job])
+    update(conn, job, reason="Starting", message="held 3 s")
+    update(conn, job, reason="Starting", message="held 8 s")  # refresh again
+    update(conn, job, state=states.RUNNING, reason=None, started_at=datetime.now(timezone.utc))
+    tick_jobs.requeue_infra(conn, {job: (states.RUNNING, "InfraFailure", "its node has died")}, 5)
+    tick_jobs.commit_intents(conn, [(job, "node-b")], "inst")
+    tick_jobs.return_to_pending(conn, {job: (states.SUBMITTING, "Refused", "Ray refused it")}, 3)
+    tick_jobs.commit_intents(conn, [(job, "node-a")], "inst")
+    tick_jobs.mark_submitted(conn, [job])
+    api.cancel([job], conn=conn)
+    update(conn, job, reason="Cancelled", message="stop requested by `cancel`")
+    update(conn, job, state=states.STOPPED, reason="Cancelled", message="cancelled while it ran",
+           finished_at=datetime.now(timezone.utc))
+    assert kinds(conn, job) == [
+        ("queued", None, "PENDING", "Queued"),
+        ("waiting", "PENDING", "PENDING", "Resources"),
+        ("placed", "PENDING", "SUBMITTING", "Submitting"),
+        ("submitted", "SUBMITTING", "SUBMITTED", None),
+        ("waiting_in_ray", "SUBMITTED", "SUBMITTED", "Starting"),
+        ("started", "SUBMITTED", "RUNNING", None),
+        ("requeued", "RUNNING", "PENDING", "InfraFailure"),
+        ("placed", "PENDING", "SUBMITTING", "Submitting"),
+        ("requeued", "SUBMITTING", "PENDING", "Refused"),
+        ("placed", "PENDING", "SUBMITTING", "Submitting"),
+        ("submitted", "SUBMITTING", "SUBMITTED", None),
+        ("cancel_requested", "SUBMITTED", "SUBMITTED", None),
+        ("stop_requested", "SUBMITTED", "SUBMITTED", "Cancelled"),
+        ("finished", "SUBMITTED", "STOPPED", "Cancelled"),
+    ]
+    placed = conn.execute("SELECT node, attempt FROM job_events WHERE job_id = %s AND kind = 'placed' ORDER BY id",
+                          (job,)).fetchall()
+    assert [(row["node"], row["attempt"]) for row in placed] == [("node-a", 1), ("node-b", 2), ("node-a", 3)]
+    assert intent["attempt"] == 1
+    totals = {(row["kind"], row["reason"]): row["count"] for row in conn.execute(
+        "SELECT kind, reason, count FROM job_event_totals WHERE group_name = 'main'")}
+    assert totals[("placed", "Submitting")] == 3 and totals[("requeued", "InfraFailure")] == 1
+    assert totals[("requeued", "Refused")] == 1 and totals[("queued", "Queued")] == 1
+
+
+def test_a_rolled_back_write_leaves_no_event(queue, database_url):
+    job = submit(database_url)
+    queue.execute("BEGIN")
+    tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
+    queue.execute("ROLLBACK")
+    assert [k[0] for k in kinds(queue, job)] == ["queued"]
+
+
+@pytest.mark.parametrize("reason", [*STOP_REASONS, "Preempting"])
+def test_every_stop_reason_is_a_stop_request(queue, database_url, reason):
+    job = submit(database_url)
+    tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
+    tick_jobs.mark_submitted(queue, [job])
+    update(queue, job, reason=reason, message="stopping")
+    assert kinds(queue, job)[-1] == ("stop_requested", "SUBMITTED", "SUBMITTED", reason)
+
+
+def test_a_preempted_job_back_in_the_queue_is_a_preemption(queue, database_url):
+    job = submit(database_url)
+    tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
+    tick_jobs.requeue_infra(queue, {job: (states.SUBMITTING, "Preempted", "made room for job 9")}, 5)
+    assert kinds(queue, job)[-1] == ("preempted", "SUBMITTING", "PENDING", "Preempted")
+
+
+def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, database_url, monkeypatch, capsys):
+    jobs = [submit(database_url, "alice", 3), submit(database_url, "alice", 3), submit(database_url, "bob", 3)]
+    ray = FakeRay()
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
+    assert result.status == "ticked" and result.placed == 2
+    [row] = queue.execute("SELECT * FROM ticks").fetchall()
+    assert (row["group_name"], row["outcome"], row["placed"], row["waiting"]) == ("main", "ticked", 2, {"Resources": 1})
+    assert set(row["steps"]) == {"observe", "reconcile", "plan", "commit", "submit"}
+    assert row["seconds"] >= sum(row["steps"].values()) and row["statements"] == result.statements
+    assert [node["id"] for node in row["nodes"]] == ["node-a", "node-b"]
+    totals = {(r["outcome"], r["step"]): r["ticks"] for r in queue.execute("SELECT * FROM tick_totals")}
+    assert totals == {("ticked", ""): 1, **{("ticked", step): 1 for step in row["steps"]}}
+
+    placed = {r["job_id"]: r["details"] for r in queue.execute("SELECT job_id, details FROM job_events WHERE kind = 'placed'")}
+    # Both start with nothing: alice goes first (ties by name), then bob (alice's 3 CPUs of 8 count).
+    assert set(placed) == {jobs[0], jobs[2]}
+    assert placed[jobs[0]]["score"] == 0 and placed[jobs[0]]["policy"] == "fairshare"
+    assert placed[jobs[2]] == {**placed[jobs[2]], "shares": 2.0, "dominant_share": 0.0, "score": 0.0}
+
+    shown = run_cli(capsys, "events", str(jobs[0]))
+    assert shown.status == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[0] == f"job {jobs[0]}: alice in main, CPU=3, now SUBMITTED"
+    assert [line.split()[2] for line in lines[2:]] == ["queued", "placed", "submitted"]
+    assert "fairshare: score 0 (shares 1, usage 0, dominant share 0), lowest first" in lines[3]
+    waiting = run_cli(capsys, "events", str(jobs[1]), "--json")
+    assert [e["kind"] for e in json.loads(waiting.out)["events"]] == ["queued", "waiting"]
+
+    # A second tick: skipped while another holds the group's lock, and its record says so.
+    queue.execute("SELECT pg_advisory_lock(%s, hashtext('main'))", (groups.TICK_LOCK_CLASS,))
+    tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
+    queue.execute("SELECT pg_advisory_unlock(%s, hashtext('main'))", (groups.TICK_LOCK_CLASS,))
+    assert [r["outcome"] for r in queue.execute("SELECT outcome FROM ticks ORDER BY id")] == ["ticked", "skipped"]
+
+
+def test_events_of_an_unknown_or_malformed_id(queue, capsys):
+    missing = run_cli(capsys, "events", "999")
+    assert (missing.status, missing.out, missing.err) == (2, "", "error: job 999 does not exist\n")
+    bad = run_cli(capsys, "events", "x1")
+    assert bad.status == 2 and bad.err.startswith("error: job id: 'x1' is not a job id")
+
+
+def test_prune_deletes_old_ticks_and_the_events_of_the_jobs_it_deletes(queue, database_url, capsys):
+    old, kept = submit(database_url), submit(database_url)
+    api.cancel([old, kept], conn=queue)
+    queue.execute("UPDATE jobs SET finished_at = now() - interval '40 days' WHERE id = %s", (old,))
+    queue.execute(
+        """INSERT INTO ticks (group_name, at, outcome, seconds)
+           VALUES ('main', now() - interval '40 days', 'ticked', 1), ('main', now() - interval '1 day', 'ticked', 1)""")
+    dry = run_cli(capsys, "prune", "--finished-before", "30d", "--dry-run")
+    assert dry.out.splitlines()[1].startswith("would delete 1 tick record(s) from before ")
+    done = run_cli(capsys, "prune", "--finished-before", "30d")
+    assert done.status == 0, done.err
+    assert done.out.splitlines()[1].startswith("deleted 1 tick record(s) from before ")
+    assert queue.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"] == 1
+    left = queue.execute("SELECT DISTINCT job_id FROM job_events").fetchall()
+    assert [row["job_id"] for row in left] == [kept]
+    # The totals are kept: counters never go down.
+    assert queue.execute("SELECT count FROM job_event_totals WHERE kind = 'queued'").fetchone()["count"] == 2
+
