@@ -55,7 +55,7 @@ def pod_spec(obj: dict) -> dict:
 
 
 def workloads(objects: list[dict]) -> list[dict]:
-    return [o for o in objects if o["kind"] in ("CronJob", "Job")]
+    return [o for o in objects if o["kind"] in ("CronJob", "Job", "Deployment")]
 
 
 def containers(objects: list[dict]):
@@ -81,7 +81,8 @@ def test_renders_the_whole_base(rendered):
         ("Namespace", NAMESPACE), ("ServiceAccount", "job-scheduler"),
         ("Role", "job-scheduler-rayclusters-reader"), ("RoleBinding", "job-scheduler-rayclusters-reader"),
         ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"), ("CronJob", "job-prune"),
-        ("NetworkPolicy", "job-scheduler-egress"),
+        ("NetworkPolicy", "job-scheduler-egress"), ("Deployment", "job-serve"), ("Service", "job-serve"),
+        ("NetworkPolicy", "job-serve"),
     ])
     for obj in rendered:
         if obj["kind"] != "Namespace":
@@ -205,10 +206,10 @@ def test_rbac_allows_only_reading_rayclusters_with_the_verbs_the_code_uses(rende
 
 
 def test_network_policy_lets_the_pods_reach_dns_postgres_ray_and_the_api_only(rendered):
-    policy = one(rendered, "NetworkPolicy")
+    policy = one(rendered, "NetworkPolicy", "job-scheduler-egress")
     selector = policy["spec"]["podSelector"]["matchExpressions"]
     components = {labels.get("app.kubernetes.io/component") for labels in
-                  (pod_template(obj)["metadata"]["labels"] for obj in workloads(rendered))}
+                  (pod_template(obj)["metadata"]["labels"] for obj in workloads(rendered))} - {"serve"}
     assert selector == [{"key": "app.kubernetes.io/component", "operator": "In", "values": sorted(components)}]
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy["spec"]
     allowed = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
@@ -271,3 +272,25 @@ def test_settings_come_from_the_configmap_and_the_secret(rendered):
 
 def test_the_example_secret_is_not_applied(rendered):
     assert not [o for o in rendered if o["kind"] == "Secret"], "applying would overwrite the real database URL with the example's"
+
+
+def test_serve_runs_read_only_behind_its_service_and_policy(rendered):
+    deployment = one(rendered, "Deployment", "job-serve")
+    spec = pod_spec(deployment)
+    [container] = spec["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "serve" and int(args.port) == container["ports"][0]["containerPort"]
+    assert spec["automountServiceAccountToken"] is False
+    env = {e["name"]: e for e in container["env"]}
+    # The read-only login: never the scheduler's, the owner's or an admin's.
+    assert env["JOB_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"] == "reader-url"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    service = one(rendered, "Service", "job-serve")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9464, "targetPort": "metrics"}]
+    policy = one(rendered, "NetworkPolicy", "job-serve")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "serve"}
+    assert [port for rule in policy["spec"]["ingress"] for port in rule["ports"]] == [{"protocol": "TCP", "port": 9464}]
+    egress = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
+    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 5432)}

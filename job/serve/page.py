@@ -85,26 +85,26 @@ def _chart(rows: list[UserShare]) -> str:
     bar_h, gap, label_w, width = 16, 6, 120, 520
     plot = width - label_w - 10
     height = len(shown) * (bar_h + gap) + 20
-    svg = [f"<svg role=img aria-label='share of the group per user' viewBox='0 0 {width} {height}' "
-           f"width={width} height={height} xmlns='http://www.w3.org/2000/svg' font-size=11>"]
+    svg = [f"<svg role='img' aria-label='share of the group per user' viewBox='0 0 {width} {height}' "
+           f"width='{width}' height='{height}' xmlns='http://www.w3.org/2000/svg' font-size='11'>"]
     for i, row in enumerate(shown):
         y = i * (bar_h + gap)
         used = plot * row.dominant_share
         mark = label_w + plot * row.entitlement
         title = (f"{row.user}: dominant share {row.dominant_share:.1%}, entitled to {row.entitlement:.1%}; "
                  f"{row.running} active, {row.pending} pending")
-        svg.append(f"<g class=user><title>{escape(title)}</title>"
-                   f"<text x=0 y={y + bar_h - 4}>{escape(row.user[:18])}</text>"
-                   f"<rect x={label_w} y={y} width={plot} height={bar_h} fill='#eee'/>"
-                   f"<rect x={label_w} y={y} width={used:.1f} height={bar_h} fill='#3b7dd8'/>"
-                   f"<line x1={mark:.1f} x2={mark:.1f} y1={y - 2} y2={y + bar_h + 2} stroke='#d8553b' stroke-width=3/>"
-                   f"<text x={label_w + 4} y={y + bar_h - 4} fill='#111'>{row.dominant_share:.0%} of "
+        svg.append(f"<g class='user'><title>{escape(title)}</title>"
+                   f"<text x='0' y='{y + bar_h - 4}'>{escape(row.user[:18])}</text>"
+                   f"<rect x='{label_w}' y='{y}' width='{plot}' height='{bar_h}' fill='#eee'/>"
+                   f"<rect x='{label_w}' y='{y}' width='{used:.1f}' height='{bar_h}' fill='#7aaae8'/>"
+                   f"<line x1='{mark:.1f}' x2='{mark:.1f}' y1='{y - 2}' y2='{y + bar_h + 2}' stroke='#d8553b' "
+                   f"stroke-width='3'/>"
+                   f"<text x='{label_w + 4}' y='{y + bar_h - 4}' fill='#111'>{row.dominant_share:.0%} of "
                    f"{row.entitlement:.0%}</text></g>")
     axis_y = len(shown) * (bar_h + gap) + 12
-    svg.append(f"<text x={label_w} y={axis_y} class=muted>0</text>"
-               f"<text x={width - 40} y={axis_y}>100%</text></svg>")
+    svg.append(f"<text x='{label_w}' y='{axis_y}'>0</text><text x='{width - 40}' y='{axis_y}'>100%</text></svg>")
     more = f"<p class=muted>and {len(left)} more user(s) with jobs</p>" if left else ""
-    return ("<p class=legend><span style='background:#3b7dd8'></span>dominant share held now"
+    return ("<p class=legend><span style='background:#7aaae8'></span>dominant share held now"
             "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg) + more)
 
 
