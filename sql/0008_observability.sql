@@ -1,6 +1,7 @@
 -- What happened, kept in PostgreSQL: each job's history (job_events), each group's ticks (ticks),
--- and running totals of both that never go down (job_event_totals, tick_totals), which the metrics
--- server reads at scrape time (`python -m job serve`, docs/observability.md).
+-- running totals of both that never go down (job_event_totals, tick_totals), and the unfinished
+-- jobs counted per group, user, state and reason (job_counts), which the metrics server reads at
+-- scrape time instead of counting 100k pending jobs (`python -m job serve`, docs/observability.md).
 
 -- One row per group per tick, written by the tick right after it (job/scheduler/ticks.py), so that
 -- what the CronJob's short-lived pods did outlives them. Pruned with the jobs.
@@ -64,25 +65,41 @@ CREATE INDEX job_events_job ON job_events (job_id, id);
 
 -- Events counted per group, kind, state and reason ('' for none): placements, requeues and
 -- preemptions by reason, finished jobs by state. Never pruned: counters that only go up.
+--
+-- This table and job_counts hold signed amounts to be summed per key, not one row per key: each
+-- statement on jobs adds its own rows, so that no two transactions wait on one counter row (a
+-- submit inside a long transaction would hold every other submit of its group). job_fold_counts()
+-- sums them into one row per key again; the tick calls it after each round.
 CREATE TABLE job_event_totals (
     group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
     kind text NOT NULL,
     state text NOT NULL,
     reason text NOT NULL,
-    count bigint NOT NULL,
-    PRIMARY KEY (group_name, kind, state, reason)
+    count bigint NOT NULL
+);
+
+-- Unfinished jobs (PENDING, SUBMITTING, SUBMITTED, RUNNING) per group, user, class, state and
+-- waiting reason ('' for none), exact in every transaction's view. `class`: the job's priority
+-- class once jobs have one ('' until then: the triggers below write it).
+CREATE TABLE job_counts (
+    group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
+    user_name text NOT NULL,
+    class text NOT NULL,
+    state text NOT NULL,
+    reason text NOT NULL,
+    jobs bigint NOT NULL
 );
 
 -- The kind of a change. Reasons an active job gets when the tick asks Ray to stop it
 -- (job/core/reconcile.py STOP_REASONS, and preemption's); tests/test_events.py checks each one.
 CREATE FUNCTION job_event_kind(from_state text, to_state text, from_reason text, to_reason text,
-                               cancel_before timestamptz, cancel_after timestamptz) RETURNS text
+                               cancel_asked boolean) RETURNS text
     LANGUAGE sql IMMUTABLE
 AS $kind$
     SELECT CASE
         WHEN from_state IS NULL THEN 'queued'
         WHEN from_state = to_state THEN CASE
-            WHEN cancel_before IS NULL AND cancel_after IS NOT NULL AND from_reason IS NOT DISTINCT FROM to_reason
+            WHEN cancel_asked AND from_reason IS NOT DISTINCT FROM to_reason
                 THEN 'cancel_requested'
             WHEN to_state = 'PENDING' THEN 'waiting'
             WHEN to_reason IN ('Cancelled', 'RuntimeLimit', 'Preempting') THEN 'stop_requested'
@@ -96,41 +113,64 @@ AS $kind$
         ELSE 'changed' END
 $kind$;
 
--- Statement triggers with transition tables: one INSERT per statement on jobs, whatever the number
--- of rows, and nothing written for rows whose state, reason and cancel request did not change.
--- SECURITY DEFINER: no role needs to write the history itself, and none can forge it.
+-- Statement triggers with transition tables: one INSERT per table per statement on jobs, whatever
+-- the number of rows, and nothing written for rows whose state, reason and cancel request did not
+-- change (a message refresh). SECURITY DEFINER: no role needs to write the history or the counts
+-- itself, and none can forge them.
 CREATE FUNCTION job_events_record() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
 AS $record$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         WITH changes AS (
-            SELECT n.id, n.group_name, 'queued' AS kind, NULL::text AS from_state, n.state, n.reason, n.message,
-                   n.node, n.attempt
+            SELECT n.id, n.group_name, n.user_name, 'queued' AS kind, NULL::text AS from_state, n.state, n.reason,
+                   n.message, n.node, n.attempt
             FROM new_jobs n),
         written AS (
             INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
-            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes)
-        INSERT INTO job_event_totals AS t (group_name, kind, state, reason, count)
+            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id),
+        counted AS (
+            INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
+            SELECT group_name, user_name, '', state, coalesce(reason, ''), count(*) FROM changes
+            WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
+            GROUP BY group_name, user_name, state, coalesce(reason, ''))
+        INSERT INTO job_event_totals (group_name, kind, state, reason, count)
         SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
-        GROUP BY group_name, kind, state, coalesce(reason, '')
-        ON CONFLICT (group_name, kind, state, reason) DO UPDATE SET count = t.count + excluded.count;
+        GROUP BY group_name, kind, state, coalesce(reason, '');
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
+        SELECT group_name, user_name, '', state, coalesce(reason, ''), -count(*) FROM old_jobs
+        WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
+        GROUP BY group_name, user_name, state, coalesce(reason, '');
     ELSE
-        WITH changes AS (
-            SELECT n.id, n.group_name,
-                   job_event_kind(o.state, n.state, o.reason, n.reason, o.cancel_requested_at,
-                                  n.cancel_requested_at) AS kind,
-                   o.state AS from_state, n.state, n.reason, n.message, n.node, n.attempt
-            FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-            WHERE o.state IS DISTINCT FROM n.state OR o.reason IS DISTINCT FROM n.reason
-               OR (o.cancel_requested_at IS NULL AND n.cancel_requested_at IS NOT NULL)),
+        WITH pairs AS (
+            SELECT n.id, n.group_name, n.user_name, n.state, n.reason, n.message, n.node, n.attempt,
+                   o.group_name AS from_group, o.user_name AS from_user, o.state AS from_state,
+                   o.reason AS from_reason,
+                   o.cancel_requested_at IS NULL AND n.cancel_requested_at IS NOT NULL AS cancel_asked
+            FROM new_jobs n JOIN old_jobs o ON o.id = n.id),
+        changes AS (
+            SELECT *, job_event_kind(from_state, state, from_reason, reason, cancel_asked) AS kind FROM pairs
+            WHERE from_state IS DISTINCT FROM state OR from_reason IS DISTINCT FROM reason OR cancel_asked),
         written AS (
             INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
-            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id)
-        INSERT INTO job_event_totals AS t (group_name, kind, state, reason, count)
+            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id),
+        moved AS (
+            SELECT from_group AS group_name, from_user AS user_name, from_state AS state, from_reason AS reason,
+                   -1 AS jobs
+            FROM pairs
+            WHERE (from_state, from_reason, from_group, from_user) IS DISTINCT FROM (state, reason, group_name, user_name)
+            UNION ALL
+            SELECT group_name, user_name, state, reason, 1 FROM pairs
+            WHERE (from_state, from_reason, from_group, from_user) IS DISTINCT FROM (state, reason, group_name, user_name)),
+        counted AS (
+            INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
+            SELECT group_name, user_name, '', state, coalesce(reason, ''), sum(jobs) FROM moved
+            WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
+            GROUP BY group_name, user_name, state, coalesce(reason, '') HAVING sum(jobs) <> 0)
+        INSERT INTO job_event_totals (group_name, kind, state, reason, count)
         SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
-        GROUP BY group_name, kind, state, coalesce(reason, '')
-        ON CONFLICT (group_name, kind, state, reason) DO UPDATE SET count = t.count + excluded.count;
+        GROUP BY group_name, kind, state, coalesce(reason, '');
     END IF;
     RETURN NULL;
 END
@@ -147,10 +187,33 @@ CREATE TRIGGER jobs_events_insert AFTER INSERT ON jobs
     REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION job_events_record();
 CREATE TRIGGER jobs_events_update AFTER UPDATE ON jobs
     REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION job_events_record();
+CREATE TRIGGER jobs_events_delete AFTER DELETE ON jobs
+    REFERENCING OLD TABLE AS old_jobs FOR EACH STATEMENT EXECUTE FUNCTION job_events_record();
+
+-- One row per key again in job_counts and job_event_totals (see above). Concurrent calls are safe:
+-- a row another call deleted meanwhile is skipped, and what it summed is that call's to insert.
+CREATE FUNCTION job_fold_counts() RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+AS $fold$
+    WITH gone AS (DELETE FROM job_counts RETURNING *)
+    INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
+    SELECT group_name, user_name, class, state, reason, sum(jobs) FROM gone
+    GROUP BY group_name, user_name, class, state, reason HAVING sum(jobs) <> 0;
+    WITH gone AS (DELETE FROM job_event_totals RETURNING *)
+    INSERT INTO job_event_totals (group_name, kind, state, reason, count)
+    SELECT group_name, kind, state, reason, sum(count) FROM gone GROUP BY group_name, kind, state, reason;
+$fold$;
+DO $path$
+BEGIN
+    EXECUTE format('ALTER FUNCTION job_fold_counts() SET search_path = %I, pg_temp', current_schema());
+END
+$path$;
+REVOKE EXECUTE ON FUNCTION job_fold_counts() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION job_fold_counts() TO job_scheduler, job_admin;
 
 -- Rights (sql/0005_roles.sql): everyone who may read jobs reads their history; the scheduler writes
 -- the ticks and the placement's figures of an event; prune deletes old ticks.
-GRANT SELECT ON ticks, tick_totals, job_events, job_event_totals TO job_reader, job_admin, job_scheduler;
+GRANT SELECT ON ticks, tick_totals, job_events, job_event_totals, job_counts TO job_reader, job_admin, job_scheduler;
 GRANT SELECT ON job_events TO job_submitter;
 GRANT INSERT ON ticks TO job_scheduler;
 GRANT INSERT, UPDATE ON tick_totals TO job_scheduler;

@@ -18,7 +18,7 @@ from job.core import states
 from job.core.reconcile import STOP_REASONS
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
-from job.store import groups, tick_jobs
+from job.store import events, groups, tick_jobs
 
 FAKE = "http://fake-ray.invalid:8265"
 
@@ -42,6 +42,21 @@ def kinds(conn, job_id: int) -> list[tuple]:
 def update(conn, job_id: int, **fields) -> None:
     job = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
     tick_jobs.update_jobs(conn, {job_id: {column: fields.get(column, job[column]) for column in tick_jobs.JOB_UPDATE_COLUMNS}})
+
+
+def assert_counted(conn) -> None:
+    """job_counts, kept by the triggers, against counting the unfinished jobs themselves; both
+    before and after folding."""
+    direct = conn.execute(
+        """SELECT group_name, user_name, state, coalesce(reason, '') AS reason, count(*) AS jobs FROM jobs
+           WHERE state = ANY(%s) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""", (list(states.UNFINISHED),)).fetchall()
+    for _ in range(2):
+        kept = conn.execute(
+            """SELECT group_name, user_name, state, reason, sum(jobs) AS jobs FROM job_counts
+               GROUP BY 1, 2, 3, 4 HAVING sum(jobs) <> 0 ORDER BY 1, 2, 3, 4""").fetchall()
+        assert kept == direct
+        events.fold_counts(conn)
+    assert conn.execute("SELECT count(*) AS n FROM job_counts").fetchone()["n"] == len(direct)
 
 
 def test_each_write_records_its_event_and_a_message_refresh_none(queue, database_url):
@@ -85,9 +100,24 @@ def test_each_write_records_its_event_and_a_message_refresh_none(queue, database
     assert [(row["node"], row["attempt"]) for row in placed] == [("node-a", 1), ("node-b", 2), ("node-a", 3)]
     assert intent["attempt"] == 1
     totals = {(row["kind"], row["reason"]): row["count"] for row in conn.execute(
-        "SELECT kind, reason, count FROM job_event_totals WHERE group_name = 'main'")}
+        "SELECT kind, reason, sum(count) AS count FROM job_event_totals WHERE group_name = 'main' GROUP BY 1, 2")}
     assert totals[("placed", "Submitting")] == 3 and totals[("requeued", "InfraFailure")] == 1
     assert totals[("requeued", "Refused")] == 1 and totals[("queued", "Queued")] == 1
+    assert_counted(conn)
+
+
+def test_the_counts_follow_every_write(queue, database_url):
+    jobs = [submit(database_url, user) for user in ("alice", "bob", "alice", "bob")]
+    assert_counted(queue)
+    tick_jobs.set_waiting(queue, {jobs[0]: ("Resources", "x"), jobs[1]: ("Limit", "y")})
+    tick_jobs.commit_intents(queue, [(jobs[2], "node-a")], "inst")
+    assert_counted(queue)
+    api.cancel([jobs[3], jobs[2]], conn=queue)
+    queue.execute("UPDATE jobs SET user_name = 'bob' WHERE id = %s", (jobs[0],))  # as an admin might
+    assert_counted(queue)
+    queue.execute("DELETE FROM jobs WHERE id = %s", (jobs[1],))  # as an admin might
+    tick_jobs.mark_submitted(queue, [jobs[2]])
+    assert_counted(queue)
 
 
 def test_a_rolled_back_write_leaves_no_event(queue, database_url):
@@ -148,6 +178,7 @@ def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, dat
     tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
     queue.execute("SELECT pg_advisory_unlock(%s, hashtext('main'))", (groups.TICK_LOCK_CLASS,))
     assert [r["outcome"] for r in queue.execute("SELECT outcome FROM ticks ORDER BY id")] == ["ticked", "skipped"]
+    assert_counted(queue)
 
 
 def test_events_of_an_unknown_or_malformed_id(queue, capsys):
@@ -173,5 +204,5 @@ def test_prune_deletes_old_ticks_and_the_events_of_the_jobs_it_deletes(queue, da
     left = queue.execute("SELECT DISTINCT job_id FROM job_events").fetchall()
     assert [row["job_id"] for row in left] == [kept]
     # The totals are kept: counters never go down.
-    assert queue.execute("SELECT count FROM job_event_totals WHERE kind = 'queued'").fetchone()["count"] == 2
+    assert queue.execute("SELECT sum(count) AS n FROM job_event_totals WHERE kind = 'queued'").fetchone()["n"] == 2
 

@@ -1,6 +1,7 @@
 """The tick's record: one row per group ticked, written right after the groups' ticks, so that the
-metrics (`python -m job serve`) cover the CronJob's short-lived pods. A record that cannot be
-written is logged and the tick's outcome stands: the queue matters more than its record."""
+metrics (`python -m job serve`) cover the CronJob's short-lived pods; and the counts the triggers
+keep, folded to one row per key. A record that cannot be written is logged and the tick's outcome
+stands: the queue matters more than its record."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import psycopg
 from job import log
 from job.core.errors import JobError
 from job.scheduler.report import GroupResult
-from job.store import ticks
+from job.store import events, ticks
 from job.store.connection import connect
 
 
@@ -27,5 +28,6 @@ def record_ticks(database_url: str, results: list[GroupResult]) -> None:
     try:
         with connect(database_url) as conn:
             ticks.record(conn, [tick_row(result) for result in results])
+            events.fold_counts(conn)
     except (JobError, psycopg.Error) as exc:
         log.warning("ticks_not_recorded", groups=len(results), cause=str(exc).strip().splitlines()[0] if str(exc) else "")

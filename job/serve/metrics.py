@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from job.core import states
 from job.core.resources import UNIT
 from job.serve.report import Report
 
@@ -29,23 +30,18 @@ def families(report: Report) -> Iterator[Metric]:
 def _jobs(report: Report) -> Iterator[Metric]:
     pending = GaugeMetricFamily("job_pending_jobs", "Jobs waiting, by group, user, class and waiting reason",
                                 labels=["group", "user", "class", "reason"])
-    for row in report.pending:
-        pending.add_metric([row["group_name"], row["user_name"], row["class"], row["reason"]], row["jobs"])
-    yield pending
-    active = Counter((row["group_name"], row["user_name"], row["class"], row["state"]) for row in report.active)
-    running = GaugeMetricFamily("job_active_jobs", "Jobs submitted to Ray or running, by group, user, class and state",
-                                labels=["group", "user", "class", "state"])
-    for labels, count in sorted(active.items()):
-        running.add_metric(list(labels), count)
-    yield running
-    oldest: dict[str, float] = {}
-    for row in report.pending:
-        oldest[row["group_name"]] = max(oldest.get(row["group_name"], 0.0), row["oldest_s"])
+    active = GaugeMetricFamily("job_active_jobs", "Jobs submitted to Ray or running, by group, user, class and state",
+                               labels=["group", "user", "class", "state"])
+    for row in report.counts:
+        if row["state"] == states.PENDING:
+            pending.add_metric([row["group_name"], row["user_name"], row["class"], row["reason"]], row["jobs"])
+        else:
+            active.add_metric([row["group_name"], row["user_name"], row["class"], row["state"]], row["jobs"])
     age = GaugeMetricFamily("job_oldest_pending_age_seconds", "Age of the group's oldest pending job (0: none)",
                             labels=["group"])
     for group in report.groups:
-        age.add_metric([group["name"]], oldest.get(group["name"], 0.0))
-    yield age
+        age.add_metric([group["name"]], group["oldest_pending_s"])
+    yield from (pending, active, age)
 
 
 def _users(report: Report) -> Iterator[Metric]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from job.core import states
 from job.core.share import UserShare, group_shares, totals_of
 from job.store import reports
 
@@ -17,8 +18,8 @@ class Report:
     groups: list[dict]
     # Group name -> its users' figures.
     shares: dict[str, list[UserShare]]
-    pending: list[dict]
-    active: list[dict]
+    # Unfinished jobs per group, user, class, state and reason (job/store/reports.py job_counts).
+    counts: list[dict]
     tick_totals: list[dict] = field(default_factory=list)
     event_totals: list[dict] = field(default_factory=list)
     # The first pending jobs of each group, for the status page.
@@ -31,12 +32,13 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
     ticks' and events' running totals; with `queue` that many pending jobs per group."""
     chosen = reports.groups(conn, group)
     users = reports.users(conn)
-    pending = reports.pending_counts(conn, group)
+    counts = reports.job_counts(conn, group)
     active = reports.active_jobs(conn, group)
     shares = {user["name"]: user["shares"] for user in users}
     pending_of: dict[str, list] = defaultdict(list)
-    for row in pending:
-        pending_of[row["group_name"]].append((row["user_name"], row["reason"], row["jobs"]))
+    for row in counts:
+        if row["state"] == states.PENDING:
+            pending_of[row["group_name"]].append((row["user_name"], row["reason"], row["jobs"]))
     active_of: dict[str, list] = defaultdict(list)
     for row in active:
         active_of[row["group_name"]].append((row["user_name"], row["resources"]))
@@ -46,6 +48,6 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
         usage = {user["name"]: user["usage"][row["name"]] for user in users if row["name"] in user["usage"]}
         by_group[row["name"]] = group_shares(row, shares, usage, pending_of[row["name"]], active_of[row["name"]],
                                              row["totals"])
-    return Report(chosen, by_group, pending, active,
+    return Report(chosen, by_group, counts,
                   reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
                   reports.queue_head(conn, queue) if queue else [])

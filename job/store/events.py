@@ -27,3 +27,8 @@ def note_placements(conn: psycopg.Connection, figures: dict[int, tuple[int, dict
            WHERE job_events.job_id = f.job_id AND job_events.kind = 'placed' AND job_events.attempt = f.attempt""",
         (ids, [figures[i][0] for i in ids], [Jsonb(figures[i][1]) for i in ids]),
     )
+
+
+def fold_counts(conn: psycopg.Connection) -> None:
+    """One row per key again in the counts the triggers keep (job_counts, job_event_totals)."""
+    conn.execute("SELECT job_fold_counts()")

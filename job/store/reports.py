@@ -1,6 +1,7 @@
-"""What the reports read (`python -m job share`, `serve`'s metrics and status page): a few aggregate
-statements, each one whatever the number of jobs or users, reading unfinished jobs through their
-partial indexes and never the history."""
+"""What the reports read (`python -m job share`, `serve`'s metrics and status page): a few statements,
+each one whatever the number of jobs: jobs are counted by the triggers of sql/0008 (job_counts),
+not here, and the few rows read from jobs (the active ones, the head of each queue) are read
+through their partial indexes, never the history."""
 
 from __future__ import annotations
 
@@ -9,24 +10,28 @@ import psycopg
 from job.core import states
 
 # The job's priority class, as a label of the metrics: none until jobs have a class column; then
-# this one expression becomes that column.
+# this one expression becomes that column (and the triggers of sql/0008 write it in job_counts).
 CLASS = "''"
 
 
 def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
-    """The groups, each with its last successful tick (when, its steps, the nodes it saw) and the
-    database's clock, from which ages are counted."""
+    """The groups, each with its last successful tick (when, its steps, the nodes it saw), the age
+    of its oldest pending job (the lowest id: ids grow with submission), and the database's clock."""
     return conn.execute(
         """SELECT g.name, g.policy, g.selector, g.half_life_s, now() AS now,
                   t.at AS ticked_at, t.seconds AS tick_seconds, t.steps AS tick_steps,
-                  coalesce(t.nodes, '[]'::jsonb) AS nodes
+                  coalesce(t.nodes, '[]'::jsonb) AS nodes,
+                  coalesce(extract(epoch FROM now() - o.submitted_at)::float8, 0) AS oldest_pending_s
            FROM resource_groups g
            LEFT JOIN LATERAL (SELECT at, seconds, steps, nodes FROM ticks
                               WHERE ticks.group_name = g.name AND ticks.outcome = 'ticked'
                               ORDER BY ticks.id DESC LIMIT 1) t ON true
+           LEFT JOIN LATERAL (SELECT submitted_at FROM jobs
+                              WHERE jobs.group_name = g.name AND jobs.state = %(pending)s
+                              ORDER BY jobs.id LIMIT 1) o ON true
            WHERE %(group)s::text IS NULL OR g.name = %(group)s
            ORDER BY g.name""",
-        {"group": group},
+        {"group": group, "pending": states.PENDING},
     ).fetchall()
 
 
@@ -41,21 +46,21 @@ def users(conn: psycopg.Connection) -> list[dict]:
     ).fetchall()
 
 
-def pending_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
-    """Pending jobs per group, user, class and waiting reason, with the age of the oldest (s)."""
+def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
+    """Unfinished jobs per group, user, class, state and reason ('' for none)."""
     return conn.execute(
-        f"""SELECT group_name, user_name, {CLASS} AS class, coalesce(reason, '') AS reason, count(*) AS jobs,
-                   extract(epoch FROM now() - min(submitted_at))::float8 AS oldest_s
-            FROM jobs WHERE state = %(pending)s AND (%(group)s::text IS NULL OR group_name = %(group)s)
-            GROUP BY 1, 2, 3, 4""",
-        {"pending": states.PENDING, "group": group},
+        """SELECT group_name, user_name, class, state, reason, sum(jobs)::bigint AS jobs FROM job_counts
+           WHERE %(group)s::text IS NULL OR group_name = %(group)s
+           GROUP BY 1, 2, 3, 4, 5 HAVING sum(jobs) <> 0""",
+        {"group": group},
     ).fetchall()
 
 
 def active_jobs(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
+    """What each active job holds: as many as the clusters run at once, read through jobs_active."""
     return conn.execute(
-        f"""SELECT group_name, user_name, {CLASS} AS class, state, resources
-            FROM jobs WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
+        """SELECT group_name, user_name, resources FROM jobs
+           WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
         {"active": list(states.ACTIVE), "group": group},
     ).fetchall()
 
@@ -67,7 +72,8 @@ def tick_totals(conn: psycopg.Connection) -> list[dict]:
 
 def event_totals(conn: psycopg.Connection) -> list[dict]:
     return conn.execute(
-        "SELECT group_name, kind, state, reason, count FROM job_event_totals ORDER BY 1, 2, 3, 4").fetchall()
+        """SELECT group_name, kind, state, reason, sum(count)::bigint AS count FROM job_event_totals
+           GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
 
 
 def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
