@@ -35,7 +35,7 @@ from job.devtools.local_postgres import start_embedded, with_database  # noqa: E
 from job.scheduler.report import GroupResult  # noqa: E402
 from job.scheduler.ticks import tick_row  # noqa: E402
 from job.serve.server import Source  # noqa: E402
-from job.store import ticks  # noqa: E402
+from job.store import events, ticks  # noqa: E402
 from job.store.migrations import migrate  # noqa: E402
 
 NODES = 10
@@ -93,6 +93,7 @@ def fill(url: str, pending: int, users: int, history: int) -> None:
                                  steps_ms={"observe": 10.0, "reconcile": 5.0, "plan": 20.0, "commit": 3.0,
                                            "submit": 1.0})
             ticks.record(conn, [tick_row(result)])
+        events.fold_counts(conn)  # as each tick round does
         conn.execute("VACUUM ANALYZE")
 
 

@@ -39,7 +39,8 @@ from job.cli import build_parser
 from job.core import states
 from job.devtools.local_postgres import with_database
 from job.scheduler.config import TickConfig
-from job.store import events, groups, tick_jobs, users
+from job.serve.report import read_report
+from job.store import events, groups, reports, tick_jobs, users
 from job.store import prune as prune_rows
 
 HISTORY = 1_000_000
@@ -428,6 +429,18 @@ def test_each_statement_of_a_tick_reads_no_finished_job(history_rolled_back, mon
                if function.__module__ == tick_jobs.__name__ and not name.startswith("_")}
     assert defined <= called, f"add a call of {sorted(defined - called)} to _store_calls in tests/test_history.py"
     assert called <= {statement.name for statement in sent}
+    assert_no_history_read(history_rolled_back, sent)
+
+
+def test_the_reports_read_no_finished_job(history_rolled_back, monkeypatch):
+    """What `share`, the metrics and the status page read (job/store/reports.py, every function)."""
+    with psycopg.connect(history_rolled_back, row_factory=dict_row) as conn, recording(monkeypatch) as sent:
+        report = read_report(conn, totals=True, queue=50)
+        conn.rollback()
+    defined = {f"reports.{name}" for name, function in inspect.getmembers(reports, inspect.isfunction)
+               if function.__module__ == reports.__name__}
+    assert defined <= {statement.name for statement in sent}
+    assert {job["group_name"] for job in report.queue} == {"main", "big"}
     assert_no_history_read(history_rolled_back, sent)
 
 

@@ -45,13 +45,13 @@ def _jobs(report: Report) -> Iterator[Metric]:
 
 
 def _users(report: Report) -> Iterator[Metric]:
+    # Normalized shares and usage are left to PromQL (x / on(group) group_left sum by (group) (x)):
+    # with a thousand users, each series more is a thousand lines per scrape.
     figures = {
         "shares": ("job_user_shares", "The user's shares"),
-        "normalized_shares": ("job_user_normalized_shares_ratio", "Shares over the group's users' shares"),
         "entitlement": ("job_user_entitlement_ratio",
                         "Part of the group the user gets if every user with jobs is busy (0: no jobs)"),
         "usage": ("job_user_usage_dominant_share_seconds", "Fair share's decayed usage"),
-        "normalized_usage": ("job_user_normalized_usage_ratio", "Usage over the group's users' usage"),
         "dominant_share": ("job_user_dominant_share_ratio", "Dominant share held by the user's active jobs now"),
         "score": ("job_user_score", "The policy's score of the user (lowest goes first; drf and fairshare)"),
     }

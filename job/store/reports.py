@@ -16,7 +16,8 @@ CLASS = "''"
 
 def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
     """The groups, each with its last successful tick (when, its steps, the nodes it saw), the age
-    of its oldest pending job (the lowest id: ids grow with submission), and the database's clock."""
+    of its oldest pending job (the lowest id, from jobs_pending: ids grow with submission), and the
+    database's clock."""
     return conn.execute(
         """SELECT g.name, g.policy, g.selector, g.half_life_s, now() AS now,
                   t.at AS ticked_at, t.seconds AS tick_seconds, t.steps AS tick_steps,
@@ -26,9 +27,8 @@ def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
            LEFT JOIN LATERAL (SELECT at, seconds, steps, nodes FROM ticks
                               WHERE ticks.group_name = g.name AND ticks.outcome = 'ticked'
                               ORDER BY ticks.id DESC LIMIT 1) t ON true
-           LEFT JOIN LATERAL (SELECT submitted_at FROM jobs
-                              WHERE jobs.group_name = g.name AND jobs.state = %(pending)s
-                              ORDER BY jobs.id LIMIT 1) o ON true
+           LEFT JOIN jobs o ON o.id = (SELECT min(id) FROM jobs p
+                                       WHERE p.group_name = g.name AND p.state = %(pending)s)
            WHERE %(group)s::text IS NULL OR g.name = %(group)s
            ORDER BY g.name""",
         {"group": group, "pending": states.PENDING},
@@ -77,14 +77,16 @@ def event_totals(conn: psycopg.Connection) -> list[dict]:
 
 
 def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
-    """The first `limit` pending jobs of each group, oldest first (by id, through jobs_pending)."""
+    """The first `limit` pending jobs of each group, oldest first. Their ids come from jobs_pending
+    alone (an index-only scan): ordered by id over the whole table, PostgreSQL would walk the
+    primary key through the history to the first pending job."""
     return conn.execute(
-        f"""SELECT g.name AS group_name, j.*
+        f"""SELECT g.name AS group_name, j.id, j.user_name, {CLASS} AS class, j.priority, j.submitted_at, j.reason,
+                   j.message, j.resources
             FROM resource_groups g
-            CROSS JOIN LATERAL (SELECT id, user_name, {CLASS} AS class, priority, submitted_at, reason, message,
-                                       resources
-                                FROM jobs WHERE jobs.group_name = g.name AND state = %(pending)s
-                                ORDER BY id LIMIT %(limit)s) j
+            CROSS JOIN LATERAL (SELECT id FROM jobs WHERE jobs.group_name = g.name AND state = %(pending)s
+                                ORDER BY id LIMIT %(limit)s) head
+            JOIN jobs j ON j.id = head.id
             ORDER BY g.name, j.id""",
         {"pending": states.PENDING, "limit": limit},
     ).fetchall()
