@@ -303,6 +303,11 @@ def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
                      refused: states.PENDING, **{job_id: states.SUBMITTED for job_id in placed}}
     assert ray.stopped == ["running"] and len(ray.submitted) == 3
     assert row(db, refused)["attempt"] == 1 and (row(db, lost)["attempt"], row(db, lost)["requeues"]) == (2, 1)
+    # Its record, and the placements' figures on their events (sql/0008), as the scheduler too.
+    assert [t["outcome"] for t in db.conn.execute("SELECT outcome FROM ticks").fetchall()] == ["ticked"]
+    details = db.conn.execute("SELECT details FROM job_events WHERE kind = 'placed' AND job_id = ANY(%s)",
+                              (placed,)).fetchall()
+    assert len(details) == 2 and all(d["details"]["policy"] == "fairshare" for d in details)
     charged = db.conn.execute("SELECT user_name, usage FROM user_usage ORDER BY user_name").fetchall()
     assert [r["user_name"] for r in charged] == [ALICE, BOB] and all(r["usage"] > 0 for r in charged)
     assert db.conn.execute("SELECT count(*) AS n FROM group_state").fetchone()["n"] == 1
@@ -403,3 +408,34 @@ def test_the_group_roles_exist_without_login_and_the_cancel_function_is_pinned(d
     with connect_as(db, BOB) as bob:
         bob.execute("CREATE TEMP TABLE jobs (id bigint, state text, user_name text)")
         assert jobs.cancel_jobs(bob, [job_id]) == {job_id: (states.PENDING, states.CANCELLED)}
+
+
+# --- the history and the reports (sql/0008) ------------------------------------------------------
+
+
+def test_events_follow_the_jobs_rights(db, monkeypatch, capsys):
+    mine = api.submit(user=ALICE, group=GROUP, entrypoint="true", database_url=db.url(ALICE))
+    theirs = api.submit(user=BOB, group=GROUP, entrypoint="true", database_url=db.url(BOB))
+    with connect_as(db, ALICE) as conn:
+        seen = conn.execute("SELECT DISTINCT job_id FROM job_events").fetchall()
+        assert [r["job_id"] for r in seen] == [mine]
+        for statement in ("INSERT INTO job_events (job_id, kind, state) VALUES (%s, 'finished', 'SUCCEEDED')",
+                          "UPDATE job_events SET kind = 'finished' WHERE job_id = %s",
+                          "DELETE FROM job_counts WHERE user_name <> %s::text"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement, (mine,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT job_fold_counts()")
+    shown = cli_as(db, monkeypatch, capsys, ALICE, "events", str(mine))
+    assert shown.status == 0 and "queued" in shown.out
+    refused_in_one_line(cli_as(db, monkeypatch, capsys, ALICE, "events", str(theirs)), f"job {theirs} does not exist or is not yours")
+    for role in (READER, ADMIN, SCHEDULER):
+        result = cli_as(db, monkeypatch, capsys, role, "events", str(theirs))
+        assert result.status == 0 and "queued" in result.out, (role, result.err)
+    reader = cli_as(db, monkeypatch, capsys, READER, "share", "--json")
+    assert {row["user"] for row in json.loads(reader.out)} == {ALICE, BOB}
+    with connect_as(db, READER) as conn:
+        for statement in ("INSERT INTO ticks (group_name, outcome, seconds) VALUES ('g', 'ticked', 1)",
+                          "UPDATE job_events SET details = '{}'", "SELECT job_fold_counts()"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
