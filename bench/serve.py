@@ -31,35 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg  # noqa: E402
 
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
+from job.devtools.local_postgres import start_embedded  # noqa: E402
 from job.scheduler.report import GroupResult  # noqa: E402
 from job.scheduler.ticks import tick_row  # noqa: E402
 from job.serve.server import Source  # noqa: E402
 from job.store import events, ticks  # noqa: E402
-from job.store.migrations import migrate  # noqa: E402
+from tick import fresh_database, size  # noqa: E402  (bench/tick.py)
 
 NODES = 10
 ACTIVE = 50
 TICKS = 300
 REASONS = ["Resources", "Limit", "Priority", "NotBefore"]
-
-
-def size(text: str) -> int:
-    text = text.strip().lower()
-    for suffix, factor in (("k", 1000), ("m", 1_000_000)):
-        if text.endswith(suffix):
-            return int(float(text[:-1]) * factor)
-    return int(text)
-
-
-def fresh_database(server_url: str, name: str) -> str:
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = with_database(server_url, name)
-    with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        migrate(conn)
-    return url
 
 
 def fill(url: str, pending: int, users: int, history: int) -> None:

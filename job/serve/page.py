@@ -8,12 +8,15 @@ from datetime import datetime, timezone
 from html import escape
 
 from job.core.resources import describe, to_units
+from job.core.units import format_duration
 from job.core.share import UserShare
 from job.serve.report import Report
 
 REFRESH_S = 15
 # Users drawn per group, the busiest first; the rest are counted.
 CHART_USERS = 30
+# A waiting message longer than this is cut on the page (whole in its tooltip and in `show`).
+MESSAGE_SHOWN = 90
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:.5rem 1rem;color:#222}
@@ -52,8 +55,8 @@ def _group(report: Report, group: dict, now: datetime) -> str:
               else "never ticked")
     out = [f"<section id='group-{escape(name)}'><h2>{escape(name)}</h2>",
            f"<p>{escape(group['policy'])}, {escape(group['selector'])}; {running} active, {pending} pending; "
-           f"{ticked}</p>", _nodes(group), _chart(rows), _queue([job for job in report.queue
-                                                                  if job["group_name"] == name], pending)]
+           f"{ticked}</p>", _nodes(group), _chart(rows),
+           _queue([job for job in report.queue if job["group_name"] == name], pending, now)]
     out.append("</section>")
     return "".join(out)
 
@@ -108,18 +111,21 @@ def _chart(rows: list[UserShare]) -> str:
             "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg) + more)
 
 
-def _queue(jobs: list[dict], pending: int) -> str:
+def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
     if not jobs:
         return "<p class=muted>Nothing pending.</p>"
     lines = [f"<p>Pending, oldest first ({len(jobs)} of {pending}):</p><div class=scroll><table>"
-             "<tr><th>#</th><th>job</th><th>user</th><th>class</th><th>resources</th><th>waiting since</th>"
+             "<tr><th>#</th><th>job</th><th>user</th><th>class</th><th>resources</th><th>waited</th>"
              "<th>reason</th></tr>"]
     for position, job in enumerate(jobs, 1):
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
+        shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
         request = describe((name, to_units(amount)) for name, amount in job["resources"].items())
+        waited = format_duration(round(max((now - job["submitted_at"]).total_seconds(), 0)))
         lines.append(f"<tr><td>{position}</td><td>{job['id']}</td><td>{escape(job['user_name'])}</td>"
                      f"<td>{escape(job['class'] or '-')}</td><td>{escape(request)}</td>"
-                     f"<td>{_when(job['submitted_at'])}</td><td>{escape(why)}</td></tr>")
+                     f"<td title='{_when(job['submitted_at'])}'>{waited}</td>"
+                     f"<td title='{escape(why)}'>{escape(shown)}</td></tr>")
     lines.append("</table></div>")
     return "".join(lines)
 
