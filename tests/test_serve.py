@@ -279,9 +279,10 @@ def test_the_status_page_in_a_real_browser(served, tmp_path, request):
         taken = browse(base + "/", f"--screenshot={shot}", f"--window-size={size[0]},{size[1]}")
         assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
         assert png_size(shot) == size and shot.stat().st_size > 10_000
-    saved = os.environ.get("JOB_STATUS_SCREENSHOT")
-    if saved:  # docs/status-page.png is made this way
-        shutil.copy(tmp_path / "status-desktop.png", saved)
+    kept = os.environ.get("JOB_STATUS_SCREENSHOTS")
+    if kept:  # a directory to keep them in, to look at
+        for name in ("phone", "desktop"):
+            shutil.copy(tmp_path / f"status-{name}.png", Path(kept) / f"status-{name}.png")
 
 
 # --- alert rules and the Grafana dashboard -------------------------------------------------------

@@ -24,7 +24,7 @@ h1{font-size:1.3rem}h2{font-size:1.1rem;border-bottom:1px solid #ccc;margin-top:
 table{border-collapse:collapse;width:100%;font-size:.85rem}td,th{text-align:left;padding:.2rem .4rem;
 border-bottom:1px solid #eee}th{background:#f4f4f4}.scroll{overflow-x:auto}.muted{color:#777}
 .legend span{display:inline-block;width:.8rem;height:.8rem;margin:0 .3rem 0 .8rem;vertical-align:middle}
-svg{max-width:100%;height:auto}
+svg{max-width:100%;height:auto}td.why{min-width:16rem}
 """
 
 
@@ -125,7 +125,7 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
         lines.append(f"<tr><td>{position}</td><td>{job['id']}</td><td>{escape(job['user_name'])}</td>"
                      f"<td>{escape(job['class'] or '-')}</td><td>{escape(request)}</td>"
                      f"<td title='{_when(job['submitted_at'])}'>{waited}</td>"
-                     f"<td title='{escape(why)}'>{escape(shown)}</td></tr>")
+                     f"<td class=why title='{escape(why)}'>{escape(shown)}</td></tr>")
     lines.append("</table></div>")
     return "".join(lines)
 
