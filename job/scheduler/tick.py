@@ -105,7 +105,7 @@ class _GroupTick:
         self.steps.done("reconcile")
         decided, invalid, changed = self.plan(seen, active, members)
         if dry_run:
-            self.result.plan = decided.model_dump(mode="json")
+            self.result.plan = decided.document()
             self.result.placed = len(decided.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
