@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -383,3 +384,36 @@ def test_fairshare_reclaim_never_ping_pongs(document):
         same_class = [v for v in preemption["victims"]
                       if v in preemptors and pending[v]["class"] == running[preemption["job"]]["class"]]
         assert same_class == []
+
+
+def test_a_plan_works_out_at_most_attempts_preemptions_for_the_first_in_line(monkeypatch):
+    from job.core.planner import preemption
+    monkeypatch.setattr(preemption, "ATTEMPTS", 2)
+    nodes = {f"n{i}": {"CPU": 1 + i} for i in range(3)}
+    running = [job(f"r{i}", "bob", 1 + i, "low", f"n{i}", 60) for i in range(3)]
+    # Three high jobs of three shapes, each fitting one node once its low job stops.
+    pending = [job(f"h{i}", "ann", 1 + i, "high", submitted_at=ago(10 - i)) for i in range(3)]
+    result = run_plan(nodes, running, pending, policy="fifo")
+    assert victims(result) == {"h0": ["r0"], "h1": ["r1"]}
+    assert reasons(result)["h2"] == "Resources"
+
+
+def test_the_plan_command_shows_preemptions_and_reservations(tmp_path, capsys):
+    from cli_helpers import run_cli
+    document = {"group": {"policy": "drf", "selector": "dispersed", "preemption": "priority", "priority_classes": CLASSES,
+                          "default_class": "low"},
+                "now": NOW.isoformat(), "nodes": [{"id": "a", "resources": {"CPU": 2}}],
+                "running": [job("r1", "bob", 2, "low", "a", 60)], "pending": [job("h", "ann", 2, "high")]}
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(document))
+    result = run_cli(capsys, "plan", str(path))
+    assert result.status == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["preemptions"] == [{"job": "h", "node": "a", "victims": ["r1"]}]
+    assert shown["reservations"] == [{"job": "h", "node": "a"}]
+    assert shown["waiting"][0]["reason"] == "Preempting"
+    document["pending"][0]["class"] = "urgent"
+    path.write_text(json.dumps(document))
+    refused = run_cli(capsys, "plan", str(path))
+    assert refused.status == 2 and refused.out == ""
+    assert refused.err == "error: pending[0].class: 'urgent' is not one of group.priority_classes\n"

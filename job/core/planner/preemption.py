@@ -14,6 +14,11 @@ started, then by id, until the job fits once they stop. The node with the fewest
 then the lowest highest-victim class, then the least run time lost, then the node id. At most
 `max_preemptions` victims per plan.
 
+A plan works out at most ATTEMPTS preemptions, for the jobs first in line: each looks at every
+node of the job's pool, and a queue of 100k jobs that cannot preempt would otherwise cost 100k
+such looks. The jobs after them wait for `Resources` and try in a later plan, once those first in
+line are placed (Kueue's scheduler, likewise, preempts for the head of each queue only).
+
 Scores after a preemption count the waiting job as running and the victims as gone, so that one
 plan never stops more of a user than the rule allows. A request refused once is not asked again in
 the same plan (refusals are remembered per shape, class and, in fairshare, user), so a queue of
@@ -31,6 +36,9 @@ from datetime import datetime
 from job.core.planner.picture import NodeState, Shape, UserState
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, dominant_share
+
+# Preemptions worked out per plan, refusals remembered from earlier ones not counted.
+ATTEMPTS = 64
 
 
 @dataclass(eq=False, slots=True)
@@ -69,14 +77,16 @@ class Preemptor:
         self.candidates = candidates
         self.after: dict[UserState, _After] = {}
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
+        self.attempts = ATTEMPTS
 
     def victims_for(self, shape: Shape, user: UserState, value: int) -> Decision | None:
         """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
         fits no node now; None when no allowed one does. A decision is carried out in the
         preemptor's picture (victims used up, scores after it) before it is returned."""
         key = (shape, value, user if self.fairshare else None)
-        if self.budget <= 0 or key in self.refused:
+        if self.budget <= 0 or self.attempts <= 0 or key in self.refused:
             return None
+        self.attempts -= 1
         best, best_rank = None, None
         for node in shape.pool.nodes:
             if not shape.need.fits_in(node.total):
