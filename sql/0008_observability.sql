@@ -16,6 +16,7 @@ CREATE TABLE ticks (
     steps jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(steps) = 'object'),
     ray_seconds double precision NOT NULL DEFAULT 0,
     placed integer NOT NULL DEFAULT 0,
+    preempted integer NOT NULL DEFAULT 0,
     running integer NOT NULL DEFAULT 0,
     finished integer NOT NULL DEFAULT 0,
     -- Waiting reason -> jobs, as planned.
@@ -49,7 +50,7 @@ CREATE TABLE job_events (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     job_id bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     at timestamptz NOT NULL DEFAULT now(),
-    -- queued, waiting, placed, submitted, started, waiting_in_ray, stop_requested,
+    -- queued, waiting, placed, submitted, started, waiting_in_ray, victim, stop_requested,
     -- cancel_requested, requeued, preempted, finished, changed
     kind text NOT NULL,
     from_state text,
@@ -58,7 +59,8 @@ CREATE TABLE job_events (
     message text,
     node text,
     attempt integer,
-    -- What the tick adds that the row does not hold: at placement, the policy's figures.
+    -- What the row does not say by itself: at placement, the policy's figures (the tick adds them);
+    -- for a victim, the job it makes room for.
     details jsonb
 );
 CREATE INDEX job_events_job ON job_events (job_id, id);
@@ -79,8 +81,8 @@ CREATE TABLE job_event_totals (
 );
 
 -- Unfinished jobs (PENDING, SUBMITTING, SUBMITTED, RUNNING) per group, user, class, state and
--- waiting reason ('' for none), exact in every transaction's view. `class`: the job's priority
--- class once jobs have one ('' until then: the triggers below write it).
+-- waiting reason ('' for none), exact in every transaction's view. `class`: the job's
+-- priority_class as it names it ('' for none: the group's default, which the reports put there).
 CREATE TABLE job_counts (
     group_name text NOT NULL REFERENCES resource_groups (name) ON DELETE CASCADE,
     user_name text NOT NULL,
@@ -91,18 +93,19 @@ CREATE TABLE job_counts (
 );
 
 -- The kind of a change. Reasons an active job gets when the tick asks Ray to stop it
--- (job/core/reconcile.py STOP_REASONS, and preemption's); tests/test_events.py checks each one.
+-- (job/core/reconcile.py STOP_REASONS, and a victim's 'Preempted'); tests/test_events.py checks
+-- each one.
 CREATE FUNCTION job_event_kind(from_state text, to_state text, from_reason text, to_reason text,
-                               cancel_asked boolean) RETURNS text
+                               cancel_asked boolean, victim boolean) RETURNS text
     LANGUAGE sql IMMUTABLE
 AS $kind$
     SELECT CASE
         WHEN from_state IS NULL THEN 'queued'
         WHEN from_state = to_state THEN CASE
-            WHEN cancel_asked AND from_reason IS NOT DISTINCT FROM to_reason
-                THEN 'cancel_requested'
+            WHEN victim AND from_reason IS NOT DISTINCT FROM to_reason THEN 'victim'
+            WHEN cancel_asked AND from_reason IS NOT DISTINCT FROM to_reason THEN 'cancel_requested'
             WHEN to_state = 'PENDING' THEN 'waiting'
-            WHEN to_reason IN ('Cancelled', 'RuntimeLimit', 'Preempting') THEN 'stop_requested'
+            WHEN to_reason IN ('Cancelled', 'RuntimeLimit', 'Preempted') THEN 'stop_requested'
             ELSE 'waiting_in_ray' END
         WHEN to_state = 'SUBMITTING' THEN 'placed'
         WHEN to_state = 'SUBMITTED' THEN 'submitted'
@@ -123,51 +126,57 @@ AS $record$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         WITH changes AS (
-            SELECT n.id, n.group_name, n.user_name, 'queued' AS kind, NULL::text AS from_state, n.state, n.reason,
-                   n.message, n.node, n.attempt
+            SELECT n.id, n.group_name, n.user_name, coalesce(n.priority_class, '') AS class, 'queued' AS kind,
+                   NULL::text AS from_state, n.state, n.reason, n.message, n.node, n.attempt
             FROM new_jobs n),
         written AS (
             INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
             SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id),
         counted AS (
             INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
-            SELECT group_name, user_name, '', state, coalesce(reason, ''), count(*) FROM changes
+            SELECT group_name, user_name, class, state, coalesce(reason, ''), count(*) FROM changes
             WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
-            GROUP BY group_name, user_name, state, coalesce(reason, ''))
+            GROUP BY group_name, user_name, class, state, coalesce(reason, ''))
         INSERT INTO job_event_totals (group_name, kind, state, reason, count)
         SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
         GROUP BY group_name, kind, state, coalesce(reason, '');
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
-        SELECT group_name, user_name, '', state, coalesce(reason, ''), -count(*) FROM old_jobs
-        WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
-        GROUP BY group_name, user_name, state, coalesce(reason, '');
+        SELECT group_name, user_name, coalesce(priority_class, ''), state, coalesce(reason, ''), -count(*)
+        FROM old_jobs WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
+        GROUP BY group_name, user_name, coalesce(priority_class, ''), state, coalesce(reason, '');
     ELSE
         WITH pairs AS (
-            SELECT n.id, n.group_name, n.user_name, n.state, n.reason, n.message, n.node, n.attempt,
-                   o.group_name AS from_group, o.user_name AS from_user, o.state AS from_state,
-                   o.reason AS from_reason,
-                   o.cancel_requested_at IS NULL AND n.cancel_requested_at IS NOT NULL AS cancel_asked
+            SELECT n.id, n.group_name, n.user_name, coalesce(n.priority_class, '') AS class, n.state, n.reason,
+                   n.message, n.node, n.attempt, n.preempted_by,
+                   o.group_name AS from_group, o.user_name AS from_user,
+                   coalesce(o.priority_class, '') AS from_class, o.state AS from_state, o.reason AS from_reason,
+                   o.cancel_requested_at IS NULL AND n.cancel_requested_at IS NOT NULL AS cancel_asked,
+                   o.preempted_at IS NULL AND n.preempted_at IS NOT NULL AS victim
             FROM new_jobs n JOIN old_jobs o ON o.id = n.id),
         changes AS (
-            SELECT *, job_event_kind(from_state, state, from_reason, reason, cancel_asked) AS kind FROM pairs
-            WHERE from_state IS DISTINCT FROM state OR from_reason IS DISTINCT FROM reason OR cancel_asked),
+            SELECT *, job_event_kind(from_state, state, from_reason, reason, cancel_asked, victim) AS kind FROM pairs
+            WHERE from_state IS DISTINCT FROM state OR from_reason IS DISTINCT FROM reason OR cancel_asked OR victim),
         written AS (
-            INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt)
-            SELECT id, kind, from_state, state, reason, message, node, attempt FROM changes ORDER BY id),
+            INSERT INTO job_events (job_id, kind, from_state, state, reason, message, node, attempt, details)
+            SELECT id, kind, from_state, state, reason, message, node, attempt,
+                   CASE WHEN kind = 'victim' THEN jsonb_build_object('for_job', preempted_by) END
+            FROM changes ORDER BY id),
         moved AS (
-            SELECT from_group AS group_name, from_user AS user_name, from_state AS state, from_reason AS reason,
-                   -1 AS jobs
+            SELECT from_group AS group_name, from_user AS user_name, from_class AS class, from_state AS state,
+                   from_reason AS reason, -1 AS jobs
             FROM pairs
-            WHERE (from_state, from_reason, from_group, from_user) IS DISTINCT FROM (state, reason, group_name, user_name)
+            WHERE (from_state, from_reason, from_group, from_user, from_class)
+                  IS DISTINCT FROM (state, reason, group_name, user_name, class)
             UNION ALL
-            SELECT group_name, user_name, state, reason, 1 FROM pairs
-            WHERE (from_state, from_reason, from_group, from_user) IS DISTINCT FROM (state, reason, group_name, user_name)),
+            SELECT group_name, user_name, class, state, reason, 1 FROM pairs
+            WHERE (from_state, from_reason, from_group, from_user, from_class)
+                  IS DISTINCT FROM (state, reason, group_name, user_name, class)),
         counted AS (
             INSERT INTO job_counts (group_name, user_name, class, state, reason, jobs)
-            SELECT group_name, user_name, '', state, coalesce(reason, ''), sum(jobs) FROM moved
+            SELECT group_name, user_name, class, state, coalesce(reason, ''), sum(jobs) FROM moved
             WHERE state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING')
-            GROUP BY group_name, user_name, state, coalesce(reason, '') HAVING sum(jobs) <> 0)
+            GROUP BY group_name, user_name, class, state, coalesce(reason, '') HAVING sum(jobs) <> 0)
         INSERT INTO job_event_totals (group_name, kind, state, reason, count)
         SELECT group_name, kind, state, coalesce(reason, ''), count(*) FROM changes
         GROUP BY group_name, kind, state, coalesce(reason, '');

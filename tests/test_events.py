@@ -128,7 +128,7 @@ def test_a_rolled_back_write_leaves_no_event(queue, database_url):
     assert [k[0] for k in kinds(queue, job)] == ["queued"]
 
 
-@pytest.mark.parametrize("reason", [*STOP_REASONS, "Preempting"])
+@pytest.mark.parametrize("reason", [*STOP_REASONS, "Preempted"])
 def test_every_stop_reason_is_a_stop_request(queue, database_url, reason):
     job = submit(database_url)
     tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
@@ -137,11 +137,19 @@ def test_every_stop_reason_is_a_stop_request(queue, database_url, reason):
     assert kinds(queue, job)[-1] == ("stop_requested", "SUBMITTED", "SUBMITTED", reason)
 
 
-def test_a_preempted_job_back_in_the_queue_is_a_preemption(queue, database_url):
-    job = submit(database_url)
+def test_a_victim_chosen_stopped_and_back_in_the_queue(queue, database_url):
+    job, waiting = submit(database_url), submit(database_url, "bob")
     tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
-    tick_jobs.requeue_infra(queue, {job: (states.SUBMITTING, "Preempted", "made room for job 9")}, 5)
-    assert kinds(queue, job)[-1] == ("preempted", "SUBMITTING", "PENDING", "Preempted")
+    update(queue, job, state=states.RUNNING, reason=None, started_at=datetime.now(timezone.utc))
+    tick_jobs.mark_victims(queue, {job: waiting}, datetime.now(timezone.utc))
+    tick_jobs.victims_stopping(queue, {job: f"stopped to make room for job {waiting}"})
+    tick_jobs.requeue_preempted(queue, {job: (states.RUNNING, f"stopped to make room for job {waiting}")})
+    assert kinds(queue, job)[-3:] == [("victim", "RUNNING", "RUNNING", None),
+                                      ("stop_requested", "RUNNING", "RUNNING", "Preempted"),
+                                      ("preempted", "RUNNING", "PENDING", "Preempted")]
+    victim = queue.execute("SELECT details FROM job_events WHERE job_id = %s AND kind = 'victim'", (job,)).fetchone()
+    assert victim["details"] == {"for_job": waiting}
+    assert_counted(queue)
 
 
 def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, database_url, monkeypatch, capsys):

@@ -137,8 +137,8 @@ def test_metrics_as_prometheus_reads_them(served, demo):
     status, content_type, text = get(base + "/metrics")
     assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
     found = samples(text)
-    assert value(found, "job_pending_jobs", group="cpu", user="bob", reason="Resources", **{"class": ""}) == 1
-    assert value(found, "job_active_jobs", group="cpu", user="alice", state="SUBMITTED", **{"class": ""}) == 2
+    assert value(found, "job_pending_jobs", group="cpu", user="bob", reason="Resources", **{"class": "default"}) == 1
+    assert value(found, "job_active_jobs", group="cpu", user="alice", state="SUBMITTED", **{"class": "default"}) == 2
     assert value(found, "job_oldest_pending_age_seconds", group="cpu") > 0
     assert value(found, "job_oldest_pending_age_seconds", group="idle") == 0
     assert value(found, "job_user_entitlement_ratio", group="cpu", user="bob") == pytest.approx(0.75)

@@ -121,6 +121,8 @@ def test_placement_figures_count_the_plans_earlier_placements():
 
 
 def test_placement_figures_under_fifo_are_the_order_it_used():
-    group = {"name": "g", "policy": "fifo", "half_life_s": 3600.0}
-    figures = placement_figures(group, [], [], {}, [{"job": 7, "node": "n"}], [_pending(7, "alice", 1, priority=5)])
-    assert figures == {7: {"policy": "fifo", "node": "n", "priority": 5, "submitted_at": T0.isoformat()}}
+    group = {"name": "g", "policy": "fifo", "half_life_s": 3600.0, "default_class": "normal"}
+    figures = placement_figures(group, [], [], {}, [{"job": 7, "node": "n"}, {"job": 8, "node": "n"}],
+                                [_pending(7, "alice", 1, priority=5), _pending(8, "bob", 1)._replace(priority_class="high")])
+    assert figures == {7: {"policy": "fifo", "class": "normal", "node": "n", "priority": 5, "submitted_at": T0.isoformat()},
+                       8: {"policy": "fifo", "class": "high", "node": "n", "priority": 0, "submitted_at": T0.isoformat()}}

@@ -89,7 +89,11 @@ def describe_event(row: dict) -> str:
                    f"usage {details['usage']:g}, dominant share {details['dominant_share']:.4g}), lowest first")
         else:
             why = f"{details['policy']}: priority {details['priority']}, submitted {details['submitted_at']}"
+        if details.get("class"):
+            why = f"class {details['class']}, {why}"
         text = f"{text}; {why}" if text else why
+    elif row["kind"] == "victim" and details:
+        text = f"chosen to be stopped to make room for job {details['for_job']}"
     return text or "-"
 
 

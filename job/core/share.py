@@ -126,7 +126,7 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
     """What put each placed job first, in the plan's order: under drf and fairshare its user's
     shares, usage, dominant share and score just before the planner took it (the jobs placed
     earlier in the plan counted, as the planner counts them); under fifo and lifo its priority and
-    submission time. `pending`: the tick's PendingRow-like rows (id, user_name, resources as JSON
+    submission time; always its class (classes go first, highest value first). `pending`: the tick's PendingRow-like rows (id, user_name, resources as JSON
     text, priority, submitted_at)."""
     rows = {row.id: row for row in pending}
     people = {member["name"]: member for member in members}
@@ -138,8 +138,8 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
     figures = {}
     for placement in placements:
         row = rows[int(placement["job"])]
-        figure = {"policy": group["policy"], "node": placement["node"], "priority": row.priority,
-                  "submitted_at": row.submitted_at.isoformat()}
+        figure = {"policy": group["policy"], "class": row.priority_class or group.get("default_class"),
+                  "node": placement["node"], "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
         if group["policy"] in FAIR_POLICIES:
             person = people.get(row.user_name, {})
             shares, usage = person.get("shares", 1.0), person.get("usage", 0.0)

@@ -33,6 +33,9 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
     chosen = reports.groups(conn, group)
     users = reports.users(conn)
     counts = reports.job_counts(conn, group)
+    default_class = {row["name"]: row["default_class"] for row in chosen}
+    for row in counts:
+        row["class"] = row["class"] or default_class.get(row["group_name"], "")
     active = reports.active_jobs(conn, group)
     shares = {user["name"]: user["shares"] for user in users}
     pending_of: dict[str, list] = defaultdict(list)

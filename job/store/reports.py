@@ -9,17 +9,12 @@ import psycopg
 
 from job.core import states
 
-# The job's priority class, as a label of the metrics: none until jobs have a class column; then
-# this one expression becomes that column (and the triggers of sql/0008 write it in job_counts).
-CLASS = "''"
-
-
 def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
     """The groups, each with its last successful tick (when, its steps, the nodes it saw), the age
     of its oldest pending job (the lowest id, from jobs_pending: ids grow with submission), and the
     database's clock."""
     return conn.execute(
-        """SELECT g.name, g.policy, g.selector, g.half_life_s, now() AS now,
+        """SELECT g.name, g.policy, g.selector, g.half_life_s, g.default_class, now() AS now,
                   t.at AS ticked_at, t.seconds AS tick_seconds, t.steps AS tick_steps,
                   coalesce(t.nodes, '[]'::jsonb) AS nodes,
                   coalesce(extract(epoch FROM now() - o.submitted_at)::float8, 0) AS oldest_pending_s
@@ -47,7 +42,8 @@ def users(conn: psycopg.Connection) -> list[dict]:
 
 
 def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
-    """Unfinished jobs per group, user, class, state and reason ('' for none)."""
+    """Unfinished jobs per group, user, class, state and reason ('' for none; a class of '': the
+    group's default)."""
     return conn.execute(
         """SELECT group_name, user_name, class, state, reason, sum(jobs)::bigint AS jobs FROM job_counts
            WHERE %(group)s::text IS NULL OR group_name = %(group)s
@@ -81,8 +77,8 @@ def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
     alone (an index-only scan): ordered by id over the whole table, PostgreSQL would walk the
     primary key through the history to the first pending job."""
     return conn.execute(
-        f"""SELECT g.name AS group_name, j.id, j.user_name, {CLASS} AS class, j.priority, j.submitted_at, j.reason,
-                   j.message, j.resources
+        """SELECT g.name AS group_name, j.id, j.user_name, coalesce(j.priority_class, g.default_class) AS class,
+                   j.priority, j.submitted_at, j.reason, j.message, j.resources
             FROM resource_groups g
             CROSS JOIN LATERAL (SELECT id FROM jobs WHERE jobs.group_name = g.name AND state = %(pending)s
                                 ORDER BY id LIMIT %(limit)s) head

@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 # Columns of a tick's row, in the order of `record`'s arrays, with their types.
 _COLUMNS = (("group_name", "text"), ("outcome", "text"), ("cause", "text"), ("seconds", "float8"),
-            ("steps", "jsonb"), ("ray_seconds", "float8"), ("placed", "int"), ("running", "int"),
+            ("steps", "jsonb"), ("ray_seconds", "float8"), ("placed", "int"), ("preempted", "int"), ("running", "int"),
             ("finished", "int"), ("waiting", "jsonb"), ("reasons_written", "int"), ("statements", "int"),
             ("nodes", "jsonb"))
 COLUMNS = tuple(name for name, _ in _COLUMNS)
