@@ -214,3 +214,17 @@ def test_prune_deletes_old_ticks_and_the_events_of_the_jobs_it_deletes(queue, da
     # The totals are kept: counters never go down.
     assert queue.execute("SELECT sum(count) AS n FROM job_event_totals WHERE kind = 'queued'").fetchone()["n"] == 2
 
+
+
+def test_every_move_of_the_state_machine_has_its_kind(queue):
+    """Each move a store write may make (job/core/states.py WRITES) is named by job_event_kind: a
+    new state or write that the SQL does not know would show as 'changed'."""
+    moves = sorted({move for write in states.WRITES for move in write.moves if move[0] != move[1]})
+    assert len(moves) > 10
+    for source, target in moves:
+        reason = "Preempted" if target == states.PENDING else None
+        kind = queue.execute("SELECT job_event_kind(%s, %s, NULL, %s, false, false) AS kind",
+                             (source, target, reason)).fetchone()["kind"]
+        assert kind not in ("changed", "queued"), (source, target, kind)
+        assert kind == {states.SUBMITTING: "placed", states.SUBMITTED: "submitted", states.RUNNING: "started",
+                        states.PENDING: "preempted"}.get(target, "finished"), (source, target, kind)
