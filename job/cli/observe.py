@@ -107,8 +107,10 @@ def job_events(args: argparse.Namespace) -> int:
         return 0
     print(f"job {ident}: {job['user_name']} in {job['group_name']}, {format_resources(job['resources'])}, "
           f"now {job['state']}")
+    # Ray's node ids are 56 hex digits: the first 12 tell them apart (--json has them whole).
     print_table([{**row, "state": (f"{row['from_state']}>{row['state']}" if row["from_state"] not in (None, row["state"])
-                                   else row["state"]), "what": describe_event(row)} for row in rows],
+                                   else row["state"]), "node": row["node"] and row["node"][:12],
+                  "what": describe_event(row)} for row in rows],
                 ["at", "kind", "state", "reason", "node", "attempt", "what"])
     return 0
 
