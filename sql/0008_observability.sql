@@ -27,7 +27,8 @@ CREATE TABLE ticks (
     -- names and units ("free" null where Ray did not say). The totals of fair share come from here.
     nodes jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(nodes) = 'array')
 );
-CREATE INDEX ticks_group ON ticks (group_name, id);
+-- A group's last successful tick, however many failed or skipped ones came since.
+CREATE INDEX ticks_group_ticked ON ticks (group_name, id) WHERE outcome = 'ticked';
 CREATE INDEX ticks_at ON ticks (at);
 
 -- Per group, outcome and step ('' for the whole tick): how many ticks, their seconds, the last one.
