@@ -157,9 +157,9 @@ def _build(conn: psycopg.Connection) -> str:
 def _bulk_load(conn: psycopg.Connection) -> Iterator[None]:
     """Without the indexes and keys of `jobs` during a bulk insert, then the same ones made again
     from their own definitions: building an index at once costs a fraction of a million inserts
-    into it, and checking a foreign key once a fraction of a million lookups. The keys of other
-    tables that reference jobs (job_events) are dropped first and made again last. The history is
-    loaded without its events (the triggers of sql/0008 off): no statement of a tick reads them."""
+    into it, and checking a foreign key once a fraction of a million lookups. Keys of other tables
+    that reference jobs, if any, are dropped first and made again last. The history is loaded
+    without its events (the triggers of sql/0008 off): no statement of a tick reads them."""
     constraints = conn.execute(
         """SELECT conname AS name, conrelid::regclass::text AS tab, pg_get_constraintdef(oid) AS definition
            FROM pg_constraint

@@ -1,0 +1,121 @@
+"""What a job's history costs the tick: the triggers of sql/0008 (events, counts) on against off.
+
+    python bench/events.py                     # 100k pending jobs of 1,000 users, 6 ticks each way
+    python bench/events.py --pending 10k --ticks 10
+
+Two databases alike (one group, 1,000 users, the pending jobs, each asking CPU 1), one with the
+triggers on `jobs` disabled. A Ray cluster answered from memory (10 nodes of 8 CPUs, every
+submission accepted and running at once), so that only PostgreSQL and our code are timed. Ticks
+alternate between the two databases, so that the machine's load weighs on both alike. The first
+tick writes 5,000 new waiting reasons (an event each, with triggers) and 80 placements; the later
+ones are the steady state. Printed: each step's median, per tick number, and the ratio.
+
+PostgreSQL: JOB_DATABASE_URL's server, else an embedded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+
+from job import log  # noqa: E402
+from job.adapters.ray_cluster import RayJob, RayNode  # noqa: E402
+from job.devtools.local_postgres import start_embedded  # noqa: E402
+from job.scheduler import tick  # noqa: E402
+from job.scheduler.config import TickConfig  # noqa: E402
+from tick import fresh_database, size  # noqa: E402  (bench/tick.py)
+
+USERS = 1000
+NODES = 10
+
+
+class MemoryRay:
+    """Every submission accepted and running at once; nothing ever ends."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, RayJob] = {}
+
+    def nodes(self, *_, **__) -> list[RayNode]:
+        return [RayNode(id=f"node-{i}", resources={"CPU": 8.0}, labels={}, is_head=False) for i in range(NODES)]
+
+    def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
+        return {i: self.known[i] for i in submission_ids if i in self.known}
+
+    def submit(self, *, submission_id: str, **_) -> None:
+        self.known[submission_id] = RayJob(submission_id, "RUNNING", None, datetime.now(timezone.utc), None, None, None)
+
+    def stop(self, submission_id: str) -> bool:
+        return True
+
+
+def fill(url: str, pending: int, triggers: bool) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('bench', 'http://ray.invalid:8265')")
+        conn.execute("INSERT INTO users (name) SELECT 'user' || i FROM generate_series(1, %s) i", (USERS,))
+        if not triggers:
+            conn.execute("ALTER TABLE jobs DISABLE TRIGGER USER")
+        conn.execute(
+            """INSERT INTO jobs (user_name, group_name, entrypoint, resources, reason, message, submitted_at)
+               SELECT 'user' || (1 + i %% %s), 'bench', 'true', '{"CPU": 1}', 'Queued', 'waiting for the next tick',
+                      now() - make_interval(secs => %s - i)
+               FROM generate_series(1, %s) i""", (USERS, pending, pending))
+        conn.execute("VACUUM ANALYZE")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pending", default="100k")
+    parser.add_argument("--ticks", type=int, default=6)
+    args = parser.parse_args()
+    log.configure("text", "WARNING")
+    server_url = os.environ.get("JOB_DATABASE_URL")
+    embedded = None
+    if not server_url:
+        server_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="benchpg")) / "data")
+    pending = size(args.pending)
+    try:
+        urls = {}
+        for label, triggers in (("triggers on", True), ("triggers off", False)):
+            urls[label] = fresh_database(server_url, f"bench_events_{'on' if triggers else 'off'}")
+            fill(urls[label], pending, triggers)
+        clusters = {label: MemoryRay() for label in urls}
+        results: dict[str, list] = {label: [] for label in urls}
+        for _ in range(args.ticks):
+            for label, url in urls.items():
+                tick.cluster_of = lambda address, timeout_s, ray=clusters[label]: ray
+                [result] = tick.run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10))
+                assert result.status == "ticked", result.cause
+                results[label].append(result)
+        with psycopg.connect(urls["triggers on"]) as conn:
+            events = conn.execute("SELECT count(*) FROM job_events").fetchone()[0]
+    finally:
+        if embedded is not None:
+            embedded.cleanup()
+    print(f"{pending:,} pending jobs of {USERS:,} users; {args.ticks} ticks each way, alternating; "
+          f"{events:,} events written in all")
+    steps = ["observe", "reconcile", "plan", "commit", "submit"]
+    print(f"{'':14}{'tick':>6}" + "".join(f"{step:>11}" for step in steps) + f"{'total ms':>11}{'statements':>12}")
+    for label, runs in results.items():
+        for name, chosen in (("first", runs[:1]), ("steady", runs[1:])):
+            medians = [statistics.median(r.steps_ms.get(step, 0.0) for r in chosen) for step in steps]
+            total = statistics.median(r.seconds * 1000 for r in chosen)
+            print(f"{label:14}{name:>6}" + "".join(f"{m:>11.1f}" for m in medians)
+                  + f"{total:>11.1f}{statistics.median(r.statements for r in chosen):>12.0f}")
+    for name, part in (("first", slice(0, 1)), ("steady", slice(1, None))):
+        on = statistics.median(r.seconds for r in results["triggers on"][part])
+        off = statistics.median(r.seconds for r in results["triggers off"][part])
+        print(f"ratio on/off, {name} tick: {on / off:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
