@@ -68,9 +68,13 @@ class _After:
 
 
 class Preemptor:
-    def __init__(self, group: Group, totals: dict[str, int], candidates: dict[str, list[Candidate]]):
+    def __init__(self, group: Group, totals: dict[str, int], candidates: dict[str, list[Candidate]],
+                 coming: list[tuple[UserState, Resources]], going: list[tuple[UserState, Resources]]):
         """`candidates`: per node id, its running jobs that are old enough, preemptible and not
-        stopping already."""
+        stopping already. Earlier plans' preemptions still under way count in the scores as
+        carried out: `coming`, the requests of pending jobs holding a reservation, as running, and
+        `going`, those of running jobs being stopped, as gone; else the next plans would take a
+        user's stopping jobs for still held, and stop more of them."""
         self.fairshare = group.preemption == "fairshare"
         self.budget = group.max_preemptions
         self.totals = totals
@@ -89,6 +93,11 @@ class Preemptor:
         # start, it may let a request through that then finds nothing, never the other way.
         self.lowest_anywhere = min(self.lowest.values(), default=None)
         self.after: dict[UserState, _After] = {}
+        for changes, side in ((coming, "gained"), (going, "lost")):
+            for user, need in changes:
+                held = getattr(self.after.setdefault(user, _After()), side)
+                for name, amount in need.items():
+                    held[name] = held.get(name, 0) + amount
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
         self.attempts = ATTEMPTS
 
