@@ -203,6 +203,25 @@ def test_reservation_holds_the_node_until_the_victims_end_then_places_the_job_th
     assert third["reservations"] == []
 
 
+def test_preemptions_under_way_count_as_done_in_the_next_plan():
+    """Tick 1 of the fair-share reclaim: ann stops two of bob's four jobs for two of hers. In tick 2
+    those are still stopping and hers wait on their nodes: with her two as running and his two as
+    gone, the shares are level, and her third job may not stop a third of his."""
+    nodes = {"a": {"CPU": 2}, "b": {"CPU": 2}}
+    users = {"bob": {"usage": 30}, "ann": {"usage": 0}}
+    running = [job(f"r{i}", "bob", 1, "low", "ab"[i // 2], 60 - i) for i in range(4)]
+    pending = [job(f"l{i}", "ann", 1, "low", submitted_at=ago(1)) for i in range(4)]
+    first = run_plan(nodes, running, pending, mode="fairshare", policy="fairshare", half_life_s=600, users=users)
+    stopped = [v for p in first["preemptions"] for v in p["victims"]]
+    assert len(stopped) == 2
+    for victim in running:
+        victim["stopping"] = victim["id"] in stopped
+    second = run_plan(nodes, running, pending, mode="fairshare", policy="fairshare", half_life_s=600, users=users,
+                      reservations=first["reservations"])
+    assert second["preemptions"] == []
+    assert sorted(r["job"] for r in second["reservations"]) == sorted(p["job"] for p in first["preemptions"])
+
+
 def test_a_reservation_of_a_job_no_longer_pending_or_of_a_node_gone_ends():
     result = run_plan(TWO, [], [job("h", "ann", 2, "high")], mode="off",
                       reservations=[{"job": "gone", "node": "a"}, {"job": "h", "node": "zz"}])
