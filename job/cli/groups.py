@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs
+from job.core.autoscale import NodeType, format_node_type
 from job.core.specs import GroupSpec, validated
 from job.core.units import format_duration
 from job.store import groups
@@ -50,6 +51,11 @@ _OPTIONS = [
     _Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
     _Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
             "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
+    _Option("--autoscale", "autoscale", "value", "on|off",
+            "tell Ray's autoscaler what the queue needs, so that the cluster grows and shrinks with it (default off)"),
+    _Option("--node-type", "node_types", "list", "NAME=CPU:8,GPU:1,memory:32GiB[@LABEL=VALUE...]:max=N",
+            "a kind of node an http:// group's cluster can add (repeatable; replaces the list; "
+            "a raycluster:// group's are read from its RayCluster)"),
 ]
 
 
@@ -108,6 +114,7 @@ def show(args: argparse.Namespace) -> int:
         if group[field] is not None:
             group[field] = format_duration(group[field])
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])
+    group["node_types"] = " ".join(format_node_type(NodeType.model_validate(t)) for t in group["node_types"]) or None
     print_fields(group)
     return 0
 

@@ -199,6 +199,10 @@ class GroupSpec(_Spec):
     start_timeout_s: float = Field(default=300.0, gt=0)
     # runtime_env keys its jobs may use beyond the known ones, taken as they are.
     allowed_runtime_env_keys: list[str] = Field(default_factory=list)
+    # Tell Ray's autoscaler what the queue needs (job/core/autoscale.py).
+    autoscale: bool = False
+    # The nodes an http:// group's cluster can add; a raycluster:// group's come from its RayCluster.
+    node_types: list[dict[str, Any]] = Field(default_factory=list, validate_default=True)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
@@ -212,6 +216,29 @@ class GroupSpec(_Spec):
             if not RUNTIME_ENV_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a runtime_env key (lower-case letters, digits and '_')")
         return sorted(set(keys))
+
+    @field_validator("autoscale", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> bool:
+        if isinstance(value, str):
+            if value.strip().lower() not in ("on", "off"):
+                raise ValueError(f"{value!r}: use on or off")
+            return value.strip().lower() == "on"
+        return value
+
+    @field_validator("node_types", mode="before")
+    @classmethod
+    def _node_types(cls, value: Any, info: ValidationInfo) -> list[dict[str, Any]]:
+        # Imported here: job.core.autoscale builds on this module's parsers.
+        from job.core.autoscale import node_types
+
+        types = [node_type.model_dump() for node_type in node_types(value)]
+        kuberay = str(info.data.get("ray_address", "")).startswith("raycluster://")
+        if kuberay and types:
+            raise ValueError("a raycluster:// group's node types are read from its RayCluster's workerGroupSpecs")
+        if info.data.get("autoscale") and "ray_address" in info.data and not kuberay and not types:
+            raise ValueError("an http:// group that autoscales needs its node types (--node-type), what its cluster can add")
+        return types
 
     @field_validator("ray_address")
     @classmethod
