@@ -79,7 +79,7 @@ def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, inst
         document["sending"] = sending
     if sending is None and digest != document.get("sent"):
         document["sends"] = document.get("sends", 0) + 1
-        submission_id = f"{installation}-autoscale-{name}-{document['sends']}"
+        submission_id = f"autoscale-{installation}-{name}-{document['sends']}"
         document["sending"] = {"submission_id": submission_id, "digest": digest, "at": now.isoformat()}
         groups.save_group_state(conn, name, {STATE: document})
         conn.commit()
