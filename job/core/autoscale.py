@@ -69,12 +69,12 @@ class NodeType(BaseModel):
 def parse_node_type(text: str) -> dict[str, Any]:
     """`NAME=CPU:8,GPU:1,memory:32GiB[@label=value...]:max=N`, as `--node-type` takes it, to the
     fields of a NodeType (which checks them)."""
-    name, sep, rest = text.partition("=")
-    body, sep_max, most = rest.rpartition(":max=")
-    if not sep or not name.strip():
-        raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
+    head, sep_max, most = text.rpartition(":max=")
     if not sep_max or not most.strip().isdigit():
         raise ValueError(f"{text!r}: ends with :max=N, the most nodes of this type (e.g. :max=4)")
+    name, sep, body = head.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
     amounts, *label_parts = body.split("@")
     resources: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in amounts.split(","))):
