@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job.core import autoscale
-from job.core.autoscale import NodeType
+from job.core.specs import NodeType
 from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources
-from job.core.specs import GroupSpec, validated
+from job.core.specs import GroupSpec, format_node_type, parse_node_types, validated
 
 GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
 CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
@@ -27,10 +27,10 @@ CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
      {"name": "spot", "resources": {"CPU": 2, "special": 0.5}, "labels": {"market": "spot"}, "max": 10}),
 ])
 def test_node_type_text(text, fields):
-    [parsed] = autoscale.node_types([text])
+    [parsed] = parse_node_types([text])
     assert parsed.model_dump(exclude={"min"}) == fields
     # What `group show` prints reads back the same.
-    assert autoscale.node_types([autoscale.format_node_type(parsed)]) == [parsed]
+    assert parse_node_types([format_node_type(parsed)]) == [parsed]
 
 
 @pytest.mark.parametrize(("text", "error"), [

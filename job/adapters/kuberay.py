@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from job import log
-from job.core.autoscale import NodeType
+from job.core.specs import NodeType
 from job.core.errors import BadInput, ClusterNotReady
 
 DEFAULT_DASHBOARD_PORT = 8265

@@ -7,8 +7,7 @@ from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs
-from job.core.autoscale import NodeType, format_node_type
-from job.core.specs import GroupSpec, validated
+from job.core.specs import GroupSpec, NodeType, format_node_type, validated
 from job.core.units import format_duration
 from job.store import groups
 

@@ -17,109 +17,12 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import describe_error
 from job.core.resources import Resources, describe, fits
-from job.core.specs import NAME, _check_name, parse_labels, parse_resources
+from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone: those the cluster growing would let run.
 WAITS_FOR_RESOURCES = ("Resources", "ScalingUp")
-MAX_NODE_TYPES = 32
-
-
-class NodeType(BaseModel):
-    """A kind of node the cluster can add: each node has these resources and labels; there are at
-    most `max` of them (KubeRay's maxReplicas times numOfHosts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    resources: dict[str, float]
-    labels: dict[str, str] = Field(default_factory=dict)
-    min: int = Field(default=0, ge=0)
-    max: int = Field(ge=0, le=100_000)
-
-    _name = field_validator("name")(lambda value: _check_name(value, NAME, "node type"))
-    _labels = field_validator("labels", mode="before")(lambda value: parse_labels(value))
-
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _resources(cls, value: Any) -> dict[str, float]:
-        parsed = parse_resources(value)
-        if not any(parsed.values()):
-            raise ValueError("a node type has some resources, e.g. CPU:8")
-        return parsed
-
-    @model_validator(mode="after")
-    def _bounds(self) -> NodeType:
-        if self.min > self.max:
-            raise ValueError(f"node type {self.name}: min {self.min} is above max {self.max}")
-        return self
-
-    def holds(self, need: Resources, selector: Mapping[str, str]) -> bool:
-        return all(self.labels.get(k) == v for k, v in selector.items()) and need.fits_in(Resources.of(self.resources))
-
-    def __str__(self) -> str:
-        labels = "".join(f" @{k}={v}" for k, v in sorted(self.labels.items()))
-        return f"{self.name} ({describe(Resources.of(self.resources).items())}{labels}; at most {self.max})"
-
-
-def parse_node_type(text: str) -> dict[str, Any]:
-    """`NAME=CPU:8,GPU:1,memory:32GiB[@label=value...]:max=N`, as `--node-type` takes it, to the
-    fields of a NodeType (which checks them)."""
-    head, sep_max, most = text.rpartition(":max=")
-    if not sep_max or not most.strip().isdigit():
-        raise ValueError(f"{text!r}: ends with :max=N, the most nodes of this type (e.g. :max=4)")
-    name, sep, body = head.partition("=")
-    if not sep or not name.strip():
-        raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
-    amounts, *label_parts = body.split("@")
-    resources: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in amounts.split(","))):
-        resource, colon, amount = item.partition(":")
-        if not colon or not resource.strip():
-            raise ValueError(f"{text!r}: resources are NAME:AMOUNT separated by commas, got {item!r}")
-        if resource.strip() in resources:
-            raise ValueError(f"{text!r}: {resource.strip()!r} given twice")
-        resources[resource.strip()] = amount.strip()
-    labels: dict[str, str] = {}
-    for item in label_parts:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"{text!r}: labels are @KEY=VALUE, got {'@' + item!r}")
-        labels[key.strip()] = value.strip()
-    return {"name": name.strip(), "resources": resources, "labels": labels, "max": int(most)}
-
-
-def node_types(value: Any) -> list[NodeType]:
-    """A group's node types from `--node-type` texts or their stored JSON; names are unique."""
-    if not isinstance(value, list):
-        raise ValueError("must be a list of node types")
-    types = []
-    for item in value:
-        fields = parse_node_type(item) if isinstance(item, str) else item
-        try:
-            types.append(NodeType.model_validate(fields))
-        except ValidationError as exc:
-            name = fields.get("name") if isinstance(fields, dict) else None
-            raise ValueError(f"node type {name or item!r}: {describe_error(exc)}") from None
-    if len(types) > MAX_NODE_TYPES:
-        raise ValueError(f"at most {MAX_NODE_TYPES} node types, got {len(types)}")
-    names = [t.name for t in types]
-    for name in names:
-        if names.count(name) > 1:
-            raise ValueError(f"node type {name!r} is given more than once")
-    return types
-
-
-def format_node_type(node_type: NodeType) -> str:
-    """The `--node-type` text of a node type (memory in bytes: exact, and read back the same)."""
-    amounts = ",".join(f"{name}:{amount:g}" if name != "memory" else f"{name}:{int(amount)}"
-                       for name, amount in node_type.resources.items())
-    labels = "".join(f"@{k}={v}" for k, v in node_type.labels.items())
-    return f"{node_type.name}={amounts}{labels}:max={node_type.max}"
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:

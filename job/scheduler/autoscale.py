@@ -28,7 +28,8 @@ import psycopg
 
 from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
-from job.core import autoscale
+from job.core import autoscale, specs
+from job.core.specs import NodeType
 from job.core.errors import Unavailable
 from job.core.planner import Plan, Snapshot
 from job.scheduler.report import GroupResult, Steps
@@ -48,18 +49,18 @@ ENTRYPOINT = (
 _ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def group_node_types(group: dict) -> list[autoscale.NodeType]:
+def group_node_types(group: dict) -> list[NodeType]:
     """The node types of an autoscaling group: its RayCluster's worker groups, or its own option."""
     if group["ray_address"].startswith("raycluster://"):
         from job.adapters.kuberay import node_types
 
         found = node_types(group["ray_address"])
     else:
-        found = autoscale.node_types(group["node_types"])
+        found = specs.parse_node_types(group["node_types"])
     return autoscale.of_group(found, group["node_labels"])
 
 
-def plan_demand(snapshot: Snapshot, decided: Plan, group: dict, types: list[autoscale.NodeType]) -> list[dict]:
+def plan_demand(snapshot: Snapshot, decided: Plan, group: dict, types: list[NodeType]) -> list[dict]:
     """Marks the jobs that wait for the cluster to grow (`ScalingUp`) and returns the demand."""
     autoscale.scale_up(snapshot, decided, types, group["node_labels"])
     return autoscale.demand(snapshot, decided, types, group["node_labels"])
