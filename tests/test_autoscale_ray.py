@@ -14,6 +14,7 @@ import pytest
 import requests
 from psycopg.types.json import Jsonb
 
+from job import log
 from job.api import cancel, submit
 from test_tick import add_group, jobs, ray, run_tick  # noqa: F401  (ray: the fixture)
 
@@ -47,10 +48,19 @@ def tick_until_requested(conn, address: str, expected: list, timeout: float = 90
         time.sleep(1)
 
 
-def test_demand_follows_the_queue_and_clears(ray, conn):
+@pytest.fixture
+def info_log():
+    """The tick's lines at INFO on stderr: on a failure, pytest shows what the demand jobs did."""
+    saved = log._logger
+    log.configure("text", "INFO")
+    yield
+    log._logger = saved
+
+
+def test_demand_follows_the_queue_and_clears(ray, conn, info_log):
     add_group(conn, ray.address, name="scale", autoscale=True, node_types=Jsonb([BIG]))
     first, second = (submit(user="alice", group="scale", entrypoint="true", resources={"CPU": 8}) for _ in range(2))
-    small = submit(user="bob", group="scale", entrypoint="sleep 60", resources={"CPU": 0.5})
+    small = submit(user="bob", group="scale", entrypoint="sleep 600", resources={"CPU": 0.5})
 
     result, = run_tick("scale")
     rows = jobs(conn)

@@ -16,8 +16,8 @@ through a shell.
 At most one demand job is in flight per group, so that an older request never lands after a newer
 one. Its submission id is written in the group state before it is sent, as jobs' intents are; the
 next ticks look it up by that id, record its demand as sent once it has succeeded, and delete it
-from Ray's job history, which so keeps no job of ours. A demand job still running after
-DEMAND_TIMEOUT_S is stopped.
+from Ray's job history (again on the next ticks, until Ray no longer has it), which so keeps no job
+of ours. A demand job still running after DEMAND_TIMEOUT_S is stopped.
 """
 
 from __future__ import annotations
@@ -71,9 +71,11 @@ def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, inst
     """Settles the demand job in flight, if any, then sends the demand if it changed since the
     last one Ray took. Writes the group's autoscale state in its own transaction."""
     name = group["name"]
-    document = dict(state.get(STATE) or {})
+    before = state.get(STATE) or {}
+    document = dict(before)
     digest = autoscale.digest(bundles)
     result.demand = autoscale.describe_demand(bundles)
+    document["deleted"] = steps.ray(_forget, cluster, document.get("deleted", []))
     sending = document.get("sending")
     if sending is not None:
         sending = steps.ray(_settle, cluster, name, sending, document, now)
@@ -86,8 +88,9 @@ def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, inst
         conn.commit()
         document["sending"] = steps.ray(_submit, cluster, name, document["sending"], bundles)
         result.demand_sent = document["sending"] is not None
-    groups.save_group_state(conn, name, {STATE: document})
-    conn.commit()
+    if document != before:
+        groups.save_group_state(conn, name, {STATE: document})
+        conn.commit()
 
 
 def _settle(cluster: RayCluster, group: str, sending: dict, document: dict, now: datetime) -> dict | None:
@@ -110,7 +113,20 @@ def _settle(cluster: RayCluster, group: str, sending: dict, document: dict, now:
         log.warning("demand_failed", group=group, submission_id=submission_id, status=job.status,
                     message=job.message or "")
     cluster.delete(submission_id)
+    document["deleted"].append(submission_id)
     return None
+
+
+def _forget(cluster: RayCluster, deleted: list[str]) -> list[str]:
+    """The ended demand jobs Ray still has, deleted again. A job's supervisor may write its record
+    once more just after it ends, bringing back a job deleted at once: each is deleted until Ray no
+    longer has it."""
+    left = []
+    for submission_id in deleted:
+        if cluster.job(submission_id) is not None:
+            cluster.delete(submission_id)
+            left.append(submission_id)
+    return left
 
 
 def _submit(cluster: RayCluster, group: str, sending: dict, bundles: list[dict]) -> dict | None:
