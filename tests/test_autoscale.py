@@ -98,7 +98,8 @@ SMALL_NODE = {"id": "n1", "resources": {"CPU": 2}, "labels": {"pool": "cpu"}}
 @pytest.mark.parametrize(("job", "types", "reason", "said"), [
     # The cluster has scaled to no worker: every job waits for it to grow.
     ({"resources": {"CPU": 1}}, [CPU], "ScalingUp", "waits for the cluster to add a node of type cpu (CPU 4 @pool=cpu; at most 3)"),
-    ({"resources": {"CPU": 6, "GPU": 1}}, [CPU, GPU], "ScalingUp", "a node of type gpu (CPU 8, GPU 1 @pool=gpu; at most 2)"),
+    ({"resources": {"CPU": 6, "GPU": 1}}, [CPU, GPU], "ScalingUp",
+     "needs GPU 1, CPU 6; no node of group g can hold it: waits for the cluster to add a node of type gpu (CPU 8, GPU 1 @pool=gpu; at most 2)"),
     ({"resources": {"CPU": 1}, "node_labels": {"pool": "gpu"}}, [CPU, GPU], "ScalingUp", "of type gpu"),
     # Too big for every node type, or labels no node type carries: nothing can ever hold it.
     ({"resources": {"CPU": 9}}, [CPU, GPU], "Unschedulable", "nor can any node type the cluster may add"),

@@ -45,6 +45,12 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
         return
     pending = None
     said: dict[tuple, tuple[str, str]] = {}
+    # Resources named in the group's priority order first, as the planner's messages name them.
+    first = {name: index for index, name in enumerate(snapshot.group.resource_priority)}
+
+    def rank(item: tuple[str, int]) -> tuple[int, str]:
+        return first.get(item[0], len(first)), item[0]
+
     for record in plan.waiting:
         if record["reason"] != "Unschedulable":
             continue
@@ -60,7 +66,7 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
                 change = said[key] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
             else:
                 where = f" on a node labelled {','.join(f'{k}={v}' for k, v in selector)}" if selector else ""
-                change = said[key] = ("ScalingUp", f"needs {describe(need.items())}{where}; no node of group "
+                change = said[key] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
                                       f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
                                       f"of type {fitting}")
         record["reason"], record["message"] = change
