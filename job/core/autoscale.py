@@ -30,9 +30,22 @@ def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list
     return [t for t in types if all(t.labels.get(k) == v for k, v in group_labels.items())]
 
 
-def _request(job: Mapping[str, Any], group_labels: Mapping[str, str]) -> tuple[Resources, tuple[tuple[str, str], ...]]:
-    """A job's request and its label selector: its own labels and the group's."""
-    return Resources.of(job["resources"]), tuple(sorted({**group_labels, **(job.get("node_labels") or {})}.items()))
+class _Requests:
+    """Each job's request and label selector (its own labels and the group's), built once per
+    distinct request as written: 100k jobs share a few dozen."""
+
+    def __init__(self, group_labels: Mapping[str, str]):
+        self.group_labels = group_labels
+        self.known: dict[tuple, tuple[Resources, tuple[tuple[str, str], ...]]] = {}
+
+    def __call__(self, job: Mapping[str, Any]) -> tuple[Resources, tuple[tuple[str, str], ...]]:
+        labels = job.get("node_labels")
+        key = (tuple(job["resources"].items()), tuple(labels.items()) if labels else ())
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = (Resources.of(job["resources"]),
+                                       tuple(sorted({**self.group_labels, **(labels or {})}.items())))
+        return found
 
 
 def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> None:
@@ -44,6 +57,7 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
     if not types:
         return
     pending = None
+    request = _Requests(group_labels)
     said: dict[tuple, tuple[str, str]] = {}
     # Resources named in the group's priority order first, as the planner's messages name them.
     first = {name: index for index, name in enumerate(snapshot.group.resource_priority)}
@@ -57,16 +71,15 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
         if pending is None:
             pending = {job["id"]: job for job in snapshot.pending}
         job = pending[record["job"]]
-        key = (tuple(job["resources"].items()), tuple((job.get("node_labels") or {}).items()))
-        change = said.get(key)
+        need, selector = request(job)
+        change = said.get((need, selector))
         if change is None:
-            need, selector = _request(job, group_labels)
             fitting = next((t for t in types if t.holds(need, dict(selector))), None)
             if fitting is None:
-                change = said[key] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
+                change = said[(need, selector)] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
             else:
                 where = f" on a node labelled {','.join(f'{k}={v}' for k, v in selector)}" if selector else ""
-                change = said[key] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
+                change = said[(need, selector)] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
                                       f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
                                       f"of type {fitting}")
         record["reason"], record["message"] = change
@@ -122,15 +135,15 @@ class _Limits:
     """Each user's running jobs and resources, as the plan leaves them, to hold back from the
     demand the jobs a user's limits would keep waiting once the cluster grew."""
 
-    def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]]):
+    def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
         self.snapshot = snapshot
         self.running: dict[str, int] = {}
         self.used: dict[str, dict[str, int]] = {}
         for job in snapshot.running:
-            self.add(job["user"], Resources.of(job["resources"]))
+            self.add(job["user"], request(job)[0])
         for placement in plan.placements:
             job = pending[placement["job"]]
-            self.add(job["user"], Resources.of(job["resources"]))
+            self.add(job["user"], request(job)[0])
 
     def add(self, user: str, need: Resources) -> None:
         self.running[user] = self.running.get(user, 0) + 1
@@ -167,7 +180,8 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         return []
     pending = {job["id"]: job for job in snapshot.pending}
     bins = _Bins(snapshot, types)
-    limits = _Limits(snapshot, plan, pending)
+    request = _Requests(group_labels)
+    limits = _Limits(snapshot, plan, pending, request)
     counts: dict[tuple, int] = {}
     group_selector = tuple(sorted(group_labels.items()))
 
@@ -175,21 +189,21 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         counts[(need, selector)] = counts.get((need, selector), 0) + 1
 
     for job in snapshot.running:
-        need = Resources.of(job["resources"])
+        need = request(job)[0]
         free = bins.by_id.get(job["node"])
         if free is not None:
             bins._charge(free, need)
         count(need, group_selector)
     placed = {placement["job"]: placement["node"] for placement in plan.placements}
     for ident, node in placed.items():
-        need, selector = _request(pending[ident], group_labels)
+        need, selector = request(pending[ident])
         bins._charge(bins.by_id[node], need)
         count(need, selector)
     asked = 0
     full: set[tuple] = set()
     for ident in waiting:
         job = pending[ident]
-        need, selector = _request(job, group_labels)
+        need, selector = request(job)
         if (need, selector) in full or not limits.allow(job, need):
             continue
         if not bins.take(need, selector):
