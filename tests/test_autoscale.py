@@ -234,3 +234,19 @@ def test_the_demand_fits_what_the_cluster_could_hold_and_no_more_than_waits(jobs
     for b in bundles:
         need = Resources.of(b["resources"])
         assert any(t.holds(need, b["label_selector"]) for t in types)
+
+
+def test_a_job_that_preemption_serves_is_not_asked_for():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    batch = [{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 4}, "class": "batch",
+              "started_at": "2026-11-29T07:00:00Z"}]
+    classes = [{"name": "urgent", "value": 100, "preemptible": False}, {"name": "batch", "value": 0, "preemptible": True}]
+    pending = [{"id": "u", "resources": {"CPU": 4}, "class": "urgent"}, {"id": "b", "resources": {"CPU": 4}, "class": "batch"}]
+    group = {"priority_classes": classes, "default_class": "batch"}
+    reasons, bundles = waiting(snapshot(nodes=[node], running=batch, pending=pending, preemption="priority", **group), [CPU])
+    assert reasons["u"][0] == "Preempting" and reasons["b"][0] == "Resources"
+    # The running job and the batch job that waits; not the urgent one, which takes the node.
+    assert shapes(bundles) == {((("CPU", 4),), ()): 2}
+    # Without preemption, the urgent job waits for resources too, and is asked for.
+    reasons, bundles = waiting(snapshot(nodes=[node], running=batch, pending=pending, **group), [CPU])
+    assert reasons["u"][0] == "Resources" and shapes(bundles) == {((("CPU", 4),), ()): 3}
