@@ -44,7 +44,8 @@ def tick_until_requested(conn, address: str, expected: list, timeout: float = 90
         seen = requested(address)
         if seen == expected and not ours_in_ray(address, conn):
             return seen
-        assert time.monotonic() < deadline, (seen, result.demand, ours_in_ray(address, conn))
+        assert time.monotonic() < deadline, (seen, result.demand, [
+            requests.get(f"{address}/api/jobs/{sid}", timeout=10).json() for sid in ours_in_ray(address, conn)])
         time.sleep(1)
 
 

@@ -16,8 +16,8 @@ through a shell.
 At most one demand job is in flight per group, so that an older request never lands after a newer
 one. Its submission id is written in the group state before it is sent, as jobs' intents are; the
 next ticks look it up by that id, record its demand as sent once it has succeeded, and delete it
-from Ray's job history (again on the next ticks, until Ray no longer has it), which so keeps no job
-of ours. A demand job still running after DEMAND_TIMEOUT_S is stopped.
+from Ray's job history a few seconds after it ended (checking on the next ticks that Ray no longer
+has it), which so keeps no job of ours. A demand job still running after DEMAND_TIMEOUT_S is stopped.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from job.store import groups
 
 STATE = "autoscale"
 DEMAND_TIMEOUT_S = 120
+# Ray's job manager polls a job's supervisor about every second until it sees the job ended.
+DELETE_AFTER_S = 10
 # Linux refuses an environment string longer than 128 KiB; this leaves room.
 MAX_DEMAND_BYTES = 64 * 1024
 DEMAND_VARIABLE = "JOB_AUTOSCALE_DEMAND"
@@ -75,7 +77,7 @@ def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, inst
     document = dict(before)
     digest = autoscale.digest(bundles)
     result.demand = autoscale.describe_demand(bundles)
-    document["deleted"] = steps.ray(_forget, cluster, document.get("deleted", []))
+    document["ended"] = steps.ray(_forget, cluster, document.get("ended", []), now)
     sending = document.get("sending")
     if sending is not None:
         sending = steps.ray(_settle, cluster, name, sending, document, now)
@@ -95,7 +97,7 @@ def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, inst
 
 def _settle(cluster: RayCluster, group: str, sending: dict, document: dict, now: datetime) -> dict | None:
     """What is left in flight of the demand job `sending`: None once it has ended (its demand
-    recorded as sent if it succeeded, and the job deleted from Ray) or if Ray never got it."""
+    recorded as sent if it succeeded, the job left for `_forget` to delete) or if Ray never got it."""
     submission_id = sending["submission_id"]
     job = cluster.job(submission_id)
     if job is None:
@@ -112,20 +114,23 @@ def _settle(cluster: RayCluster, group: str, sending: dict, document: dict, now:
     else:
         log.warning("demand_failed", group=group, submission_id=submission_id, status=job.status,
                     message=job.message or "")
-    cluster.delete(submission_id)
-    document["deleted"].append(submission_id)
+    document["ended"].append(submission_id)
     return None
 
 
-def _forget(cluster: RayCluster, deleted: list[str]) -> list[str]:
-    """The ended demand jobs Ray still has, deleted again. A job's supervisor may write its record
-    once more just after it ends, bringing back a job deleted at once: each is deleted until Ray no
-    longer has it."""
+def _forget(cluster: RayCluster, ended: list[str], now: datetime) -> list[str]:
+    """The ended demand jobs Ray still has: each is deleted once it has been over for
+    DELETE_AFTER_S, and kept in the list until Ray no longer has it. Deleted at once, a job comes
+    back: Ray's job manager, polling the job's supervisor it no longer finds a record for, writes
+    a new one (FAILED, "Job supervisor actor died"), as seen on the test cluster."""
     left = []
-    for submission_id in deleted:
-        if cluster.job(submission_id) is not None:
+    for submission_id in ended:
+        job = cluster.job(submission_id)
+        if job is None:
+            continue
+        if job.status in _ENDED and job.end_time is not None and now - job.end_time > timedelta(seconds=DELETE_AFTER_S):
             cluster.delete(submission_id)
-            left.append(submission_id)
+        left.append(submission_id)
     return left
 
 
