@@ -51,7 +51,7 @@ def tick_until_requested(conn, address: str, expected: list, timeout: float = 90
 
 @pytest.fixture
 def info_log():
-    """The tick's lines at INFO on stderr: on a failure, pytest shows what the demand jobs did."""
+    """Log lines at INFO, as text, on stderr: tests read them, and on a failure pytest shows them."""
     saved = log._logger
     log.configure("text", "INFO")
     yield

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -67,6 +68,19 @@ def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return parsed
+
+
+def parse_pairs(items: Iterable[str], separator: str, form: str) -> dict[str, str]:
+    """Items written KEY<separator>VALUE as a map; ValueError naming the item that is not."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition(separator)
+        if not sep or not key.strip():
+            raise ValueError(f"expected {form}, got {item!r}")
+        if key.strip() in result:
+            raise ValueError(f"{key.strip()!r} given twice")
+        result[key.strip()] = value.strip()
+    return result
 
 
 def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
@@ -234,20 +248,14 @@ def parse_node_type(text: str) -> dict[str, Any]:
     if not sep or not name.strip():
         raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
     amounts, *label_parts = body.split("@")
-    resources: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in amounts.split(","))):
-        resource, colon, amount = item.partition(":")
-        if not colon or not resource.strip():
-            raise ValueError(f"{text!r}: resources are NAME:AMOUNT separated by commas, got {item!r}")
-        if resource.strip() in resources:
-            raise ValueError(f"{text!r}: {resource.strip()!r} given twice")
-        resources[resource.strip()] = amount.strip()
-    labels: dict[str, str] = {}
-    for item in label_parts:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"{text!r}: labels are @KEY=VALUE, got {'@' + item!r}")
-        labels[key.strip()] = value.strip()
+    try:
+        resources = parse_pairs(filter(None, (part.strip() for part in amounts.split(","))), ":", "NAME:AMOUNT")
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: resources: {exc}") from None
+    try:
+        labels = parse_pairs(label_parts, "=", "@KEY=VALUE")
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: labels: {exc}") from None
     return {"name": name.strip(), "resources": resources, "labels": labels, "max": int(most)}
 
 
