@@ -57,3 +57,17 @@ def test_bad_autoscale_options_are_refused_and_nothing_changes(database_url, con
     assert message in result.err
     assert result.err.startswith("error: ") and result.err.count("\n") == 1
     assert _database_contents(conn) == before
+
+
+def test_node_types_written_around_the_cli_fail_that_group_only(database_url, conn):
+    from job.cli.scheduler import tick_config
+    from job.scheduler import tick
+    from job.settings import settings
+
+    conn.execute("INSERT INTO resource_groups (name, ray_address, autoscale, node_types) VALUES "
+                 "('broken', 'http://127.0.0.1:9', true, '[{\"name\": \"x\", \"resources\": {\"CPU\": -1}, \"max\": 1}]')")
+    settings.cache_clear()
+    [result] = tick.run_tick(tick_config(), "broken", dry_run=True)
+    assert result.status == "failed"
+    # Refused before any call to Ray (nothing listens at its address).
+    assert result.cause == "group broken: node_types: node type 'x': resources: CPU: must be finite and not negative, got -1"

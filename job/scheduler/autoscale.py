@@ -30,7 +30,7 @@ from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import autoscale, specs
 from job.core.specs import NodeType
-from job.core.errors import Unavailable
+from job.core.errors import BadInput, Unavailable
 from job.core.planner import Plan, Snapshot
 from job.scheduler.report import GroupResult, Steps
 from job.store import groups
@@ -58,7 +58,11 @@ def group_node_types(group: dict) -> list[NodeType]:
 
         found = node_types(group["ray_address"])
     else:
-        found = specs.parse_node_types(group["node_types"])
+        try:
+            found = specs.parse_node_types(group["node_types"])
+        except ValueError as exc:
+            # A row written around `group set`: this group fails its tick, the others go on.
+            raise BadInput(f"group {group['name']}: node_types: {exc}") from None
     return autoscale.of_group(found, group["node_labels"])
 
 

@@ -125,6 +125,8 @@ class _GroupTick:
 
     def observe(self) -> _Observed:
         """Ray's nodes of the group, and our active jobs as Ray sees them."""
+        # First: a group whose node types cannot be read fails before any call to Ray.
+        types = group_node_types(self.group) if self.group["autoscale"] else None
         cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
         nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
         active = tick_jobs.active_jobs(self.conn, self.name)
@@ -135,7 +137,6 @@ class _GroupTick:
         for node in nodes:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
-        types = group_node_types(self.group) if self.group["autoscale"] else None
         self.steps.done("observe")
         return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
 
