@@ -1,0 +1,296 @@
+"""The simulation: a trace replayed on a virtual clock through the real planner.
+
+Every `every_s` of virtual time a tick does what the scheduler's tick does, in the same order:
+jobs whose run time is over end and give their resources back, users are charged the usage of
+what they held since the last charge (`core/usage.py`), and the pending jobs are planned
+(`core/planner`) on a snapshot of the group; a placed job starts at once and runs for its trace
+run time. A job holds its node from the tick that places it until the first tick at or after its
+end, as in the scheduler, where a tick sees that a job ended.
+
+Ticks where nothing can change are skipped. Between two events (an arrival, the end of a job) a
+plan would place nothing: every job left waiting by a plan waits because of something that only
+an event changes (free resources only fall within a plan, so what did not fit at its turn does not
+fit after it; a user's running jobs and resources only grow; the group's nodes are fixed). The
+clock jumps to the first tick at or after the next event. Usage is charged over the whole jump at
+once, which gives the same usage as a charge per tick: a user holds the same resources throughout
+(usage.py: charging once per tick or once per second gives the same U).
+
+The snapshot is the planner's own, built for a cost that does not grow with the jobs running:
+
+- what our running jobs hold on a node is given as the node's `outside` load, which the planner
+  keeps free exactly as it does what running jobs hold; and each user's running jobs as one
+  running entry on a node outside the group, which the planner charges to the user (its dominant
+  share) and to no node. Where a per-user job limit applies, the user has one entry per running
+  job (the others empty), so that the planner counts them.
+- pending jobs that this plan cannot place are left out: a shape (a distinct request) of which
+  not one more fits in what is free on all nodes together, and, of a user's jobs of one shape,
+  those after the first k where k of that shape fit in all that is free (a user's jobs of one
+  shape are placed in the user's order, so at most the first k are). Left out, they change no
+  placement: the plan's placements are those of the whole queue (tests/test_simulate_engine.py
+  checks it against the plain snapshot). Under `strict_order` and `lifo` every pending job goes
+  in: a job that waits there changes what the others do, or the order within a user is reversed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from job.core.planner import Snapshot, plan
+from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
+from job.core.resources import Resources, dominant_share
+from job.core.simulate.trace import TraceJob
+from job.core.usage import charge_usage
+
+# The virtual clock's origin: trace times are seconds after it.
+EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+# The node that holds the users' running jobs in the snapshot: not a node of the group.
+_USERS_NODE = "simulation:running"
+
+
+@dataclass(eq=False, slots=True)
+class JobRecord:
+    job: TraceJob
+    need: Resources
+    # Where the job ran last and when it started there; None if it never started.
+    node: str | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    unschedulable: bool = False
+    # The job as the snapshot lists it while it waits, and its place in its user's queue.
+    pending: dict | None = None
+    queue_key: tuple | None = None
+
+
+@dataclass(eq=False, slots=True)
+class UserRecord:
+    name: str
+    spec: User
+    held: dict[str, int] = field(default_factory=dict)
+    # What the user's running and pending jobs ask for together: its demand.
+    wanted: dict[str, int] = field(default_factory=dict)
+    running: int = 0
+    held_share: float = 0.0
+    usage: float = 0.0
+    charged_at: float = 0.0
+    # (time, dominant share held, dominant share wanted), from the time on: a step function.
+    timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    entries: list[dict] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Outcome:
+    records: list[JobRecord]
+    users: dict[str, UserRecord]
+    # The group's totals, in units.
+    totals: dict[str, int]
+    every_s: float
+    ticks: int = 0
+    plans: int = 0
+    # Arrivals, starts and ends.
+    events: int = 0
+    # When the last job gave its resources back.
+    end_s: float = 0.0
+
+
+def _add(target: dict[str, int], need: Resources, sign: int) -> None:
+    for name, amount in need.items():
+        target[name] = target.get(name, 0) + sign * amount
+
+
+def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
+             every_s: float = 5.0) -> Outcome:
+    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares and limits (missing:
+    shares 1, no limit). Pure and deterministic."""
+    if every_s <= 0:
+        raise ValueError("every_s must be above zero")
+    return _Simulation(jobs, nodes, group, users or {}, every_s).run()
+
+
+class _Simulation:
+    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float):
+        self.group = group
+        self.every_s = every_s
+        self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
+        self.specs = users
+        self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
+        self.exact_queue = group.strict_order or group.policy == "lifo"
+        self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
+        self.totals: dict[str, int] = {}
+        for total in self.node_totals.values():
+            _add(self.totals, total, 1)
+        self.free = dict(self.totals)
+        self.base_nodes = {node.id: node for node in nodes}
+        self.node_models = {node.id: node.model_copy(update={"outside": {}}) for node in nodes}
+        self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
+        self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
+        self.arrivals = sorted(self.records, key=lambda record: record.job.submit_s)
+        self.users: dict[str, UserRecord] = {}
+        self.by_id: dict[str, JobRecord] = {}
+        # Per shape, per user, the user's waiting jobs of that shape in queue order.
+        self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
+        self.schedulable: dict[Resources, bool] = {}
+        self.ends: list[tuple[float, int, JobRecord]] = []
+        self.state: dict[str, dict] = {}
+        self.pending_count = 0
+        # Starts so far: orders the ends of jobs that end at the same time.
+        self.started = 0
+        self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
+
+    def _user(self, name: str) -> UserRecord:
+        user = self.users.get(name)
+        if user is None:
+            user = self.users[name] = UserRecord(name=name, spec=self.specs.get(name, DEFAULT_USER))
+        return user
+
+    def run(self) -> Outcome:
+        outcome = self.outcome
+        if not self.arrivals:
+            return outcome
+        tick = math.ceil(self.arrivals[0].job.submit_s / self.every_s)
+        next_arrival = 0
+        while True:
+            now = tick * self.every_s
+            touched: set[UserRecord] = set()
+            while self.ends and self.ends[0][0] <= now:
+                _, _, record = heapq.heappop(self.ends)
+                self._release(record, now, touched)
+            while next_arrival < len(self.arrivals) and self.arrivals[next_arrival].job.submit_s <= now:
+                self._arrive(self.arrivals[next_arrival], touched)
+                next_arrival += 1
+            if self.pending_count:
+                self._plan(now, touched)
+            for user in touched:
+                self._mark(user, now)
+            outcome.ticks += 1
+            upcoming = []
+            if next_arrival < len(self.arrivals):
+                upcoming.append(self.arrivals[next_arrival].job.submit_s)
+            if self.ends:
+                upcoming.append(self.ends[0][0])
+            if not upcoming:
+                outcome.end_s = now
+                break
+            tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
+        return outcome
+
+    def _arrive(self, record: JobRecord, touched: set[UserRecord]) -> None:
+        job = record.job
+        self.by_id[job.id] = record
+        self.outcome.events += 1
+        schedulable = self.schedulable.get(record.need)
+        if schedulable is None:
+            schedulable = self.schedulable[record.need] = any(record.need.fits_in(total) for total in self.node_totals.values())
+        if not schedulable:
+            record.unschedulable = True
+            return
+        user = self._user(job.user)
+        _add(user.wanted, record.need, 1)
+        touched.add(user)
+        record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
+                          "submitted_at": EPOCH + timedelta(seconds=job.submit_s)}
+        self._enqueue(record)
+
+    def _enqueue(self, record: JobRecord) -> None:
+        job = record.job
+        # The planner's order within a user: higher priority, then older, then by id (shorter first).
+        record.queue_key = (-job.priority, job.submit_s, len(job.id), job.id, record.pending)
+        insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
+        self.pending_count += 1
+
+    def _dequeue(self, record: JobRecord) -> None:
+        queues = self.waiting[record.need]
+        queue = queues[record.job.user]
+        del queue[bisect_left(queue, record.queue_key)]
+        if not queue:
+            del queues[record.job.user]
+        self.pending_count -= 1
+
+    def _candidates(self) -> list[dict]:
+        jobs: list[dict] = []
+        free = self.free
+        for need, queues in self.waiting.items():
+            if not queues:
+                continue
+            if self.exact_queue:
+                for queue in queues.values():
+                    jobs.extend(entry[-1] for entry in queue)
+                continue
+            fit = min(free.get(name, 0) // amount for name, amount in need.items())
+            if fit > 0:
+                for queue in queues.values():
+                    jobs.extend(entry[-1] for entry in queue[:fit])
+        return jobs
+
+    def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
+        pending = self._candidates()
+        if not pending:
+            return
+        now = EPOCH + timedelta(seconds=now_s)
+        users = {}
+        for job in pending:
+            name = job["user"]
+            if name not in users:
+                user = self._user(name)
+                spec = user.spec
+                if self.half_life_s:
+                    self._charge(user, now_s)
+                    spec = spec.model_copy(update={"usage": user.usage})
+                users[name] = spec
+        running = [entry for user in self.users.values() for entry in user.entries]
+        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=list(self.node_models.values()),
+                                            running=running, pending=pending, users=users, state=self.state)
+        result = plan(snapshot)
+        self.outcome.plans += 1
+        self.state = {**self.state, **result.state}
+        for placement in result.placements:
+            self._start(self.by_id[placement["job"]], placement["node"], now_s, touched)
+
+    def _charge(self, user: UserRecord, now_s: float) -> None:
+        """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
+        if self.half_life_s:
+            user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
+        user.charged_at = now_s
+
+    def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
+        self._dequeue(record)
+        record.node, record.start_s, record.end_s = node, now_s, now_s + record.job.run_s
+        self.started += 1
+        heapq.heappush(self.ends, (record.end_s, self.started, record))
+        self._hold(record, 1, now_s, touched)
+        self.outcome.events += 1
+
+    def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        self._hold(record, -1, now_s, touched)
+        _add(self._user(record.job.user).wanted, record.need, -1)
+        self.outcome.events += 1
+
+    def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's resources taken (1) or given back (-1) on its node and by its user."""
+        need = record.need
+        held = self.held_on[record.node]
+        _add(held, need, sign)
+        _add(self.free, need, -sign)
+        base = self.base_nodes[record.node]
+        self.node_models[record.node] = base.model_copy(update={"outside": Resources(held).amounts()})
+        user = self._user(record.job.user)
+        self._charge(user, now_s)
+        _add(user.held, need, sign)
+        user.running += sign
+        user.held_share = dominant_share(user.held, self.totals)
+        amounts = Resources(user.held).amounts()
+        user.entries = [{"id": f"{user.name}:running", "user": user.name, "node": _USERS_NODE, "resources": amounts}] if amounts else []
+        if self.limited and user.running > 1:
+            user.entries += [{"id": f"{user.name}:running:{n}", "user": user.name, "node": _USERS_NODE, "resources": {}}
+                             for n in range(1, user.running)]
+        touched.add(user)
+
+    def _mark(self, user: UserRecord, now_s: float) -> None:
+        point = (now_s, user.held_share, dominant_share(user.wanted, self.totals))
+        if user.timeline and user.timeline[-1][0] == now_s:
+            user.timeline[-1] = point
+        else:
+            user.timeline.append(point)
