@@ -17,11 +17,12 @@ once, which gives the same usage as a charge per tick: a user holds the same res
 
 The snapshot is the planner's own, built for a cost that does not grow with the jobs running:
 
-- what our running jobs hold on a node is given as the node's `outside` load, which the planner
-  keeps free exactly as it does what running jobs hold; and each user's running jobs as one
-  running entry on a node outside the group, which the planner charges to the user (its dominant
-  share) and to no node. Where a per-user job limit applies, the user has one entry per running
-  job (the others empty), so that the planner counts them.
+- our running jobs are given as two sets of running entries that the planner adds up as it
+  does single jobs: per node, one entry holding what they hold there, charged to a user of its
+  own that has no pending job (so the node's free resources are right); per user, one entry
+  holding what its jobs hold, on a node outside the group, which the planner charges to the user
+  (its dominant share) and to no node. Where a per-user job limit applies, the user has one entry
+  per running job (the others empty), so that the planner counts them.
 - pending jobs that this plan cannot place are left out: a shape (a distinct request) of which
   not one more fits in what is free on all nodes together, and, of a user's jobs of one shape,
   those after the first k where k of that shape fit in all that is free (a user's jobs of one
@@ -47,8 +48,12 @@ from job.core.usage import charge_usage
 
 # The virtual clock's origin: trace times are seconds after it.
 EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
-# The node that holds the users' running jobs in the snapshot: not a node of the group.
-_USERS_NODE = "simulation:running"
+# The node that holds the users' running jobs in the snapshot, not a node of the group; and the
+# user that holds the nodes' running jobs, which has no job of its own.
+_USERS_NODE = "simulation:users"
+NODES_USER = "simulation:nodes"
+# The node that stands for the nodes left out of a snapshot, for want of room.
+_FULL_NODE = "simulation:full"
 
 
 @dataclass(eq=False, slots=True)
@@ -123,9 +128,13 @@ class _Simulation:
         for total in self.node_totals.values():
             _add(self.totals, total, 1)
         self.free = dict(self.totals)
-        self.base_nodes = {node.id: node for node in nodes}
-        self.node_models = {node.id: node.model_copy(update={"outside": {}}) for node in nodes}
+        self.nodes = nodes
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
+        self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
+        # Round-robin's state is a position among the nodes: every node must be in every snapshot.
+        self.every_node = group.selector == "roundrobin"
+        # Per node with running jobs, its running entry.
+        self.node_entries: dict[str, dict] = {}
         self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
         self.arrivals = sorted(self.records, key=lambda record: record.job.submit_s)
         self.users: dict[str, UserRecord] = {}
@@ -187,6 +196,8 @@ class _Simulation:
         if not schedulable:
             record.unschedulable = True
             return
+        if job.user == NODES_USER:
+            raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
         user = self._user(job.user)
         _add(user.wanted, record.need, 1)
         touched.add(user)
@@ -240,14 +251,48 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        running = [entry for user in self.users.values() for entry in user.entries]
-        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=list(self.node_models.values()),
+        nodes, held = self._nodes(pending)
+        running = [*held, *(entry for user in self.users.values() for entry in user.entries)]
+        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes,
                                             running=running, pending=pending, users=users, state=self.state)
         result = plan(snapshot)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
         for placement in result.placements:
             self._start(self.by_id[placement["job"]], placement["node"], now_s, touched)
+
+    def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
+        """The nodes for the snapshot, and the running entries of what our jobs hold on them.
+
+        A node without room for the least of every resource that any of these jobs asks for takes
+        none of them: it is left out, and its totals go to one node that stands for all those left
+        out, held in full, so that the group's totals (the dominant shares) stay the same. The
+        planner's node order is by id, so leaving nodes out changes no preference between the
+        others; round-robin counts positions, so it gets every node."""
+        if self.every_node:
+            return self.nodes, list(self.node_entries.values())
+        least: dict[str, int] | None = None
+        for need in {self.by_id[job["id"]].need for job in pending}:
+            if least is None:
+                least = dict(need.items())
+            else:
+                least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
+        least_items = tuple(least.items()) if least else ()
+        nodes, held, full = [], [], {}
+        for node in self.nodes:
+            free = self.free_on[node.id]
+            if all(free.get(name, 0) >= amount for name, amount in least_items):
+                nodes.append(node)
+                entry = self.node_entries.get(node.id)
+                if entry is not None:
+                    held.append(entry)
+            else:
+                _add(full, self.node_totals[node.id], 1)
+        if full:
+            amounts = Resources(full).amounts()
+            nodes.append(Node.model_construct(id=_FULL_NODE, resources=amounts, labels={}, outside={}))
+            held.append({"id": f"{_FULL_NODE}:running", "user": NODES_USER, "node": _FULL_NODE, "resources": amounts})
+        return nodes, held
 
     def _charge(self, user: UserRecord, now_s: float) -> None:
         """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
@@ -273,9 +318,14 @@ class _Simulation:
         need = record.need
         held = self.held_on[record.node]
         _add(held, need, sign)
+        _add(self.free_on[record.node], need, -sign)
         _add(self.free, need, -sign)
-        base = self.base_nodes[record.node]
-        self.node_models[record.node] = base.model_copy(update={"outside": Resources(held).amounts()})
+        amounts = Resources(held).amounts()
+        if amounts:
+            self.node_entries[record.node] = {"id": f"{record.node}:running", "user": NODES_USER, "node": record.node,
+                                              "resources": amounts}
+        else:
+            self.node_entries.pop(record.node, None)
         user = self._user(record.job.user)
         self._charge(user, now_s)
         _add(user.held, need, sign)
