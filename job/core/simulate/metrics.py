@@ -63,7 +63,11 @@ def water_fill(capacity: float, caps: dict[str, float], weights: dict[str, float
     return parts
 
 
-def windows(outcome: Outcome, window_s: float, start_s: float) -> Windows:
+def windows(outcome: Outcome, window_s: float) -> Windows:
+    """The windows of `window_s` from the first submission to the last tick."""
+    if window_s <= 0:
+        raise ValueError("window_s must be above zero")
+    start_s = min((record.job.submit_s for record in outcome.records), default=0.0)
     end_s = max(outcome.end_s, start_s)
     count = max(1, -int(-(end_s - start_s) // window_s))
     starts = [start_s + index * window_s for index in range(count)]
@@ -102,7 +106,8 @@ def _integrate(user: UserRecord, starts: list[float], lengths: list[float], wind
     return [amount / length for amount, length in zip(held, lengths)], [amount / length for amount, length in zip(asked, lengths)]
 
 
-def summarise(outcome: Outcome, window_s: float) -> dict:
+def summarise(outcome: Outcome, shares: Windows) -> dict:
+    """The figures, given the outcome's windows (`windows`)."""
     records = outcome.records
     started = [record for record in records if record.start_s is not None]
     submits = [record.job.submit_s for record in records]
@@ -117,7 +122,6 @@ def summarise(outcome: Outcome, window_s: float) -> dict:
     for name, total in outcome.totals.items():
         work = sum(record.need.get(name, 0) * record.job.run_s for record in started)
         utilization[name] = work / (total * makespan) if total > 0 and makespan > 0 else 0.0
-    shares = windows(outcome, window_s, first)
     ratios, deviations, per_window = [], [], []
     received_sum: dict[str, float] = {}
     entitled_sum: dict[str, float] = {}
@@ -149,7 +153,6 @@ def summarise(outcome: Outcome, window_s: float) -> dict:
         "jain": jain(ratios),
         "jain_window_mean": _mean(measured),
         "jain_windows": per_window,
-        "window_s": window_s,
         "deviation_max": max(deviations, default=None),
         "deviation_mean": _mean(deviations),
         "preemptions": 0,
