@@ -19,10 +19,11 @@ The snapshot is the planner's own, built for a cost that does not grow with the 
 
 - our running jobs are given as two sets of running entries that the planner adds up as it
   does single jobs: per node, one entry holding what they hold there, charged to a user of its
-  own that has no pending job (so the node's free resources are right); per user, one entry
-  holding what its jobs hold, on a node outside the group, which the planner charges to the user
-  (its dominant share) and to no node. Where a per-user job limit applies, the user has one entry
-  per running job (the others empty), so that the planner counts them.
+  own that has no pending job (so the node's free resources are right); per user with a job in
+  the snapshot, one entry holding what its jobs hold, on a node outside the group, which the
+  planner charges to the user (its dominant share) and to no node. Where a per-user job limit
+  applies, the user has one entry per running job (the others empty), so that the planner counts
+  them. The dominant shares of users without a job to plan order nothing.
 - pending jobs that this plan cannot place are left out: a shape (a distinct request) of which
   not one more fits in what is free on all nodes together, and, of a user's jobs of one shape,
   those after the first k where k of that shape fit in all that is free (a user's jobs of one
@@ -252,7 +253,7 @@ class _Simulation:
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
         nodes, held = self._nodes(pending)
-        running = [*held, *(entry for user in self.users.values() for entry in user.entries)]
+        running = [*held, *(entry for name in users for entry in self.users[name].entries)]
         snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes,
                                             running=running, pending=pending, users=users, state=self.state)
         result = plan(snapshot)
