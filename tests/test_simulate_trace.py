@@ -116,6 +116,9 @@ def test_generated_traces_are_deterministic_skewed_and_offer_the_load():
     assert counts[0] > 5 * counts[-1]  # user 1 submits with weight 1, user 20 with 1/20
     assert [job.submit_s for job in first] == sorted(job.submit_s for job in first)
     span = first[-1].submit_s
-    work = sum(job.resources["CPU"] * job.run_s for job in first)
     # The busiest resource is offered about `load` times what it can run over the span.
-    assert 0.9 < work / (totals["CPU"] * span) < 1.1 or any(job.resources.get("GPU") for job in first)
+    offered = max(sum(job.resources.get(name, 0) * job.run_s for job in first) / (total * span)
+                  for name, total in totals.items())
+    assert 0.95 < offered < 1.05
+    half = generate(5000, seed=3, totals=totals, users=20, load=0.5)
+    assert half[-1].submit_s == pytest.approx(2 * span, rel=0.01)
