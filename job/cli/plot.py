@@ -32,15 +32,21 @@ def shares(path: str, configurations: list[tuple[str, Windows]]) -> None:
 
     figure, axes = pyplot.subplots(len(configurations), 1, figsize=(10, 3 * len(configurations)), sharex=True,
                                    squeeze=False)
+    # One order and so one colour per user in every panel: the most served over all of them first.
+    served_in_all: dict[str, float] = {}
+    for _, windows in configurations:
+        for user, values in windows.received.items():
+            served_in_all[user] = served_in_all.get(user, 0.0) + sum(values)
+    served = sorted(served_in_all, key=lambda user: (-served_in_all[user], user))
     for (name, windows), ax in zip(configurations, axes[:, 0]):
         # A step per window, closed at the end of the last one.
         origin = windows.starts[0]
         hours = [(start - origin) / 3600 for start in windows.starts] + [(windows.starts[-1] + windows.lengths[-1] - origin) / 3600]
-        served = sorted(windows.received, key=lambda user: -sum(windows.received[user]))
-        bands = [windows.received[user] + windows.received[user][-1:] for user in served[:USERS_DRAWN]]
+        empty = [0.0] * len(windows.starts)
+        bands = [windows.received.get(user, empty) + windows.received.get(user, empty)[-1:] for user in served[:USERS_DRAWN]]
         labels = served[:USERS_DRAWN]
         if len(served) > USERS_DRAWN:
-            others = [sum(values) for values in zip(*(windows.received[user] for user in served[USERS_DRAWN:]))]
+            others = [sum(values) for values in zip(empty, *(windows.received.get(user, empty) for user in served[USERS_DRAWN:]))]
             bands.append(others + others[-1:])
             labels.append(f"{len(served) - USERS_DRAWN} others")
         if bands:
