@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.plan import size  # noqa: E402
 from job.core.planner.snapshot import Group  # noqa: E402
 from job.core.simulate.cluster import parse_nodes  # noqa: E402
 from job.core.simulate.engine import simulate  # noqa: E402
@@ -52,14 +53,6 @@ def run_size(count: int, policies: list[str], repeat: int) -> dict:
         figures[policy] = {"seconds": statistics.median(times), "cpu_seconds": statistics.median(cpu_times),
                            "events": outcome.events, "ticks": outcome.ticks, "plans": outcome.plans}
     return figures
-
-
-def size(text: str) -> int:
-    text = text.strip().lower()
-    for suffix, factor in (("k", 1_000), ("m", 1_000_000)):
-        if text.endswith(suffix):
-            return int(float(text[:-1]) * factor)
-    return int(text)
 
 
 def main() -> None:

@@ -99,7 +99,7 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
      "--compare policy=best: policy: Input should be 'fifo', 'lifo', 'drf' or 'fairshare'"),
     (["--generate", "10", "--compare", "policy=drf", "--compare", "policy=drf"], "--compare: a configuration is given twice"),
     (["--generate", "10", "--half-life", "soon"], "options: half_life_s: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)"),
-    (["--generate", "10", "--every", "0"], "--every: must be above zero, got '0'"),
+    (["--generate", "10", "--every", "0"], "--every: must be more than 0"),
     (["--generate", "10", "--nodes", "@missing.json"], "--nodes: cannot read missing.json: No such file or directory"),
     (["--generate", "10", "--load", "0"], "--load: must be above 0 and at most 100, got 0"),
     ([], "simulate: give a TRACE file or --generate N"),

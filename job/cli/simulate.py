@@ -10,7 +10,7 @@ from pathlib import Path
 
 from job.cli.groups import OPTIONS, add_options, option_fields
 from job.cli.output import print_json, print_table
-from job.cli.parsing import command, pairs
+from job.cli.parsing import command, pairs, positive_duration
 from job.core.errors import BadInput
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, format_amount
@@ -20,7 +20,7 @@ from job.core.simulate.generate import generate
 from job.core.simulate.metrics import summarise, windows
 from job.core.simulate.trace import Trace, parse_csv, parse_swf
 from job.core.specs import GroupSpec, validated
-from job.core.units import format_duration, parse_duration
+from job.core.units import format_duration
 
 # The group options the planner reads: those a simulation can vary.
 PLANNER_OPTIONS = [option for option in OPTIONS if option.field in Group.model_fields]
@@ -59,8 +59,8 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    every_s = _duration(args.every, "--every")
-    window_s = _duration(args.window, "--window")
+    every_s = positive_duration(args.every, "--every")
+    window_s = positive_duration(args.window, "--window")
     if args.plot:
         from job.cli import plot
         plot.check(args.plot)
@@ -96,16 +96,6 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
-
-
-def _duration(text: str, option: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise BadInput(f"{option}: {exc}") from None
-    if seconds <= 0:
-        raise BadInput(f"{option}: must be above zero, got {text!r}")
-    return seconds
 
 
 def _configurations(args: argparse.Namespace) -> list[tuple[str, Group]]:
