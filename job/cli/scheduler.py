@@ -7,7 +7,7 @@ import json
 
 from job.adapters.ray_cluster import cluster_of
 from job.cli.parsing import command, database, job_id, positive_duration
-from job.core.errors import BadInput, NotFound
+from job.core.errors import NotFound
 from job.scheduler.config import TickConfig
 from job.scheduler.loop import exit_status, loop
 from job.scheduler.tick import run_tick
