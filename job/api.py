@@ -41,6 +41,7 @@ def submit(
     not_before: datetime | str | None = None,
     max_runtime: float | str | None = None,
     metadata: dict[str, str] | None = None,
+    priority_class: str | None = None,
     conn: psycopg.Connection | None = None,
     database_url: str | None = None,
 ) -> int:
@@ -48,7 +49,7 @@ def submit(
     memory is in bytes or a size such as '4GiB'; max_runtime in seconds or a duration such as '2h'."""
     fields = {
         "user": user, "group": group, "entrypoint": entrypoint, "priority": priority,
-        "not_before": not_before, "max_runtime_s": max_runtime,
+        "not_before": not_before, "max_runtime_s": max_runtime, "priority_class": priority_class,
     }
     for name, value in (("resources", resources), ("node_labels", node_labels),
                         ("runtime_env", runtime_env), ("metadata", metadata)):

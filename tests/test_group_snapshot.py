@@ -15,7 +15,9 @@ from job.core.planner import plan
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 GIB = 2**30
 GROUP = {"name": "g", "policy": "fifo", "selector": "dispersed", "resource_priority": ["GPU", "CPU", "memory"], "half_life_s": 0,
-         "max_running_per_user": None, "max_resources_per_user": None, "strict_order": False}
+         "max_running_per_user": None, "max_resources_per_user": None, "strict_order": False,
+         "priority_classes": [{"name": "default", "value": 0, "preemptible": True}], "default_class": "default",
+         "preemption": "off", "min_runtime_s": 600, "max_preemptions": 10, "start_timeout_s": 300}
 
 
 class Node(NamedTuple):
@@ -32,7 +34,8 @@ def node(ident: str, resources: dict[str, float], free: dict[str, float] | None)
 
 
 def job(ident: int, state: str, node_id: str | None, resources: dict[str, float]) -> dict:
-    return {"id": ident, "user_name": "u", "state": state, "node": node_id, "resources": resources}
+    return {"id": ident, "user_name": "u", "state": state, "node": node_id, "resources": resources, "priority_class": None,
+            "started_at": None, "cancel_requested_at": None, "preempted_at": None, "reason": None}
 
 
 def outside(nodes: list[Node], active: list[dict]) -> dict[str, dict[str, float]]:

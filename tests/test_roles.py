@@ -337,6 +337,9 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.fail_pending_timeouts, conn, GROUP, 60.0, now + timedelta(days=1))
         call(tick_jobs.update_jobs, conn, {active[2]: {column: None for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                            | {"state": states.RUNNING}})
+        assert call(tick_jobs.mark_victims, conn, {active[2]: pending[2]}, now)
+        call(tick_jobs.victims_stopping, conn, {active[2]: "being stopped"})
+        assert call(tick_jobs.requeue_preempted, conn, {active[2]: (states.RUNNING, "stopped to make room")})
         call(tick_jobs.requeue_infra, conn, {active[1]: (states.SUBMITTED, "LostInRay", "lost")}, 5)
         call(tick_jobs.return_to_pending, conn, {active[0]: (states.SUBMITTING, "SubmitRefused", "no")}, 3)
         call(tick_jobs.cancel_absent, conn, active)
@@ -344,6 +347,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.fail_invalid, conn, {pending[0]: "unreadable"})
         call(tick_jobs.commit_intents, conn, [(pending[1], "node-a")], installation)
         call(tick_jobs.set_waiting, conn, {pending[2]: ("Resources", "needs CPU 1")})
+        call(tick_jobs.set_reservations, conn, {pending[2]: "node-a"}, now)
         call(tick_jobs.mark_submitted, conn, [pending[1]])
         call(groups.unlock, conn, GROUP)
         conn.rollback()

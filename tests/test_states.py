@@ -164,6 +164,18 @@ CASES = [
      states.FAIL_PENDING_TIMEOUT.moves),
     ("set_waiting", lambda conn, rows: tick_jobs.set_waiting(conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}),
      states.SET_WAITING.moves),
+    ("set_reservations", lambda conn, rows: tick_jobs.set_reservations(
+        conn, {job_id: "n1" for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+     states.SET_RESERVATION.moves),
+    ("mark_victims", lambda conn, rows: tick_jobs.mark_victims(
+        conn, {job_id: rows[0][0] for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+     states.MARK_VICTIM.moves),
+    ("victims_stopping", lambda conn, rows: tick_jobs.victims_stopping(
+        conn, {job_id: "being stopped" for job_id, _, _ in rows}),
+     states.STOPPING_VICTIM.moves),
+    ("requeue_preempted", lambda conn, rows: tick_jobs.requeue_preempted(
+        conn, {job_id: (state, "stopped to make room") for job_id, state, _ in rows}),
+     states.REQUEUE_PREEMPTED.moves),
 ]
 
 

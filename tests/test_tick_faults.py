@@ -185,14 +185,14 @@ def test_a_driver_ray_cannot_start_on_a_busy_node_is_requeued_and_runs_elsewhere
     outside = f"outside-{uuid.uuid4().hex[:8]}"
     submit_intents = tick.submit_intents
 
-    def busy_first(ray_cluster, group, intents, concurrency, allowed_runtime_env_keys):
+    def busy_first(ray_cluster, group, intents, concurrency):
         # Right after the plan, before the submission reaches Ray: work outside the queue takes
         # every CPU of the node the job was placed on.
         [intent] = intents
         cluster.submit(submission_id=outside, entrypoint="sleep 300", node_id=intent["node"], resources={"CPU": 2},
                        runtime_env={}, metadata={})
         wait_for(lambda: cluster.job(outside).status == "RUNNING")
-        return submit_intents(ray_cluster, group, intents, concurrency, allowed_runtime_env_keys)
+        return submit_intents(ray_cluster, group, intents, concurrency)
 
     monkeypatch.setattr(tick, "submit_intents", busy_first)
     try:

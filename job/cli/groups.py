@@ -50,6 +50,13 @@ OPTIONS = [
     Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
     Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
             "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
+    _Option("--priority-class", "priority_classes", "list", "NAME=VALUE[:non-preemptible]",
+            "a priority class; the highest value goes first (repeatable; replaces the list)"),
+    _Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),
+    _Option("--preemption", "preemption", "value", None,
+            "off, priority (stop lower classes for higher ones) or fairshare (also reclaim for users below their share)"),
+    _Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
+    _Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
 ]
 
 
@@ -109,10 +116,12 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(group)
         return 0
-    for field in ("half_life_s", "pending_timeout_s", "start_timeout_s"):
+    for field in ("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s"):
         if group[field] is not None:
             group[field] = format_duration(group[field])
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])
+    group["priority_classes"] = ", ".join(f"{c['name']}={c['value']}" + ("" if c["preemptible"] else ":non-preemptible")
+                                          for c in group["priority_classes"])
     print_fields(group)
     return 0
 

@@ -25,6 +25,8 @@ def register(sub) -> None:
     p.add_argument("--node-label", action="append", metavar="K=V", help="run only on nodes with this label (repeatable)")
     p.add_argument("--runtime-env", metavar="JSON|@FILE", help="Ray runtime_env, as JSON or @file")
     p.add_argument("--priority", help="higher goes first within the user's jobs")
+    p.add_argument("--class", dest="priority_class", metavar="NAME",
+                   help="a priority class of the group (default: the group's default class)")
     p.add_argument("--not-before", metavar="TIME", help="do not start before this time (ISO 8601)")
     p.add_argument("--max-runtime", metavar="DURATION", help="stop the job after this long, e.g. 2h")
     p.add_argument("--metadata", action="append", metavar="K=V", help="passed to Ray as job metadata (repeatable)")
@@ -55,7 +57,10 @@ def job_json(row: dict) -> dict:
         "runtime_env": row["runtime_env"],
         "metadata": row["metadata"],
         "priority": row["priority"],
+        # None: the group's default class.
+        "class": row["priority_class"],
         "attempt": row["attempt"],
+        "preemptions": row["preemptions"],
         "submission_id": row["submission_id"],
         "node": row["node"],
         "reason": row["reason"],
@@ -92,6 +97,7 @@ def submit(args: argparse.Namespace) -> int:
         not_before=args.not_before,
         max_runtime=args.max_runtime,
         metadata=pairs(args.metadata, "--metadata"),
+        priority_class=args.priority_class,
     )
     if args.json:
         print_json({"id": new_id})
@@ -135,8 +141,8 @@ def list_jobs(args: argparse.Namespace) -> int:
         return 0
     print_table(
         [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_resources(row["resources"]),
-          "why": _why(row)} for row in rows],
-        ["id", "user", "group", "state", "resources", "priority", "attempt", "node", "submitted_at", "why"],
+          "class": row["priority_class"] or "-", "why": _why(row)} for row in rows],
+        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "submitted_at", "why"],
     )
     return 0
 

@@ -28,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
         snapshot = Snapshot.model_validate_json(text)
     except ValidationError as exc:
         raise BadInput(describe_error(exc)) from None
-    sys.stdout.write(plan(snapshot).model_dump_json(indent=2) + "\n")
+    sys.stdout.write(plan(snapshot).model_dump_json(indent=2, exclude_none=True) + "\n")
     return 0

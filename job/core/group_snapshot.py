@@ -3,7 +3,7 @@ and the group's pending rows, users and state. Pure: the rows come in, the snaps
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
@@ -11,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.planner import Snapshot
 from job.core.planner.snapshot import Group, ResourceMap
+from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, to_units
 
 
@@ -28,6 +29,10 @@ class PendingRow(NamedTuple):
     not_before: datetime | None
     reason: str | None
     message: str | None
+    priority_class: str | None = None
+    # The node it holds room on since it preempted, and since when.
+    reserved_node: str | None = None
+    reserved_at: datetime | None = None
 
 
 _REQUEST = TypeAdapter(ResourceMap)
@@ -82,15 +87,21 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     row can get wrong, its request and labels, is checked once per distinct value.
 
     Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
-    there is any."""
+    there is any. A pending job that names a class the group no longer has cannot be planned; a
+    running one counts as of the group's default class. A reservation older than the group's start
+    timeout has ended: the plan leaves it out."""
     outside = outside_load(nodes, active)
+    classes = {c["name"] for c in group["priority_classes"]}
     snapshot = Snapshot.model_validate({
         # The planner's group options are columns of resource_groups of the same names.
         "group": {option: group[option] for option in Group.model_fields},
         "now": now,
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels,
                    **({"outside": outside[n.id]} if n.id in outside else {})} for n in nodes],
-        "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"]}
+        "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"],
+                     **({"class": j["priority_class"]} if j["priority_class"] in classes else {}),
+                     "started_at": j["started_at"] if j["state"] == states.RUNNING else None,
+                     "stopping": _stopping(j)}
                     for j in active if j["node"]],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
@@ -98,7 +109,8 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     })
     requests: dict[str, dict | str] = {}
     labels: dict[str, dict | str] = {}
-    jobs, invalid = [], {}
+    jobs, invalid, reservations = [], {}, []
+    held_since = now - timedelta(seconds=group["start_timeout_s"])
     for row in pending:
         request = requests.get(row.resources)
         if request is None:
@@ -109,7 +121,31 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
         if isinstance(request, str) or isinstance(label_map, str):
             invalid[row.id] = request if isinstance(request, str) else label_map
             continue
-        jobs.append({"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
-                     "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map})
+        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
+               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
+        if row.priority_class is not None:
+            if row.priority_class not in classes:
+                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group['name']!r} "
+                                   f"(its classes: {', '.join(sorted(classes))})")
+                continue
+            job["class"] = row.priority_class
+        if row.reserved_node is not None and row.reserved_at >= held_since:
+            reservations.append({"job": job["id"], "node": row.reserved_node})
+        jobs.append(job)
     snapshot.pending = jobs
+    snapshot.reservations = reservations
     return snapshot, invalid
+
+
+def _stopping(job: dict[str, Any]) -> bool:
+    """Asked to stop already (a cancel, a preemption, its max runtime): never a victim again."""
+    return (job["cancel_requested_at"] is not None or job["preempted_at"] is not None
+            or job["reason"] in STOP_REASONS)
+
+
+def reservation_changes(pending: list[PendingRow], reservations: list[dict]) -> dict[int, str | None]:
+    """The pending jobs whose reservation the plan changed: id -> its node, None where it ended
+    (the job placed, or its reservation expired or no longer valid)."""
+    before = {row.id: row.reserved_node for row in pending if row.reserved_node is not None}
+    after = {int(r["job"]): r["node"] for r in reservations}
+    return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}

@@ -18,6 +18,10 @@ the queue and its attempts (the store counts it against the group's max_requeues
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
 
+A victim of a preemption (`preempted_at` set by the tick's decision) is asked to stop until Ray
+reports it STOPPED; it then goes back to PENDING with reason Preempted, counted as a preemption,
+neither an attempt nor a requeue. A victim that ended otherwise meanwhile ended as it did.
+
 Start timeout. While Ray holds a driver PENDING (our SUBMITTED), the job's reason says why, from
 what Ray reports of its node: free resources that do not cover the job's request mean the node is
 busy (NodeBusy); free resources that cover it mean Ray is starting the driver (Starting), or, for a
@@ -90,6 +94,8 @@ class Outcome:
     finished: bool = False
     # Submit again, under the same submission id: Ray has not got it (yet).
     resend: bool = False
+    # A victim of a preemption that Ray stopped: back to PENDING, with this message.
+    preempted: str | None = None
 
 
 def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime, start: StartCheck | None = None) -> Outcome:
@@ -104,6 +110,10 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime, start: St
         "accepted_at": job.get("accepted_at") or now,
     }
     if status in FINISHED_IN_RAY:
+        if status == STOPPED and job.get("preempted_at") is not None and job["cancel_requested_at"] is None:
+            ran = (ray_job.end_time or now) - (job["started_at"] or ray_job.start_time or now)
+            return Outcome(preempted=f"stopped after running {_duration(max(ran.total_seconds(), 0))} to make room "
+                                     f"for job {job['preempted_by']}; back in the queue with its place")
         if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
                 and job["cancel_requested_at"] is None):
             return Outcome(requeue=("InfraFailure", _ray_fault(job, ray_job)))
@@ -130,6 +140,8 @@ def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime, start: St
                 return Outcome(requeue=requeue, stop_first=True)
     if job["cancel_requested_at"] is not None:
         outcome.stop = ("Cancelled", "stop requested by `cancel`")
+    elif job.get("preempted_at") is not None:
+        outcome.stop = ("Preempted", f"being stopped to make room for job {job['preempted_by']}")
     elif (fields["state"] == RUNNING and job["max_runtime_s"] is not None
           and (now - fields["started_at"]).total_seconds() > job["max_runtime_s"]):
         outcome.stop = ("RuntimeLimit", f"ran longer than its max runtime of {job['max_runtime_s']:g} s")
@@ -241,6 +253,8 @@ class Reconciled:
     cancels: list[int] = field(default_factory=list)
     # SUBMITTING jobs to submit again under their own submission id.
     resend: list[int] = field(default_factory=list)
+    # Victims Ray stopped: (state it is in, message), back to PENDING if it is still in that state.
+    preempted: dict[int, tuple[str, str]] = field(default_factory=dict)
     finished: set[int] = field(default_factory=set)
     # No longer active after this tick: finished, or back to PENDING.
     gone: set[int] = field(default_factory=set)
@@ -284,8 +298,10 @@ def reconcile_all(active: list[dict[str, Any]], ray_jobs: dict[str, Any], now: d
             result.cancels.append(job_id)
         if outcome.resend:
             result.resend.append(job_id)
+        if outcome.preempted is not None:
+            result.preempted[job_id] = (job["state"], outcome.preempted)
         if outcome.finished:
             result.finished.add(job_id)
-        if outcome.finished or outcome.requeue is not None:
+        if outcome.finished or outcome.requeue is not None or outcome.preempted is not None:
             result.gone.add(job_id)
     return result

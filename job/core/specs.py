@@ -120,9 +120,12 @@ class JobSpec(_Spec):
     not_before: datetime | None = None
     max_runtime_s: float | None = Field(default=None, gt=0)
     metadata: dict[str, str] = Field(default_factory=dict)
+    # A class of its group; None: the group's default class.
+    priority_class: str | None = None
 
     _user = field_validator("user")(lambda value: _check_name(value, USER_NAME, "user"))
     _group = field_validator("group")(lambda value: _check_name(value, NAME, "group"))
+    _class = field_validator("priority_class")(lambda value: value if value is None else _check_name(value, NAME, "class"))
 
     @field_validator("entrypoint")
     @classmethod
@@ -199,9 +202,44 @@ class GroupSpec(_Spec):
     start_timeout_s: float = Field(default=300.0, gt=0)
     # runtime_env keys its jobs may use beyond the known ones, taken as they are.
     allowed_runtime_env_keys: list[str] = Field(default_factory=list)
+    # Priority classes (highest value first in the queue) and preemption; see docs/planner.md.
+    priority_classes: list[dict[str, Any]] = Field(default_factory=lambda: [dict(DEFAULT_CLASS)])
+    # Checked against the classes even when not given: new classes without `default` need one named.
+    default_class: str = Field(default="default", validate_default=True)
+    preemption: Literal["off", "priority", "fairshare"] = "off"
+    min_runtime_s: float = Field(default=600.0, ge=0)
+    max_preemptions: int = Field(default=10, ge=0, le=10_000)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
+
+    @field_validator("priority_classes", mode="before")
+    @classmethod
+    def _classes(cls, value: Any) -> list[dict[str, Any]]:
+        """`NAME=VALUE[:non-preemptible]` texts (the CLI) or {name, value, preemptible} (the database)."""
+        classes = [parse_class(item) if isinstance(item, str) else item for item in value]
+        if not classes:
+            raise ValueError("give at least one class, as NAME=VALUE[:non-preemptible]")
+        names = [c.get("name") for c in classes]
+        for c in classes:
+            if set(c) - {"name", "value", "preemptible"} or not isinstance(c.get("value"), int):
+                raise ValueError(f"{c!r}: a class is a name, an integer value and whether it is preemptible")
+            _check_name(c["name"], NAME, "class")
+            if not -INT32_MAX <= c["value"] <= INT32_MAX:
+                raise ValueError(f"class {c['name']}: value {c['value']} is out of range (at most {INT32_MAX} either way)")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"class {repeated[0]!r} is given more than once")
+        return [{"name": c["name"], "value": c["value"], "preemptible": c.get("preemptible", True)} for c in classes]
+
+    @field_validator("default_class")
+    @classmethod
+    def _default_class(cls, value: str, info: ValidationInfo) -> str:
+        names = [c["name"] for c in info.data.get("priority_classes", [])]
+        if names and value not in names:
+            raise ValueError(f"{value!r} is not one of the group's classes ({', '.join(names)}); "
+                             "name one with --default-class")
+        return value
 
     @field_validator("allowed_runtime_env_keys")
     @classmethod
@@ -232,7 +270,7 @@ class GroupSpec(_Spec):
             raise ValueError("a resource is named twice")
         return [_check_resource_name(name) for name in names]
 
-    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", mode="before")
+    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)
@@ -241,6 +279,18 @@ class GroupSpec(_Spec):
     @classmethod
     def _limits(cls, value: Any) -> dict[str, float] | None:
         return None if value is None else parse_resources(value) or None
+
+
+DEFAULT_CLASS = {"name": "default", "value": 0, "preemptible": True}
+
+
+def parse_class(text: str) -> dict[str, Any]:
+    """`high=10` or `system=100:non-preemptible` as {name, value, preemptible}."""
+    name, equals, rest = text.partition("=")
+    value, colon, flag = rest.partition(":")
+    if not equals or not re.fullmatch(r"[+-]?\d{1,10}", value.strip()) or (colon and flag != "non-preemptible"):
+        raise ValueError(f"{text!r}: give NAME=VALUE or NAME=VALUE:non-preemptible, e.g. high=10")
+    return {"name": name.strip(), "value": int(value), "preemptible": not colon}
 
 
 class UserSpec(_Spec):

@@ -14,6 +14,7 @@ allowed between them, and each kind of write the store does on jobs, whose guard
         Ray finished it                          --> SUCCEEDED | FAILED | STOPPED
         requeue with no attempt or requeue left  --> FAILED
         cancel of a submission Ray never got     --> CANCELLED
+        preempted: Ray stopped it to make room   --> PENDING (its place in the queue kept)
 
     A write of fields only keeps the state: PENDING (its waiting reason), active (the reconciliation,
     a cancel request). SUCCEEDED, FAILED, STOPPED and CANCELLED are finished: no way out, no write."""
@@ -111,6 +112,12 @@ REQUEUE_SPENT = _moves("no attempt left", (SUBMITTING,), FAILED)             # t
 REQUEUE_INFRA = _moves("infrastructure requeue", ACTIVE, PENDING)            # tick_jobs.requeue_infra
 REQUEUE_INFRA_SPENT = _moves("no requeue left", ACTIVE, FAILED)              # tick_jobs.requeue_infra
 CANCEL_ABSENT = _moves("cancel absent", ACTIVE, CANCELLED)                   # tick_jobs.cancel_absent
+# Preemption: a running victim is marked (the decision), then told it is being stopped once Ray
+# took the stop; stopped, it goes back to PENDING, counted as neither an attempt nor a requeue.
+MARK_VICTIM = _keeps("mark victim", (RUNNING,))                              # tick_jobs.mark_victims
+STOPPING_VICTIM = _keeps("victim stopping", ACTIVE)                          # tick_jobs.victims_stopping
+REQUEUE_PREEMPTED = _moves("preempted requeue", ACTIVE, PENDING)             # tick_jobs.requeue_preempted
+SET_RESERVATION = _keeps("reservation", (PENDING,))                          # tick_jobs.set_reservations
 # tick_jobs.update_jobs: the state Ray reports, per job; a job never goes back (RUNNING to SUBMITTED).
 RECONCILE = Transition("reconcile", frozenset({
     *((state, state) for state in ACTIVE),
@@ -119,7 +126,8 @@ RECONCILE = Transition("reconcile", frozenset({
 }))
 
 WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
-          MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE)
+          MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE,
+          MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION)
 
 
 def known_states(names: list[str]) -> list[str]:

@@ -74,6 +74,9 @@ def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: R
         _, reason, message = decided.requeue[row["id"]]
         log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
                     reason=reason, message=message, requeues=row["requeues"], max_requeues=group["max_requeues"])
+    for row in tick_jobs.requeue_preempted(conn, decided.preempted):
+        log.event("requeued", group=name, job=row["id"], user=row["user_name"], state=states.PENDING,
+                  reason="Preempted", message=decided.preempted[row["id"]][1], preemptions=row["preemptions"])
     for job_id in tick_jobs.cancel_absent(conn, decided.cancels):
         log.event("job_finished", group=name, job=job_id, state=states.CANCELLED, reason="Cancelled")
     for job in active:

@@ -18,6 +18,8 @@ class GroupResult:
     waiting: Counter = field(default_factory=Counter)
     running: int = 0
     finished: int = 0
+    # Victims Ray was asked to stop this tick.
+    preempted: int = 0
     steps_ms: dict[str, float] = field(default_factory=dict)
     reasons_written: int = 0
     # Time spent waiting on Ray, within the steps: the rest is ours and PostgreSQL's.
@@ -54,5 +56,6 @@ def summary(result: GroupResult) -> None:
     log.event("group_ticked", group=result.group, placed=result.placed, waiting=sum(result.waiting.values()),
               reasons_written=result.reasons_written,
               **{f"waiting_{reason}": count for reason, count in sorted(result.waiting.items())},
-              running=result.running, finished=result.finished, statements=result.statements,
+              running=result.running, finished=result.finished, preempted=result.preempted,
+              statements=result.statements,
               **{f"{step}_ms": ms for step, ms in result.steps_ms.items()}, ray_ms=round(result.ray_ms, 1))

@@ -18,7 +18,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
-from job.core.group_snapshot import build_snapshot
+from job.core.group_snapshot import PendingRow, build_snapshot, reservation_changes
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.waiting import waiting_changes
@@ -103,13 +103,14 @@ class _GroupTick:
                                                       seen.ray_jobs, seen.now, seen.totals, self.result, self.steps,
                                                       nodes=seen.nodes)
         self.steps.done("reconcile")
-        decided, invalid, changed = self.plan(seen, active, members)
+        decided, pending, invalid, changed = self.plan(seen, active, members)
         if dry_run:
-            self.result.plan = decided.model_dump(mode="json")
+            self.result.plan = decided.document()
             self.result.placed = len(decided.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
-        intents = self.commit(decided, invalid, changed, resend)
+        intents, victims = self.commit(decided, pending, invalid, changed, resend, seen.now)
+        self.preempt(seen.cluster, victims, pending, seen.now)
         self.submit(seen.cluster, intents, members)
         self.steps.record(self.result, self.conn.statements)
         summary(self.result)
@@ -131,8 +132,8 @@ class _GroupTick:
         return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals))
 
     def plan(self, seen: _Observed, active: list[dict], members: list[dict]
-             ) -> tuple[Plan, dict[int, str], dict[int, tuple[str, str]]]:
-        """The plan, the pending rows that cannot be planned, and the waiting reasons to write."""
+             ) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
+        """The plan, the pending rows, those that cannot be planned, and the waiting reasons to write."""
         # Reading 100k pending rows and building their snapshot make objects that are never cyclic
         # garbage: collecting meanwhile would only rescan them, over and over.
         with _without_gc():
@@ -144,12 +145,13 @@ class _GroupTick:
         self.steps.done("plan")
         self.result.running = len(active)
         self.result.waiting = Counter(w["reason"] for w in decided.waiting)
-        return decided, invalid, changed
+        return decided, pending, invalid, changed
 
-    def commit(self, decided: Plan, invalid: dict[int, str], changed: dict[int, tuple[str, str]],
-               resend: list[int]) -> list[dict]:
-        """Intents, waiting reasons that changed and the selector's state, in one transaction;
-        returns the intents to submit: those of SUBMITTING jobs Ray has not got, then the new ones."""
+    def commit(self, decided: Plan, pending: list[PendingRow], invalid: dict[int, str],
+               changed: dict[int, tuple[str, str]], resend: list[int], now: datetime) -> tuple[list[dict], list[dict]]:
+        """Intents, preemptions (the victims marked, the reservations), waiting reasons that changed
+        and the selector's state, in one transaction; returns the intents to submit (those of
+        SUBMITTING jobs Ray has not got, then the new ones) and the victims to stop."""
         resent = tick_jobs.intents_of(self.conn, resend)
         for intent in resent:
             log.event("submit_resent", group=self.name, job=intent["id"], submission_id=intent["submission_id"],
@@ -161,15 +163,42 @@ class _GroupTick:
         intents = resent + tick_jobs.commit_intents(self.conn, placements, self.installation)
         tick_jobs.set_waiting(self.conn, changed)
         self.result.reasons_written = len(changed)
+        victims = tick_jobs.mark_victims(self.conn, {int(victim): int(p["job"]) for p in decided.preemptions or []
+                                                     for victim in p["victims"]}, now)
+        tick_jobs.set_reservations(self.conn, reservation_changes(pending, decided.reservations or []), now)
         groups.save_group_state(self.conn, self.name, decided.state)
         self.conn.commit()
         self.steps.done("commit")
+        if victims:
+            failpoint("after-preempt-intent", self.config.failpoint)
         failpoint("after-intent", self.config.failpoint)
-        return intents
+        return intents, victims
+
+    def preempt(self, cluster: RayCluster, victims: list[dict], pending: list[PendingRow], now: datetime) -> None:
+        """Asks Ray to stop the victims the commit marked. A victim whose stop Ray did not take is
+        sent it again by the next tick's reconciliation, which sees it marked and not yet told."""
+        if not victims:
+            return
+        by_id = {row.id: row for row in pending}
+        default = self.group["default_class"]
+        told = {}
+        for victim in victims:
+            if not self.steps.ray(cluster.stop, victim["submission_id"]):
+                continue  # it ended meanwhile: the next tick reads how
+            by = by_id[victim["preempted_by"]]
+            told[victim["id"]] = f"being stopped to make room for job {by.id}"
+            lost = (now - victim["started_at"]).total_seconds() if victim["started_at"] else 0.0
+            log.event("preempted", group=self.name, job=victim["id"], user=victim["user_name"],
+                      job_class=victim["priority_class"] or default, node=victim["node"], by_job=by.id,
+                      by_user=by.user_name, by_class=by.priority_class or default, run_time_lost_s=round(lost, 1))
+        failpoint("after-stop", self.config.failpoint)
+        tick_jobs.victims_stopping(self.conn, told)
+        self.conn.commit()
+        self.result.preempted = len(told)
+        self.steps.done("preempt")
 
     def submit(self, cluster: RayCluster, intents: list[dict], members: list[dict]) -> None:
-        submitted, refused = self.steps.ray(submit_intents, cluster, self.name, intents, self.config.submit_concurrency,
-                                            frozenset(self.group["allowed_runtime_env_keys"]))
+        submitted, refused = self.steps.ray(submit_intents, cluster, self.group, intents, self.config.submit_concurrency)
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
         for row in tick_jobs.return_to_pending(self.conn, refused, self.group["max_attempts"]):

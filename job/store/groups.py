@@ -44,8 +44,21 @@ def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) 
 def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
     """Write the group's options. Moving it to another Ray cluster is refused while it has active
     jobs: their submissions live in the old cluster, and the next tick, not finding them in the new
-    one, would submit them again."""
-    if spec.ray_address != get_group(conn, spec.name, for_update=True)["ray_address"]:
+    one, would submit them again. Dropping a class is refused while unfinished jobs name it."""
+    current = get_group(conn, spec.name, for_update=True)
+    dropped = sorted({c["name"] for c in current["priority_classes"]} - {c["name"] for c in spec.priority_classes})
+    if dropped:
+        used = conn.execute(
+            """SELECT priority_class, count(*) AS n FROM jobs
+               WHERE group_name = %s AND state = ANY(%s) AND priority_class = ANY(%s)
+               GROUP BY priority_class ORDER BY priority_class""",
+            (spec.name, list(states.UNFINISHED), dropped),
+        ).fetchall()
+        if used:
+            counts = ", ".join(f"{row['n']} of class {row['priority_class']}" for row in used)
+            raise Conflict(f"group {spec.name!r} has unfinished jobs of the classes to drop ({counts}): "
+                           "keep those classes until the jobs finish (or cancel them)")
+    if spec.ray_address != current["ray_address"]:
         # A tick holds this lock from its plan to its last submission: wait for it, so that no
         # job becomes active between the count and the change.
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TICK_LOCK_CLASS, spec.name))

@@ -10,19 +10,22 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from job.core import states
-from job.core.errors import NotFound, PermissionDenied
+from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.specs import JobSpec
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
+    if spec.priority_class is not None:
+        _check_class(conn, spec.group, spec.priority_class)
     try:
         row = conn.execute(
             """INSERT INTO jobs (state, user_name, group_name, entrypoint, resources, node_labels, runtime_env,
-                                 priority, not_before, max_runtime_s, metadata, reason, message)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'Queued', 'waiting for the next tick')
+                                 priority, not_before, max_runtime_s, metadata, priority_class, reason, message)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'Queued', 'waiting for the next tick')
                RETURNING id""",
             (states.INITIAL, spec.user, spec.group, spec.entrypoint, Jsonb(spec.resources), Jsonb(spec.node_labels),
-             Jsonb(spec.runtime_env), spec.priority, spec.not_before, spec.max_runtime_s, Jsonb(spec.metadata)),
+             Jsonb(spec.runtime_env), spec.priority, spec.not_before, spec.max_runtime_s, Jsonb(spec.metadata),
+             spec.priority_class),
         ).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:
         conn.rollback()
@@ -40,6 +43,17 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
                 f"user: you are logged in as {me['name']!r} and may submit only as {me['name']!r}") from None
         raise
     return row["id"]
+
+
+def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
+    """The class must be one of the group's. A `group set` that drops it between this check and the
+    insert's commit leaves a job the tick fails with the reason (group_snapshot.build_snapshot)."""
+    row = conn.execute("SELECT priority_classes FROM resource_groups WHERE name = %s", (group,)).fetchone()
+    if row is None:
+        raise NotFound(f"group: {group!r} does not exist (see `python -m job group list`)")
+    names = [c["name"] for c in row["priority_classes"]]
+    if name not in names:
+        raise BadInput(f"class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:

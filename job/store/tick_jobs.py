@@ -17,7 +17,7 @@ def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
     return conn.execute(
         """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
                   reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at,
-                  requeues, accepted_at,
+                  requeues, accepted_at, priority_class, preempted_at, preempted_by,
                   -- Whether Ray builds something for it before the driver starts (env_vars alone: no).
                   runtime_env - 'env_vars' - 'config' <> '{}'::jsonb AS builds_runtime_env
            FROM jobs WHERE group_name = %s AND state = ANY(%s)
@@ -28,7 +28,8 @@ def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
 
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
-        """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message
+        """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message,
+                  priority_class, reserved_node, reserved_at
            FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
         (group, states.PENDING),
     ).fetchall()
@@ -80,24 +81,24 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
 def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int) -> list[dict]:
     """Submissions Ray refused for the job's own request (id -> (from_state, reason, message)): back
     to PENDING (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs
-    still in `from_state`. Attempts that ended in an infrastructure fault (`requeues`) are not
-    counted. Returns id, state, user_name for each."""
+    still in `from_state`. Attempts that ended in an infrastructure fault (`requeues`) or a
+    preemption (`preemptions`) are not counted. Returns id, state, user_name for each."""
     if not outcomes:
         return []
     ids = list(outcomes)
+    used = "(jobs.attempt - jobs.requeues - jobs.preemptions)"
     return conn.execute(
-        """UPDATE jobs SET
-               state = CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
-               finished_at = CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN now() END,
+        f"""UPDATE jobs SET
+               state = CASE WHEN {used} >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
+               finished_at = CASE WHEN {used} >= %(max)s THEN now() END,
                reason = u.reason,
-               message = u.message || ' (attempt ' || jobs.attempt - jobs.requeues || ' of ' || %(max)s
-                   || CASE WHEN jobs.attempt - jobs.requeues >= %(max)s THEN ', no attempt left)' ELSE ')' END,
+               message = u.message || ' (attempt ' || {used} || ' of ' || %(max)s
+                   || CASE WHEN {used} >= %(max)s THEN ', no attempt left)' ELSE ')' END,
                node = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
                 AS u(id, from_state, reason, message)
            WHERE jobs.id = u.id AND jobs.state = u.from_state
-             AND jobs.state = ANY(CASE WHEN jobs.attempt - jobs.requeues >= %(max)s
-                                       THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
+             AND jobs.state = ANY(CASE WHEN {used} >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
            RETURNING jobs.id, jobs.state, jobs.user_name""",
         {"max": max_attempts, "ids": ids, "from": [outcomes[i][0] for i in ids],
          "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
@@ -154,7 +155,7 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
 
 # A job's intent: what the submit step sends to Ray.
 _INTENT = ("id", "user_name", "group_name", "entrypoint", "runtime_env", "metadata", "resources", "node", "attempt",
-           "submission_id")
+           "submission_id", "priority_class")
 
 
 def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str) -> list[dict]:
@@ -166,7 +167,7 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
         """UPDATE jobs SET state = %(to)s, node = p.node, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = 'Submitting', message = 'placed on node ' || p.node || ', being submitted to Ray',
-                  ray_status = NULL, ray_message = NULL, updated_at = now()
+                  ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(nodes)s::text[]) AS p(id, node)
            WHERE jobs.id = p.id AND jobs.state = ANY(%(from)s)
            RETURNING """ + ", ".join(f"jobs.{column}" for column in _INTENT),
@@ -219,3 +220,72 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
            WHERE id = ANY(%s) AND state = ANY(%s)""",
         (states.MARK_SUBMITTED.target, states.RAY_PENDING, ids, states.MARK_SUBMITTED.sources),
     )
+
+
+def set_reservations(conn: psycopg.Connection, reservations: dict[int, str | None], now: datetime) -> None:
+    """Pending jobs' reservations that changed (id -> node, None: ended). A new one starts `now`."""
+    if not reservations:
+        return
+    ids = list(reservations)
+    conn.execute(
+        """UPDATE jobs SET reserved_node = u.node,
+                  reserved_at = CASE WHEN u.node IS NULL THEN NULL
+                                     WHEN jobs.reserved_node IS NOT DISTINCT FROM u.node THEN jobs.reserved_at
+                                     ELSE %s END,
+                  updated_at = now()
+           FROM unnest(%s::bigint[], %s::text[]) AS u(id, node)
+           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
+        (now, ids, [reservations[i] for i in ids], states.SET_RESERVATION.sources),
+    )
+
+
+def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetime) -> list[dict]:
+    """The preemption decision (victim id -> the job it makes room for), written before Ray is
+    asked to stop anything: only jobs still running, not asked to stop already. Returns the rows
+    marked, with what the stop and its log line need."""
+    if not victims:
+        return []
+    ids = list(victims)
+    return conn.execute(
+        """UPDATE jobs SET preempted_at = %s, preempted_by = u.by, updated_at = now()
+           FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, by)
+           WHERE jobs.id = u.id AND jobs.state = ANY(%s)
+             AND jobs.preempted_at IS NULL AND jobs.cancel_requested_at IS NULL
+           RETURNING jobs.id, jobs.user_name, jobs.priority_class, jobs.node, jobs.started_at, jobs.submission_id,
+                     jobs.preempted_by""",
+        (now, ids, [victims[i] for i in ids], states.MARK_VICTIM.sources),
+    ).fetchall()
+
+
+def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None:
+    """Victims Ray took the stop of: their reason says so, and tells the reconciliation the stop
+    was sent (a victim without it is sent the stop again)."""
+    if not messages:
+        return
+    ids = list(messages)
+    conn.execute(
+        """UPDATE jobs SET reason = 'Preempted', message = u.message, updated_at = now()
+           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message)
+           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
+        (ids, [messages[i] for i in ids], states.STOPPING_VICTIM.sources),
+    )
+
+
+def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str]]) -> list[dict]:
+    """Victims Ray reports stopped (id -> (from_state, message)): back to PENDING with reason
+    Preempted, their place in the queue (submitted_at) kept, one more preemption and neither an
+    attempt nor a requeue used up. The next attempt gets the next attempt number. Only jobs still in
+    `from_state`. Returns id, user_name, preemptions."""
+    if not outcomes:
+        return []
+    ids = list(outcomes)
+    return conn.execute(
+        """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
+                  reason = 'Preempted', message = u.message, node = NULL, started_at = NULL, ray_status = NULL,
+                  accepted_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL, updated_at = now()
+           FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(messages)s::text[]) AS u(id, from_state, message)
+           WHERE jobs.id = u.id AND jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)
+           RETURNING jobs.id, jobs.user_name, jobs.preemptions""",
+        {"to": states.REQUEUE_PREEMPTED.target, "sources": states.REQUEUE_PREEMPTED.sources, "ids": ids,
+         "from": [outcomes[i][0] for i in ids], "messages": [outcomes[i][1] for i in ids]},
+    ).fetchall()

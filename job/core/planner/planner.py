@@ -1,9 +1,15 @@
 """The planner: a snapshot of one resource group in, a plan out. Pure: no I/O, no clock, no
 randomness; the same snapshot gives the same plan.
 
-Jobs are taken in policy order. Each is checked against its shape (Unschedulable), its
-`not_before`, its user's limits and strict order, then offered to the node selector; a placement
-updates the node's free resources, the user's share and the selector's state before the next job.
+Jobs are taken class by class, the highest value first, and in policy order within a class. Each
+is checked against its shape (Unschedulable), its `not_before`, its user's limits and strict order,
+then offered to the node selector; a placement updates the node's free resources, the user's share
+and the selector's state before the next job. A job that fits nowhere may preempt (preemption.py):
+it then reserves the node it preempted on and waits, `Preempting`, until its victims have stopped.
+
+A reservation takes the reserving job's request off its node's free resources for every other
+job, from the start of the plan; the reserving job itself is placed there once the node has room
+for it beside everything else, and nowhere else.
 
 A node's free resources start at its total, less what work outside the queue holds there
 (`nodes[].outside`, at most the total) and what our running jobs hold. Outside load costs work per
@@ -16,9 +22,10 @@ import gc
 from datetime import datetime, timezone
 from typing import get_args
 
-from job.core.planner.entries import Entry
+from job.core.planner.entries import SHAPE, Entry
 from job.core.planner.picture import NodeState, Pool, Shape, UserState
 from job.core.planner.policies import POLICIES, memory
+from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.resources import Resources, describe, dominant_share, fits, format_amount, to_units
 from job.core.planner.selectors import SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot
@@ -76,12 +83,20 @@ class _Planner:
         self.shapes: dict[tuple, Shape] = {}
         # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
         self.interned: dict[tuple[Resources, str], Shape] = {}
+        self.values = {c.name: c.value for c in group.priority_classes}
+        self.default_value = self.values[group.default_class]
+        # Running jobs that may be stopped, by node id; filled only when the group preempts.
+        self.candidates: dict[str, list[Candidate]] = {}
         self._charge_running()
-        self.entries = self._entries()
+        # Reserving jobs by id: [their node, then their entry once read].
+        self.reserved: dict[str, list] = {r["job"]: [r["node"]] for r in snapshot.reservations}
+        self.tiers = self._entries()
+        self._hold_reservations()
         requested = set().union(*(shape.names for shape in self.shapes.values())) - set(priority)
         self.order = (*priority, *sorted(requested))
         selector = SELECTORS[group.selector]
         self.selector = selector(self.nodes, self.order, selector.State.model_validate(snapshot.state.get(selector.state_name(), {})))
+        self.preemptor = Preemptor(group, self.totals, self.candidates) if group.preemption != "off" else None
 
     def _user(self, name: str) -> UserState:
         user = self.users.get(name)
@@ -101,6 +116,8 @@ class _Planner:
     def _charge_running(self) -> None:
         by_id = {node.id: node for node in self.nodes}
         requests: dict[tuple, Resources] = {}
+        group, now = self.group, self.snapshot.now
+        preemptible = {c.name for c in group.priority_classes if c.preemptible}
         for job in self.snapshot.running:
             raw = tuple(job["resources"].items())
             need = requests.get(raw)
@@ -116,15 +133,27 @@ class _Planner:
                 free = node.free
                 for name, amount in need.items():
                     free[name] = free.get(name, 0) - amount
+                started = job.get("started_at")
+                if group.preemption != "off" and started is not None and not job.get("stopping"):
+                    run_s = (now - started).total_seconds()
+                    name = job.get("class", group.default_class)
+                    if run_s >= group.min_runtime_s and name in preemptible:
+                        self.candidates.setdefault(node.id, []).append(
+                            Candidate(job["id"], user, self.values[name], need, started, run_s))
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
 
-    def _entries(self) -> list[Entry]:
-        entries = []
+    def _entries(self) -> list[tuple[int, list[Entry]]]:
+        """The entries by class value, the highest first."""
+        entries: list[Entry] = []
         append = entries.append
         shapes = self.shapes
         users = self.users
         now = self.snapshot.now
+        # One class (the usual case): no class to read per job.
+        values = self.values if len(self.values) > 1 else None
+        tiers: dict[int, list[Entry]] = {self.default_value: entries}
+        reserved = self.reserved
         for position, job in enumerate(self.snapshot.pending):
             labels = job.get("node_labels")
             raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
@@ -139,8 +168,31 @@ class _Planner:
                 later = None
             # An Entry, a plain tuple in the order of entries.py: NEG_PRIORITY, SUBMITTED_AT,
             # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER.
-            append((-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user))
-        return entries
+            entry = (-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user)
+            if values is None:
+                append(entry)
+            else:
+                tier = tiers.get(values[job.get("class", self.group.default_class)])
+                if tier is None:
+                    tier = tiers[values[job["class"]]] = []
+                tier.append(entry)
+            if reserved and ident in reserved:
+                reserved[ident].append(entry)
+        return sorted(tiers.items(), key=lambda item: -item[0])
+
+    def _hold_reservations(self) -> None:
+        """Each reservation whose job waits and whose node is still there takes the job's request
+        off the node's free resources; the others end here."""
+        by_id = {node.id: node for node in self.nodes}
+        for ident, held in list(self.reserved.items()):
+            node = by_id.get(held[0])
+            if len(held) < 2 or node is None or not held[1][SHAPE].need.fits_in(node.total):
+                del self.reserved[ident]
+                continue
+            held[0] = node
+            free = node.free
+            for name, amount in held[1][SHAPE].items:
+                free[name] = free.get(name, 0) - amount
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
@@ -166,61 +218,104 @@ class _Planner:
         totals = self.totals
         select = self.selector.select
         placed = self.selector.placed
+        reserved = self.reserved
+        preemptor = self.preemptor
         placements = []
         waiting: list[dict] = []
+        preemptions: list[dict] = []
+        reservations: list[dict] = []
         # Per reason, per what its message depends on, the entries waiting for that message.
         unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
         blocker = None
-        runs = POLICIES[self.group.policy](self.entries)
-        taken = None
-        while True:
-            try:
-                queue, start = runs.send(taken)
-            except StopIteration:
-                break
-            taken = len(queue)
-            for index in range(start, taken):
-                # The entry's fields in the order of entries.py; the first four only sort.
-                _, _, _, _, ident, later, shape, user = queue[index]
-                if shape.unschedulable:
-                    reason, subject = "Unschedulable", shape
-                elif later is not None:
-                    reason, subject = "NotBefore", later
-                elif user.max_running is not None and user.running >= user.max_running:
-                    reason, subject = "UserJobLimit", user
-                elif user.max_resources is not None and not user.may_take(shape):
-                    reason, subject = "UserResourceLimit", (user, shape)
-                elif blocker is not None:
-                    reason, subject = "Priority", blocker
-                else:
-                    node = None if shape.full else select(shape)
-                    if node is not None:
-                        free = node.free
-                        for name, amount in shape.items:
-                            free[name] -= amount
-                        user.take(shape, totals)
-                        placed(node)
-                        placements.append({"job": ident, "node": node.id})
-                        taken = index + 1
-                        break
-                    shape.full = True
-                    reason, subject = "Resources", shape
-                    if strict:
-                        blocker = ident
-                record = {"job": ident, "reason": reason, "message": ""}
-                waiting.append(record)
-                same = unsaid[reason].get(subject)
-                if same is None:
-                    unsaid[reason][subject] = [record]
-                else:
-                    same.append(record)
+        for value, entries in self.tiers:
+            runs = POLICIES[self.group.policy](entries)
+            taken = None
+            while True:
+                try:
+                    queue, start = runs.send(taken)
+                except StopIteration:
+                    break
+                taken = len(queue)
+                for index in range(start, taken):
+                    # The entry's fields in the order of entries.py; the first four only sort.
+                    _, _, _, _, ident, later, shape, user = queue[index]
+                    if shape.unschedulable:
+                        reason, subject = "Unschedulable", shape
+                    elif later is not None:
+                        reason, subject = "NotBefore", later
+                    elif user.max_running is not None and user.running >= user.max_running:
+                        reason, subject = "UserJobLimit", user
+                    elif user.max_resources is not None and not user.may_take(shape):
+                        reason, subject = "UserResourceLimit", (user, shape)
+                    elif reserved and ident in reserved:
+                        node = reserved[ident][0]
+                        # Its own request is held off the node's free resources: it fits once
+                        # nothing else is short there.
+                        if all(node.free.get(name, 0) >= 0 for name, _ in shape.items):
+                            del reserved[ident]
+                            user.take(shape, totals)
+                            placed(node)
+                            placements.append({"job": ident, "node": node.id})
+                            taken = index + 1
+                            break
+                        reason, subject = "Preempting", node
+                    elif blocker is not None:
+                        reason, subject = "Priority", blocker
+                    else:
+                        node = None if shape.full else select(shape)
+                        if node is not None:
+                            free = node.free
+                            for name, amount in shape.items:
+                                free[name] -= amount
+                            user.take(shape, totals)
+                            placed(node)
+                            placements.append({"job": ident, "node": node.id})
+                            taken = index + 1
+                            break
+                        shape.full = True
+                        decision = None if preemptor is None else preemptor.victims_for(shape, user, value)
+                        if decision is None:
+                            reason, subject = "Resources", shape
+                        else:
+                            self._reserve(decision, shape)
+                            preemptions.append({"job": ident, "node": decision.node.id,
+                                                "victims": [victim.id for victim in decision.victims]})
+                            reservations.append({"job": ident, "node": decision.node.id})
+                            reason, subject = "Preempting", decision
+                        if strict:
+                            blocker = ident
+                    record = {"job": ident, "reason": reason, "message": ""}
+                    waiting.append(record)
+                    same = unsaid[reason].get(subject)
+                    if same is None:
+                        unsaid[reason][subject] = [record]
+                    else:
+                        same.append(record)
         messages = _Messages(self)
         for reason, by_subject in unsaid.items():
             for subject, records in by_subject.items():
                 text = messages.say(reason, subject)
                 for record in records:
                     record["message"] = text
-        return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
+        kept = [{"job": ident, "node": held[0].id} for ident, held in reserved.items()]
+        if preemptor is None and not self.snapshot.reservations:
+            return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
+        return Plan.model_construct(placements=placements, waiting=waiting, state=self._state(),
+                                    preemptions=preemptions, reservations=kept + reservations)
+
+    def _reserve(self, decision: Decision, shape: Shape) -> None:
+        """Holds the room the job will need on the decision's node once its victims stop: of what
+        is free there now, the part the victims' resources will not cover. No less than 0 is left
+        free, since the job fits once they stop."""
+        node = decision.node
+        freed: dict[str, int] = {}
+        for victim in decision.victims:
+            for name, amount in victim.need.items():
+                freed[name] = freed.get(name, 0) + amount
+        free = node.free
+        for name, amount in shape.items:
+            free[name] -= max(amount - freed.get(name, 0), 0)
+        self.selector.placed(node)
 
     def _state(self) -> dict[str, dict]:
         document = self.selector.state_document()
@@ -241,6 +336,10 @@ class _Messages:
         self.maxima: dict[tuple[Pool, str, str], int] = {}
         # The nodes of a pool with outside load, by id: the shapes of one pool share them.
         self.loaded: dict[Pool, list[NodeState]] = {}
+        # Class names by value, for messages (classes of one value read as one).
+        self.classes = {}
+        for c in planner.group.priority_classes:
+            self.classes[c.value] = "/".join(filter(None, (self.classes.get(c.value), c.name)))
 
     def say(self, reason: str, subject) -> str:
         return getattr(self, reason)(subject)
@@ -324,6 +423,13 @@ class _Messages:
             if name in limits and user.used.get(name, 0) + amount > limits[name]
         ]
         return f"{self._needs(shape)}; user {user.name} already uses {', '.join(over)}"
+
+    def Preempting(self, subject: NodeState | Decision) -> str:
+        if isinstance(subject, NodeState):
+            return f"node {subject.id} is held for it while the jobs stopped to make room for it end"
+        victims = ", ".join(f"{victim.id} ({victim.user.name}, {self.classes[victim.value]}, ran {_duration(int(victim.run_s))})"
+                            for victim in subject.victims)
+        return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
 
     def Priority(self, blocker: str) -> str:
         return f"strict order: waits behind job {blocker}, which is first in line and waits for resources"

@@ -26,7 +26,9 @@ Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 ResourceMap = dict[Name, Amount]
 Policy = Literal["fifo", "lifo", "drf", "fairshare"]
 SelectorName = Literal["legacy", "concentrated", "dispersed", "roundrobin"]
-Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority"]
+Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
+                 "Preempting"]
+Preemption = Literal["off", "priority", "fairshare"]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 
@@ -34,6 +36,15 @@ DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 class _Strict(BaseModel):
     # A misspelt option silently ignored would plan with its default: refuse it instead.
     model_config = ConfigDict(extra="forbid")
+
+
+class PriorityClass(_Strict):
+    name: Name
+    value: int
+    preemptible: bool = True
+
+
+DEFAULT_CLASSES = (PriorityClass(name="default", value=0),)
 
 
 class Group(_Strict):
@@ -45,6 +56,16 @@ class Group(_Strict):
     max_running_per_user: Annotated[int, Field(ge=1)] | None = None
     max_resources_per_user: ResourceMap | None = None
     strict_order: bool = False
+    priority_classes: list[PriorityClass] = Field(default_factory=lambda: list(DEFAULT_CLASSES), min_length=1)
+    default_class: Name = "default"
+    preemption: Preemption = "off"
+    min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 600
+    max_preemptions: Annotated[int, Field(ge=0)] = 10
+
+    def class_of(self, name: str | None) -> PriorityClass | None:
+        """The class a job names (None: the group's default); None when the group has no such class."""
+        wanted = self.default_class if name is None else name
+        return next((c for c in self.priority_classes if c.name == wanted), None)
 
 
 class Node(_Strict):
@@ -56,24 +77,39 @@ class Node(_Strict):
     outside: ResourceMap = Field(default_factory=dict)
 
 
-@with_config(ConfigDict(extra="forbid"))
-class RunningJob(TypedDict):
-    id: Name
-    user: Name
+# `class` is a Python keyword: the functional form of TypedDict is the way to name that key.
+RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
+    "id": Name,
+    "user": Name,
     # A node that is not in `nodes` (it left the group) holds nothing, but the user is charged.
-    node: Name
-    resources: ResourceMap
+    "node": Name,
+    "resources": ResourceMap,
+    "class": NotRequired[Name],
+    # When Ray started it; None: not started, never a victim.
+    "started_at": NotRequired[AwareDatetime | None],
+    # Asked to stop already: its resources are still held, and it is never chosen again.
+    "stopping": NotRequired[bool],
+}))
+
+
+PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
+    "id": Name,
+    "user": Name,
+    "resources": ResourceMap,
+    "priority": NotRequired[int],
+    "submitted_at": NotRequired[AwareDatetime | None],
+    "not_before": NotRequired[AwareDatetime | None],
+    "node_labels": NotRequired[dict[str, str]],
+    "class": NotRequired[Name],
+}))
 
 
 @with_config(ConfigDict(extra="forbid"))
-class PendingJob(TypedDict):
-    id: Name
-    user: Name
-    resources: ResourceMap
-    priority: NotRequired[int]
-    submitted_at: NotRequired[AwareDatetime | None]
-    not_before: NotRequired[AwareDatetime | None]
-    node_labels: NotRequired[dict[str, str]]
+class Reservation(TypedDict):
+    """A pending job that preempted for `node` keeps the node's room for its request."""
+
+    job: Name
+    node: Name
 
 
 class User(_Strict):
@@ -95,6 +131,7 @@ class Snapshot(_Strict):
     pending: list[PendingJob] = Field(default_factory=list)
     users: dict[Name, User] = Field(default_factory=dict)
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
+    reservations: list[Reservation] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> Snapshot:
@@ -105,6 +142,17 @@ class Snapshot(_Strict):
             for index, job in enumerate(self.pending):
                 if job.get("not_before") is not None:
                     raise ValueError(f"now: required, since pending[{index}].not_before is set")
+            if self.group.preemption != "off":
+                raise ValueError(f"now: required, since group.preemption is {self.group.preemption!r}")
+        classes = {c.name for c in self.group.priority_classes}
+        _first_repeat("group.priority_classes", [c.name for c in self.group.priority_classes], ".name")
+        if self.group.default_class not in classes:
+            raise ValueError(f"group.default_class: {self.group.default_class!r} is not one of group.priority_classes")
+        for field, jobs in (("running", self.running), ("pending", self.pending)):
+            for index, job in enumerate(jobs):
+                if job.get("class", self.group.default_class) not in classes:
+                    raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
+        _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         selector = SELECTORS[self.group.selector]
         try:
             selector.State.model_validate(self.state.get(selector.state_name(), {}))
@@ -134,10 +182,26 @@ class Waiting(TypedDict):
     message: str
 
 
+class Preempted(TypedDict):
+    """The victims to stop so that `job` fits on `node`."""
+
+    job: str
+    node: str
+    victims: list[str]
+
+
 class Plan(BaseModel):
     placements: list[Placement]
     waiting: list[Waiting]
     state: dict[str, dict[str, Any]]
+    # Present when the group preempts or holds reservations: the preemptions decided, and the
+    # reservations as they stand after the plan (the whole list).
+    preemptions: list[Preempted] | None = None
+    reservations: list[Reservation] | None = None
+
+    def document(self) -> dict[str, Any]:
+        """The PLAN-FORMAT JSON as a dict: the optional lists only where present."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 def describe_error(exc: ValidationError) -> str:

@@ -1,0 +1,154 @@
+"""Preemption: which running jobs to stop so that a waiting job fits (docs/planner.md, "Priority
+classes and preemption").
+
+The planner asks `Preemptor.victims_for` about a job that fits no node now. A running job may be a
+victim only if Ray started it at least `min_runtime_s` ago, its class is preemptible, it is not
+being stopped already, and either its class is strictly lower than the waiting job's, or (in
+`fairshare` mode) it is of the same class, of another user, and the waiting job's user, with the
+new job running, would still score strictly below the victim's user without the victim. A victim
+of that rule can never preempt back: its user's score would then be above the other's.
+
+On each node that carries the job's labels and is big enough when empty, eligible jobs are taken
+lowest class first, then (fairshare) the user with the highest score, then the most recently
+started, then by id, until the job fits once they stop. The node with the fewest victims wins,
+then the lowest highest-victim class, then the least run time lost, then the node id. At most
+`max_preemptions` victims per plan.
+
+Scores after a preemption count the waiting job as running and the victims as gone, so that one
+plan never stops more of a user than the rule allows. A request refused once is not asked again in
+the same plan (refusals are remembered per shape, class and, in fairshare, user), so a queue of
+100k jobs of a few shapes asks a few times. That can only hold a preemption back until the next
+tick, never allow one: within a plan free resources only go down and victims are used up, and the
+one change that could turn a refusal into a preemption, a placement raising the score of a user
+whose jobs could be victims, is seen by the next plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from job.core.planner.picture import NodeState, Shape, UserState
+from job.core.planner.snapshot import Group
+from job.core.resources import Resources, dominant_share
+
+
+@dataclass(eq=False, slots=True)
+class Candidate:
+    """A running job that may be stopped, as the preemption reads it."""
+
+    id: str
+    user: UserState
+    value: int  # its class's value
+    need: Resources
+    started_at: datetime
+    run_s: float  # how long it has run: the work its stop loses
+
+
+@dataclass(eq=False, slots=True)
+class Decision:
+    node: NodeState
+    victims: list[Candidate]
+
+
+@dataclass(slots=True)
+class _After:
+    """What a user will hold once the plan's preemptions are carried out, as a change of `used`."""
+
+    gained: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, int] = field(default_factory=dict)
+
+
+class Preemptor:
+    def __init__(self, group: Group, totals: dict[str, int], candidates: dict[str, list[Candidate]]):
+        """`candidates`: per node id, its running jobs that are old enough, preemptible and not
+        stopping already."""
+        self.fairshare = group.preemption == "fairshare"
+        self.budget = group.max_preemptions
+        self.totals = totals
+        self.candidates = candidates
+        self.after: dict[UserState, _After] = {}
+        self.refused: set[tuple[Shape, int, UserState | None]] = set()
+
+    def victims_for(self, shape: Shape, user: UserState, value: int) -> Decision | None:
+        """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
+        fits no node now; None when no allowed one does. A decision is carried out in the
+        preemptor's picture (victims used up, scores after it) before it is returned."""
+        key = (shape, value, user if self.fairshare else None)
+        if self.budget <= 0 or key in self.refused:
+            return None
+        best, best_rank = None, None
+        for node in shape.pool.nodes:
+            if not shape.need.fits_in(node.total):
+                continue
+            victims = self._on_node(node, shape, user, value)
+            if victims is None or len(victims) > self.budget:
+                continue
+            rank = (len(victims), max(v.value for v in victims), sum(v.run_s for v in victims), node.id)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = Decision(node, victims), rank
+        if best is None:
+            self.refused.add(key)
+            return None
+        self._carry_out(best, shape, user)
+        return best
+
+    def _on_node(self, node: NodeState, shape: Shape, user: UserState, value: int) -> list[Candidate] | None:
+        """The victims on `node`, in the order they are taken, until the job fits; None if it
+        cannot fit there even with every eligible job stopped."""
+        pool = self.candidates.get(node.id)
+        if not pool:
+            return None
+        short = {name: amount - node.free.get(name, 0) for name, amount in shape.items if node.free.get(name, 0) < amount}
+        if not short:
+            return None  # it fits already: the planner asks only for jobs that fit nowhere
+        order = sorted(pool, key=lambda c: (c.value, -self._score(c.user) if self.fairshare else 0,
+                                            -c.started_at.timestamp(), len(c.id), c.id))
+        waiting_score = self._score(user, gain=shape.need) if self.fairshare else 0.0
+        taken: list[Candidate] = []
+        lost: dict[UserState, dict[str, int]] = {}
+        for victim in order:
+            if victim.value > value or victim.user is user and victim.value == value:
+                continue
+            if victim.value == value:
+                if not self.fairshare:
+                    continue
+                gone = lost.setdefault(victim.user, {})
+                trial = dict(gone)
+                for name, amount in victim.need.items():
+                    trial[name] = trial.get(name, 0) + amount
+                if not waiting_score < self._score(victim.user, loss=trial):
+                    continue
+                lost[victim.user] = trial
+            taken.append(victim)
+            for name, amount in victim.need.items():
+                if name in short:
+                    short[name] -= amount
+            if all(amount <= 0 for amount in short.values()):
+                return taken
+        return None
+
+    def _score(self, user: UserState, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
+        """The user's score (policies: (dominant share + memory) / shares) once the plan's
+        preemptions are carried out, with `gain` more running and `loss` less."""
+        held = dict(user.used)
+        after = self.after.get(user)
+        changes = [(after.gained, 1), (after.lost, -1)] if after else []
+        changes += [(gain or {}, 1), (loss or {}, -1)]
+        for amounts, sign in changes:
+            for name, amount in amounts.items():
+                held[name] = held.get(name, 0) + sign * amount
+        return (dominant_share(held, self.totals) + user.memory) / user.shares
+
+    def _carry_out(self, decision: Decision, shape: Shape, user: UserState) -> None:
+        self.budget -= len(decision.victims)
+        pool = self.candidates[decision.node.id]
+        gone = {id(victim) for victim in decision.victims}
+        self.candidates[decision.node.id] = [c for c in pool if id(c) not in gone]
+        gained = self.after.setdefault(user, _After()).gained
+        for name, amount in shape.items:
+            gained[name] = gained.get(name, 0) + amount
+        for victim in decision.victims:
+            lost = self.after.setdefault(victim.user, _After()).lost
+            for name, amount in victim.need.items():
+                lost[name] = lost.get(name, 0) + amount

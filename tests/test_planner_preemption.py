@@ -1,0 +1,385 @@
+"""Priority classes, preemption and reservations in the planner: table cases and properties."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from job.core.planner import Snapshot, plan
+from job.core.planner.snapshot import describe_error
+from job.core.resources import to_units
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+CLASSES = [{"name": "low", "value": 0}, {"name": "mid", "value": 5},
+           {"name": "high", "value": 10}, {"name": "pinned", "value": 1, "preemptible": False}]
+
+
+def ago(minutes: float) -> str:
+    return (NOW - timedelta(minutes=minutes)).isoformat()
+
+
+def run_plan(nodes, running=(), pending=(), *, mode="priority", policy="drf", users=None, reservations=(), **group):
+    document = {
+        "group": {"policy": policy, "selector": "dispersed", "preemption": mode, "priority_classes": CLASSES,
+                  "default_class": "low", "min_runtime_s": 600, **group},
+        "now": NOW.isoformat(),
+        "nodes": [{"id": ident, "resources": resources} for ident, resources in nodes.items()],
+        "running": [dict(job) for job in running],
+        "pending": [dict(job) for job in pending],
+        "users": users or {},
+        "reservations": list(reservations),
+    }
+    return plan(Snapshot.model_validate(document)).document()
+
+
+def job(ident, user, cpu, klass=None, node=None, started=None, **extra):
+    found = {"id": ident, "user": user, "resources": {"CPU": cpu}, **extra}
+    if klass:
+        found["class"] = klass
+    if node:
+        found["node"] = node
+        found["started_at"] = ago(started) if started is not None else None
+    return found
+
+
+def victims(result) -> dict[str, list[str]]:
+    return {p["job"]: p["victims"] for p in result.get("preemptions", [])}
+
+
+def reasons(result) -> dict[str, str]:
+    return {w["job"]: w["reason"] for w in result["waiting"]}
+
+
+TWO = {"a": {"CPU": 2}, "b": {"CPU": 2}}
+
+# (name, nodes, running, pending, group options, expected victims by job, expected placements)
+CASES = [
+    ("a lower class is stopped for a higher one",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 2, "low", "b", 30)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r2"]}, {}),
+    ("the same class is never stopped in priority mode",
+     TWO, [job("r1", "bob", 2, "high", "a", 60), job("r2", "bob", 2, "high", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {}, {}),
+    ("a higher class is never stopped",
+     TWO, [job("r1", "bob", 2, "high", "a", 60), job("r2", "bob", 2, "high", "b", 60)],
+     [job("m", "ann", 2, "mid")], {}, {}, {}),
+    ("a job younger than min_runtime is never stopped",
+     TWO, [job("r1", "bob", 2, "low", "a", 9), job("r2", "bob", 2, "low", "b", 5)],
+     [job("h", "ann", 2, "high")], {}, {}, {}),
+    ("min_runtime is the group's",
+     TWO, [job("r1", "bob", 2, "low", "a", 9), job("r2", "bob", 2, "low", "b", 5)],
+     [job("h", "ann", 2, "high")], {"min_runtime_s": 360}, {"h": ["r1"]}, {}),
+    ("a non-preemptible class is never stopped",
+     TWO, [job("r1", "bob", 2, "pinned", "a", 60), job("r2", "bob", 2, "pinned", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {}, {}),
+    ("a job not started yet is never stopped",
+     TWO, [job("r1", "bob", 2, "low", "a", None), job("r2", "bob", 2, "low", "b", None)],
+     [job("h", "ann", 2, "high")], {}, {}, {}),
+    ("a job being stopped is never chosen again",
+     TWO, [job("r1", "bob", 2, "low", "a", 60, stopping=True), job("r2", "bob", 2, "low", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r2"]}, {}),
+    ("no preemption when the job fits somewhere",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 1, "low", "b", 60)],
+     [job("h", "ann", 1, "high")], {}, {}, {"h": "b"}),
+    ("the node with the fewest victims",
+     TWO, [job("r1", "bob", 1, "low", "a", 60), job("r2", "bob", 1, "low", "a", 50), job("r3", "bob", 2, "low", "b", 70)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r3"]}, {}),
+    ("then the lowest highest-victim class",
+     TWO, [job("r1", "bob", 2, "mid", "a", 60), job("r2", "bob", 2, "low", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r2"]}, {}),
+    ("then the least run time lost",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 2, "low", "b", 20)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r2"]}, {}),
+    ("then the node id",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 2, "low", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r1"]}, {}),
+    ("on a node, the lowest class first, then the most recently started",
+     {"a": {"CPU": 3}}, [job("r1", "bob", 1, "mid", "a", 60), job("r2", "bob", 1, "low", "a", 60),
+                         job("r3", "bob", 1, "low", "a", 30)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r3", "r2"]}, {}),
+    ("only as many victims as it takes",
+     {"a": {"CPU": 4}}, [job(f"r{i}", "bob", 1, "low", "a", 60 + i) for i in range(4)],
+     [job("h", "ann", 1, "high")], {}, {"h": ["r0"]}, {}),
+    ("a node too small even when empty is not a candidate",
+     {"a": {"CPU": 1}, "b": {"CPU": 4}}, [job("r1", "bob", 1, "low", "a", 60), job("r2", "bob", 4, "low", "b", 60)],
+     [job("h", "ann", 2, "high")], {}, {"h": ["r2"]}, {}),
+    ("at most max_preemptions victims per plan",
+     {"a": {"CPU": 4}}, [job(f"r{i}", "bob", 1, "low", "a", 60 + i) for i in range(4)],
+     [job("h1", "ann", 2, "high"), job("h2", "ann", 2, "high")], {"max_preemptions": 3}, {"h1": ["r0", "r1"]}, {}),
+    ("preemption off: nothing is stopped",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 2, "low", "b", 60)],
+     [job("h", "ann", 2, "high")], {"preemption": "off"}, {}, {}),
+    ("fairshare: a light user reclaims from a heavy one of the same class",
+     {"a": {"CPU": 3}, "b": {"CPU": 3}}, [job("r1", "bob", 3, "low", "a", 60), job("r2", "bob", 3, "low", "b", 30)],
+     [job("l", "ann", 2, "low")], {"preemption": "fairshare"}, {"l": ["r2"]}, {}),
+    ("fairshare: not when both would end level (strictly below, or it could preempt back)",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 2, "low", "b", 30)],
+     [job("l", "ann", 2, "low")], {"preemption": "fairshare"}, {}, {}),
+    ("fairshare: not when the waiting user would end above the other",
+     TWO, [job("r1", "bob", 2, "low", "a", 60), job("r2", "ann", 2, "low", "b", 30)],
+     [job("l", "ann", 2, "low")], {"preemption": "fairshare"}, {}, {}),
+    ("fairshare: never a job of the same user and class",
+     TWO, [job("r1", "ann", 2, "low", "a", 60), job("r2", "ann", 2, "low", "b", 30)],
+     [job("l", "ann", 2, "low")], {"preemption": "fairshare"}, {}, {}),
+    ("fairshare keeps the priority rule for lower classes",
+     TWO, [job("r1", "ann", 2, "low", "a", 60), job("r2", "ann", 2, "low", "b", 30)],
+     [job("h", "ann", 2, "high")], {"preemption": "fairshare"}, {"h": ["r2"]}, {}),
+]
+
+
+@pytest.mark.parametrize("name, nodes, running, pending, group, expected, placed", CASES, ids=[c[0] for c in CASES])
+def test_preemption_table(name, nodes, running, pending, group, expected, placed):
+    result = run_plan(nodes, running, pending, **group)
+    assert victims(result) == expected
+    assert {p["job"]: p["node"] for p in result["placements"]} == placed
+    for ident in expected:
+        assert reasons(result)[ident] == "Preempting"
+        assert {"job": ident, "node": next(p["node"] for p in result["preemptions"] if p["job"] == ident)} in result["reservations"]
+
+
+def test_the_room_a_preemption_frees_is_held_from_later_jobs_of_the_plan():
+    # h needs all of a: CPU 2 free now and r1's CPU 2 once it stops. The low job after it fits the
+    # CPU 2 free now, but taking it would leave h short: it waits instead.
+    result = run_plan({"a": {"CPU": 4}}, [job("r1", "bob", 2, "low", "a", 60)],
+                      [job("h", "ann", 4, "high"), job("l", "cy", 2, "low")])
+    assert victims(result) == {"h": ["r1"]}
+    assert result["placements"] == []
+    assert reasons(result) == {"h": "Preempting", "l": "Resources"}
+
+
+def test_preempting_message_names_victims_and_node():
+    result = run_plan(TWO, [job("r1", "bob", 2, "low", "a", 65), job("r2", "bob", 2, "low", "b", 90)], [job("h", "ann", 2, "high")])
+    (waiting,) = result["waiting"]
+    assert waiting["message"] == "stopping 1 job on node a to make room for it: r1 (bob, low, ran 1h 5m)"
+
+
+def test_classes_order_the_queue_before_the_policy():
+    # fifo would take the older low job first; the high class goes first whatever its age.
+    result = run_plan({"a": {"CPU": 1}}, [], [job("old", "bob", 1, "low", submitted_at=ago(60)),
+                                               job("new", "ann", 1, "high", submitted_at=ago(1))],
+                      mode="off", policy="fifo")
+    assert result["placements"] == [{"job": "new", "node": "a"}]
+    assert reasons(result) == {"old": "Resources"}
+
+
+def test_classes_of_one_value_share_a_tier_in_policy_order():
+    classes = [{"name": "x", "value": 1}, {"name": "y", "value": 1}, {"name": "low", "value": 0}]
+    result = run_plan({"a": {"CPU": 1}}, [], [job("b", "bob", 1, "y", submitted_at=ago(1)),
+                                               job("a", "ann", 1, "x", submitted_at=ago(2))],
+                      mode="off", policy="fifo", priority_classes=classes)
+    assert result["placements"] == [{"job": "a", "node": "a"}]
+
+
+def test_dominant_share_counts_every_class_of_a_user():
+    # ann already runs a high job: among low jobs, bob (nothing running) goes first under drf.
+    result = run_plan({"a": {"CPU": 4}}, [job("r", "ann", 2, "high", "a", 1)],
+                      [job("x", "ann", 1, "low"), job("y", "bob", 1, "low")], mode="off", policy="drf")
+    assert [p["job"] for p in result["placements"]] == ["y", "x"]
+
+
+def test_reservation_holds_the_node_until_the_victims_end_then_places_the_job_there():
+    # Tick 1: h preempts r1 on a.
+    running = [job("r1", "bob", 2, "low", "a", 60), job("r2", "bob", 1, "low", "b", 60)]
+    first = run_plan(TWO, running, [job("h", "ann", 2, "high")])
+    assert first["reservations"] == [{"job": "h", "node": "a"}]
+    # Tick 2: r1 is being stopped; another job that would fit a, once r1 ends, must not take it.
+    running[0] = {**running[0], "stopping": True}
+    second = run_plan(TWO, running, [job("h", "ann", 2, "high"), job("other", "cy", 1, "low")],
+                      reservations=first["reservations"])
+    assert reasons(second)["h"] == "Preempting"
+    assert "node a is held for it" in next(w["message"] for w in second["waiting"] if w["job"] == "h")
+    assert second["reservations"] == [{"job": "h", "node": "a"}]
+    assert second.get("preemptions") == []
+    assert second["placements"] == [{"job": "other", "node": "b"}]
+    # Tick 3: r1 has ended; a is free, and only h may take it.
+    third = run_plan(TWO, running[1:], [job("other2", "cy", 1, "low"), job("h", "ann", 2, "high")],
+                     reservations=second["reservations"])
+    assert {"job": "h", "node": "a"} in third["placements"]
+    assert third["reservations"] == []
+
+
+def test_a_reservation_of_a_job_no_longer_pending_or_of_a_node_gone_ends():
+    result = run_plan(TWO, [], [job("h", "ann", 2, "high")], mode="off",
+                      reservations=[{"job": "gone", "node": "a"}, {"job": "h", "node": "zz"}])
+    assert result["reservations"] == []
+    assert result["placements"] == [{"job": "h", "node": "a"}]
+
+
+def test_plan_without_preemption_or_reservations_has_no_such_fields():
+    result = run_plan(TWO, [], [job("x", "ann", 1)], mode="off")
+    assert "preemptions" not in result and "reservations" not in result
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"pending": [job("x", "ann", 1, "nope")]}, "pending[0].class: 'nope' is not one of group.priority_classes"),
+    ({"running": [job("x", "ann", 1, "nope", "a", 1)]}, "running[0].class: 'nope' is not one of group.priority_classes"),
+    ({"group.default_class": "nope"}, "group.default_class: 'nope' is not one of group.priority_classes"),
+    ({"group.priority_classes": [{"name": "a", "value": 1}, {"name": "a", "value": 2}]},
+     "group.priority_classes[1].name: 'a' appears more than once"),
+    ({"group.preemption": "sometimes"}, "group.preemption: Input should be 'off', 'priority' or 'fairshare'"),
+    ({"group.max_preemptions": -1}, "group.max_preemptions: Input should be greater than or equal to 0"),
+    ({"now": None}, "now: required, since group.preemption is 'priority'"),
+    ({"reservations": [{"job": "x"}]}, "reservations[0].node: Field required"),
+])
+def test_bad_snapshots_name_the_field(change, error):
+    document = {"group": {"policy": "drf", "selector": "dispersed", "preemption": "priority", "priority_classes": CLASSES,
+                          "default_class": "low"},
+                "now": NOW.isoformat(), "nodes": [{"id": "a", "resources": {"CPU": 1}}]}
+    for key, value in change.items():
+        if key.startswith("group."):
+            document["group"][key[6:]] = value
+        else:
+            document[key] = value
+    with pytest.raises(ValidationError) as exc:
+        Snapshot.model_validate(document)
+    assert describe_error(exc.value) == error
+
+
+# Properties over random small snapshots.
+
+USERS = ["ann", "bob", "cy"]
+CLASS_NAMES = [c["name"] for c in CLASSES]
+VALUE = {c["name"]: c["value"] for c in CLASSES}
+PREEMPTIBLE = {c["name"]: c.get("preemptible", True) for c in CLASSES}
+
+
+@st.composite
+def preempting_snapshots(draw, mode=None):
+    nodes = {f"n{i}": {"CPU": draw(st.sampled_from([1, 2, 4])), "GPU": draw(st.sampled_from([0, 0, 1]))}
+             for i in range(draw(st.integers(1, 3)))}
+    running = []
+    for i in range(draw(st.integers(0, 8))):
+        running.append({"id": f"r{i}", "user": draw(st.sampled_from(USERS)), "node": draw(st.sampled_from(sorted(nodes))),
+                        "resources": {"CPU": draw(st.sampled_from([0.5, 1, 2]))}, "class": draw(st.sampled_from(CLASS_NAMES)),
+                        "started_at": draw(st.sampled_from([None, ago(1), ago(9), ago(10), ago(30), ago(120)])),
+                        "stopping": draw(st.sampled_from([False, False, True]))})
+    pending = [{"id": f"p{i}", "user": draw(st.sampled_from(USERS)),
+                "resources": draw(st.sampled_from([{"CPU": 1}, {"CPU": 2}, {"CPU": 4}, {"CPU": 1, "GPU": 1}, {"CPU": 8}])),
+                "class": draw(st.sampled_from(CLASS_NAMES)), "submitted_at": ago(draw(st.integers(0, 50)))}
+               for i in range(draw(st.integers(0, 6)))]
+    return {
+        "group": {"policy": draw(st.sampled_from(["fifo", "lifo", "drf", "fairshare"])), "half_life_s": 3600,
+                  "selector": draw(st.sampled_from(["legacy", "concentrated", "dispersed", "roundrobin"])),
+                  "preemption": mode or draw(st.sampled_from(["priority", "fairshare"])),
+                  "priority_classes": CLASSES, "default_class": "low", "min_runtime_s": 600,
+                  "max_preemptions": draw(st.integers(0, 4))},
+        "now": NOW.isoformat(),
+        "nodes": [{"id": ident, "resources": resources} for ident, resources in nodes.items()],
+        "running": running,
+        "pending": pending,
+        "users": {user: {"shares": draw(st.sampled_from([1, 2])), "usage": draw(st.sampled_from([0, 900]))} for user in USERS},
+    }
+
+
+def _units(resources) -> dict[str, int]:
+    return {name: to_units(amount) for name, amount in resources.items()}
+
+
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(preempting_snapshots())
+def test_victims_are_always_eligible_and_within_the_budget(document):
+    result = plan(Snapshot.model_validate(document)).document()
+    running = {job["id"]: job for job in document["running"]}
+    pending = {job["id"]: job for job in document["pending"]}
+    all_victims = [v for p in result["preemptions"] for v in p["victims"]]
+    assert len(all_victims) == len(set(all_victims)) <= document["group"]["max_preemptions"]
+    for preemption in result["preemptions"]:
+        waiting = pending[preemption["job"]]
+        for ident in preemption["victims"]:
+            victim = running[ident]
+            assert victim["node"] == preemption["node"]
+            assert victim["started_at"] is not None and victim["started_at"] <= ago(10)
+            assert PREEMPTIBLE[victim["class"]] and not victim["stopping"]
+            assert VALUE[victim["class"]] <= VALUE[waiting["class"]]
+            if document["group"]["preemption"] == "priority" or victim["user"] == waiting["user"]:
+                assert VALUE[victim["class"]] < VALUE[waiting["class"]]
+
+
+@PROPERTY
+@given(preempting_snapshots())
+def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_stop(document):
+    result = plan(Snapshot.model_validate(document)).document()
+    pending = {job["id"]: job for job in document["pending"]}
+    # Free at the end of the plan: totals less running, placed and the new reservations' holds.
+    free = {node["id"]: _units(node["resources"]) for node in document["nodes"]}
+    victims_of = {p["job"]: p["victims"] for p in result["preemptions"]}
+    for job in document["running"]:
+        for name, amount in _units(job["resources"]).items():
+            free[job["node"]][name] = free[job["node"]].get(name, 0) - amount
+    for placement in result["placements"]:
+        for name, amount in _units(pending[placement["job"]]["resources"]).items():
+            free[placement["node"]][name] -= amount
+    running = {job["id"]: job for job in document["running"]}
+    holds = {}
+    for preemption in result["preemptions"]:
+        need = _units(pending[preemption["job"]]["resources"])
+        freed = {}
+        for ident in preemption["victims"]:
+            for name, amount in _units(running[ident]["resources"]).items():
+                freed[name] = freed.get(name, 0) + amount
+        holds[preemption["job"]] = {name: max(amount - freed.get(name, 0), 0) for name, amount in need.items()}
+        for name, amount in holds[preemption["job"]].items():
+            free[preemption["node"]][name] = free[preemption["node"]].get(name, 0) - amount
+    for preemption in result["preemptions"]:
+        need = _units(pending[preemption["job"]]["resources"])
+        # Free only goes down during a plan: if it fit anywhere at the end, it fit when it preempted.
+        assert not any(all(node_free.get(name, 0) >= amount for name, amount in need.items())
+                       for node_free in free.values())
+        # Once its victims stop, its node has room for it beside everything the plan placed there
+        # and the other reservations' holds.
+        after = dict(free[preemption["node"]])
+        for name, amount in holds[preemption["job"]].items():
+            after[name] += amount
+        for ident in victims_of[preemption["job"]]:
+            for name, amount in _units(running[ident]["resources"]).items():
+                after[name] = after.get(name, 0) + amount
+        assert all(after.get(name, 0) >= amount for name, amount in need.items())
+
+
+@PROPERTY
+@given(preempting_snapshots())
+def test_same_snapshot_same_plan_and_every_pending_job_once(document):
+    first = plan(Snapshot.model_validate(document)).model_dump_json()
+    assert plan(Snapshot.model_validate(document)).model_dump_json() == first
+    result = plan(Snapshot.model_validate(document)).document()
+    seen = [p["job"] for p in result["placements"]] + [w["job"] for w in result["waiting"]]
+    assert sorted(seen) == sorted(job["id"] for job in document["pending"])
+    assert sorted(r["job"] for r in result["reservations"]) == sorted(p["job"] for p in result["preemptions"])
+
+
+@PROPERTY
+@given(preempting_snapshots(mode="fairshare"))
+def test_fairshare_reclaim_never_ping_pongs(document):
+    """Carry out a plan's preemptions (victims back to pending, the preempting jobs running on
+    their nodes), then plan again with no minimum run time: no victim of the first plan may stop a
+    job the first plan preempted for."""
+    document["group"]["min_runtime_s"] = 0
+    for job in document["running"]:
+        job["started_at"] = job["started_at"] or ago(1)
+        job["stopping"] = False
+    first = plan(Snapshot.model_validate(document)).document()
+    if not first["preemptions"]:
+        return
+    running = {job["id"]: job for job in document["running"]}
+    pending = {job["id"]: job for job in document["pending"]}
+    stopped = {v for p in first["preemptions"] for v in p["victims"]}
+    preemptors = {p["job"] for p in first["preemptions"]}
+    placed = {p["job"]: p["node"] for p in first["placements"]}
+    placed.update({p["job"]: p["node"] for p in first["preemptions"]})
+    document["running"] = [job for job in document["running"] if job["id"] not in stopped] + [
+        {"id": ident, "user": pending[ident]["user"], "node": node, "resources": pending[ident]["resources"],
+         "class": pending[ident]["class"], "started_at": NOW.isoformat()} for ident, node in placed.items()]
+    document["pending"] = [{k: v for k, v in running[ident].items() if k in ("id", "user", "resources", "class")}
+                           for ident in sorted(stopped)]
+    second = plan(Snapshot.model_validate(document)).document()
+    for preemption in second["preemptions"]:
+        same_class = [v for v in preemption["victims"]
+                      if v in preemptors and pending[v]["class"] == running[preemption["job"]]["class"]]
+        assert same_class == []
