@@ -50,13 +50,13 @@ OPTIONS = [
     Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
     Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
             "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
-    _Option("--priority-class", "priority_classes", "list", "NAME=VALUE[:non-preemptible]",
+    Option("--priority-class", "priority_classes", "list", "NAME=VALUE[:non-preemptible]",
             "a priority class; the highest value goes first (repeatable; replaces the list)"),
-    _Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),
-    _Option("--preemption", "preemption", "value", None,
+    Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),
+    Option("--preemption", "preemption", "value", None,
             "off, priority (stop lower classes for higher ones) or fairshare (also reclaim for users below their share)"),
-    _Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
-    _Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
+    Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
+    Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
 ]
 
 

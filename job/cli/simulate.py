@@ -136,6 +136,8 @@ def _compared(text: str) -> dict:
             continue
         if option.kind == "pairs":
             fields[option.field] = pairs(values, f"--compare {option.flag.removeprefix('--')}")
+        elif option.kind == "list":
+            fields[option.field] = values
         elif len(values) > 1:
             raise BadInput(f"--compare {text}: {option.flag.removeprefix('--')} given twice")
         elif option.kind == "switch":

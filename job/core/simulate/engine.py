@@ -69,6 +69,13 @@ class JobRecord:
     # The job as the snapshot lists it while it waits, and its place in its user's queue.
     pending: dict | None = None
     queue_key: tuple | None = None
+    # Preemption: whether a plan chose it as a victim (it stops at the next tick), its running
+    # entry while it runs, and its runs that were stopped, as (node, start, stop).
+    stopping: bool = False
+    running: dict | None = None
+    # Its start's number: tells the end of its current run from that of a run stopped before.
+    number: int = 0
+    stopped: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 @dataclass(eq=False, slots=True)
@@ -96,7 +103,7 @@ class Outcome:
     every_s: float
     ticks: int = 0
     plans: int = 0
-    # Arrivals, starts and ends.
+    # Arrivals, starts, ends and preemptions.
     events: int = 0
     # When the last job gave its resources back.
     end_s: float = 0.0
@@ -123,7 +130,17 @@ class _Simulation:
         self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
         self.specs = users
         self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
-        self.exact_queue = group.strict_order or group.policy == "lifo"
+        # Under preemption a job that fits nowhere may still make room, and a full node may give
+        # it: every pending job, every node and every running job (with its class and start) go
+        # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
+        # time passes, min_runtime_s after its start).
+        self.preempting = group.preemption != "off"
+        self.exact_queue = group.strict_order or group.policy == "lifo" or self.preempting
+        classes = {c.name for c in group.priority_classes}
+        for job in jobs:
+            if job.klass is not None and job.klass not in classes:
+                raise ValueError(f"job {job.id}: class {job.klass!r} is not one of the group's priority classes "
+                                 f"({', '.join(sorted(classes))})")
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
         self.totals: dict[str, int] = {}
         for total in self.node_totals.values():
@@ -133,7 +150,10 @@ class _Simulation:
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
         # Round-robin's state is a position among the nodes: every node must be in every snapshot.
-        self.every_node = group.selector == "roundrobin"
+        self.every_node = group.selector == "roundrobin" or self.preempting
+        # Running jobs by id, and the reservations of the last plan (preemption only).
+        self.running: dict[str, JobRecord] = {}
+        self.reservations: list[dict] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, dict] = {}
         self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
@@ -143,11 +163,14 @@ class _Simulation:
         # Per shape, per user, the user's waiting jobs of that shape in queue order.
         self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
         self.schedulable: dict[Resources, bool] = {}
+        # (end, start number, record): an entry whose start number is no longer the record's is
+        # the end of a run that was stopped.
         self.ends: list[tuple[float, int, JobRecord]] = []
         self.state: dict[str, dict] = {}
         self.pending_count = 0
         # Starts so far: orders the ends of jobs that end at the same time.
         self.started = 0
+        self.class_values = {c.name: c.value for c in group.priority_classes}
         self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
 
     def _user(self, name: str) -> UserRecord:
@@ -166,8 +189,11 @@ class _Simulation:
             now = tick * self.every_s
             touched: set[UserRecord] = set()
             while self.ends and self.ends[0][0] <= now:
-                _, _, record = heapq.heappop(self.ends)
-                self._release(record, now, touched)
+                _, number, record = heapq.heappop(self.ends)
+                if record.running is not None and record.number == number:
+                    self._release(record, now, touched)
+            for record in [record for record in self.running.values() if record.stopping]:
+                self._stop(record, now, touched)
             while next_arrival < len(self.arrivals) and self.arrivals[next_arrival].job.submit_s <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
@@ -184,6 +210,8 @@ class _Simulation:
             if not upcoming:
                 outcome.end_s = now
                 break
+            if self.preempting and self.pending_count:
+                upcoming.append(now + self.every_s)
             tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
         return outcome
 
@@ -204,12 +232,16 @@ class _Simulation:
         touched.add(user)
         record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                           "submitted_at": EPOCH + timedelta(seconds=job.submit_s)}
+        if job.klass is not None:
+            record.pending["class"] = job.klass
         self._enqueue(record)
 
     def _enqueue(self, record: JobRecord) -> None:
         job = record.job
-        # The planner's order within a user: higher priority, then older, then by id (shorter first).
-        record.queue_key = (-job.priority, job.submit_s, len(job.id), job.id, record.pending)
+        # The planner's order within a user: higher class, higher priority, then older, then by id
+        # (shorter first).
+        value = self.class_values[job.klass or self.group.default_class]
+        record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
         insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
 
@@ -243,8 +275,10 @@ class _Simulation:
             return
         now = EPOCH + timedelta(seconds=now_s)
         users = {}
-        for job in pending:
-            name = job["user"]
+        # Preemption weighs the scores of the running jobs' users too.
+        named = [*pending, *self.running.values()] if self.preempting else pending
+        for job in named:
+            name = job["user"] if isinstance(job, dict) else job.job.user
             if name not in users:
                 user = self._user(name)
                 spec = user.spec
@@ -252,15 +286,23 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        nodes, held = self._nodes(pending)
-        running = [*held, *(entry for name in users for entry in self.users[name].entries)]
-        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes,
-                                            running=running, pending=pending, users=users, state=self.state)
+        if self.preempting:
+            nodes, running = self.nodes, [record.running for record in self.running.values()]
+        else:
+            nodes, held = self._nodes(pending)
+            running = [*held, *(entry for name in users for entry in self.users[name].entries)]
+        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes, running=running, pending=pending,
+                                            users=users, state=self.state, reservations=self.reservations)
         result = plan(snapshot)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
         for placement in result.placements:
             self._start(self.by_id[placement["job"]], placement["node"], now_s, touched)
+        for preemption in result.preemptions or ():
+            for victim in preemption["victims"]:
+                record = self.running[victim]
+                record.stopping = record.running["stopping"] = True
+        self.reservations = result.reservations or []
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them.
@@ -306,12 +348,34 @@ class _Simulation:
         record.node, record.start_s, record.end_s = node, now_s, now_s + record.job.run_s
         self.started += 1
         heapq.heappush(self.ends, (record.end_s, self.started, record))
+        job = record.job
+        record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
+                          "class": job.klass or self.group.default_class, "started_at": EPOCH + timedelta(seconds=now_s),
+                          "stopping": False}
+        record.number = self.started
+        self.running[job.id] = record
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         self._hold(record, -1, now_s, touched)
+        del self.running[record.job.id]
+        record.running = None
+        record.stopping = False
         _add(self._user(record.job.user).wanted, record.need, -1)
+        self.outcome.events += 1
+
+    def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """A victim stops: its resources come back, and it waits again in its place in the queue
+        (its submission time is kept); its next run starts from the beginning."""
+        self._hold(record, -1, now_s, touched)
+        del self.running[record.job.id]
+        record.running = None
+        record.stopping = False
+        record.stopped.append((record.node, record.start_s, now_s))
+        record.node = record.start_s = record.end_s = None
+        self._enqueue(record)
+        touched.add(self._user(record.job.user))
         self.outcome.events += 1
 
     def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
