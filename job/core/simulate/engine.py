@@ -15,7 +15,13 @@ clock jumps to the first tick at or after the next event. Usage is charged over 
 once, which gives the same usage as a charge per tick: a user holds the same resources throughout
 (usage.py: charging once per tick or once per second gives the same U).
 
-The snapshot is the planner's own, built for a cost that does not grow with the jobs running:
+Preemption (`group.preemption` not `off`): a victim the plan names stops at the next tick, gives
+its resources back and waits again in its place in the queue; placed again, it runs its whole run
+time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
+skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
+
+The snapshot is the planner's own, built for a cost that does not grow with the jobs running or
+waiting (without preemption; with it, every job goes in as it is):
 
 - our running jobs are given as two sets of running entries that the planner adds up as it
   does single jobs: per node, one entry holding what they hold there, charged to a user of its
@@ -24,13 +30,18 @@ The snapshot is the planner's own, built for a cost that does not grow with the 
   planner charges to the user (its dominant share) and to no node. Where a per-user job limit
   applies, the user has one entry per running job (the others empty), so that the planner counts
   them. The dominant shares of users without a job to plan order nothing.
-- pending jobs that this plan cannot place are left out: a shape (a distinct request) of which
-  not one more fits in what is free on all nodes together, and, of a user's jobs of one shape,
-  those after the first k where k of that shape fit in all that is free (a user's jobs of one
-  shape are placed in the user's order, so at most the first k are). Left out, they change no
-  placement: the plan's placements are those of the whole queue (tests/test_simulate_engine.py
-  checks it against the plain snapshot). Under `strict_order` and `lifo` every pending job goes
-  in: a job that waits there changes what the others do, or the order within a user is reversed.
+- pending jobs that this plan cannot place are left out. Of a shape (a distinct request) k jobs
+  at most can be placed, k being the copies of it that the nodes' free resources hold, node by
+  node (for the first TRACKED_SHAPES shapes of the trace; beyond, what is free on all nodes
+  together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
+  age), so at most its first k are: the others are left out, and all of a shape with k = 0.
+- nodes without room for the least of each resource that any of these jobs asks for are left
+  out, replaced by one node that stands for them all, held in full (`_nodes`).
+
+Left out, they change no placement: the plan's placements are those of the whole queue on every
+node (tests/test_simulate_engine.py replays traces both ways). Under `strict_order` and `lifo`
+every pending job goes in: a job that waits there changes what the others do, or the order within
+a user is reversed.
 """
 
 from __future__ import annotations
@@ -53,6 +64,8 @@ EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 # user that holds the nodes' running jobs, which has no job of its own.
 _USERS_NODE = "simulation:users"
 NODES_USER = "simulation:nodes"
+# Shapes whose copies on each node are counted; later ones are bounded by the group's free total.
+TRACKED_SHAPES = 64
 # The node that stands for the nodes left out of a snapshot, for want of room.
 _FULL_NODE = "simulation:full"
 
@@ -114,6 +127,11 @@ def _add(target: dict[str, int], need: Resources, sign: int) -> None:
         target[name] = target.get(name, 0) + sign * amount
 
 
+def _copies(free: dict[str, int], need: Resources) -> int:
+    """How many jobs of `need` fit in `free` side by side."""
+    return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
+
+
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
              every_s: float = 5.0) -> Outcome:
     """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares and limits (missing:
@@ -163,6 +181,9 @@ class _Simulation:
         # Per shape, per user, the user's waiting jobs of that shape in queue order.
         self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
         self.schedulable: dict[Resources, bool] = {}
+        # Per tracked shape, how many copies of it each node's free resources hold, and in all.
+        self.copies: dict[Resources, dict[str, int]] = {}
+        self.fit: dict[Resources, int] = {}
         # (end, start number, record): an entry whose start number is no longer the record's is
         # the end of a run that was stopped.
         self.ends: list[tuple[float, int, JobRecord]] = []
@@ -222,6 +243,9 @@ class _Simulation:
         schedulable = self.schedulable.get(record.need)
         if schedulable is None:
             schedulable = self.schedulable[record.need] = any(record.need.fits_in(total) for total in self.node_totals.values())
+            if schedulable and len(self.copies) < TRACKED_SHAPES:
+                copies = self.copies[record.need] = {node: _copies(free, record.need) for node, free in self.free_on.items()}
+                self.fit[record.need] = sum(copies.values())
         if not schedulable:
             record.unschedulable = True
             return
@@ -263,7 +287,9 @@ class _Simulation:
                 for queue in queues.values():
                     jobs.extend(entry[-1] for entry in queue)
                 continue
-            fit = min(free.get(name, 0) // amount for name, amount in need.items())
+            fit = self.fit.get(need)
+            if fit is None:
+                fit = _copies(free, need)
             if fit > 0:
                 for queue in queues.values():
                     jobs.extend(entry[-1] for entry in queue[:fit])
@@ -383,7 +409,13 @@ class _Simulation:
         need = record.need
         held = self.held_on[record.node]
         _add(held, need, sign)
-        _add(self.free_on[record.node], need, -sign)
+        free = self.free_on[record.node]
+        _add(free, need, -sign)
+        for shape, copies in self.copies.items():
+            now_there = _copies(free, shape)
+            if now_there != copies[record.node]:
+                self.fit[shape] += now_there - copies[record.node]
+                copies[record.node] = now_there
         _add(self.free, need, -sign)
         amounts = Resources(held).amounts()
         if amounts:
