@@ -93,8 +93,9 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--generate", "10", "--plot", "p.pdf"], "--plot: p.pdf: the file must end in .png or .svg"),
     (["--generate", "10", "--compare", "colour=red"],
-     "--compare colour=red: 'colour=red': expected KEY=VALUE with KEY one of half_life, max_resources_per_user, "
-     "max_running_per_user, policy, resource_priority, selector, strict_order"),
+     "--compare colour=red: 'colour=red': expected KEY=VALUE with KEY one of default_class, half_life, max_preemptions, "
+     "max_resources_per_user, max_running_per_user, min_runtime, policy, preemption, priority_class, "
+     "resource_priority, selector, strict_order"),
     (["--generate", "10", "--compare", "policy=best"],
      "--compare policy=best: policy: Input should be 'fifo', 'lifo', 'drf' or 'fairshare'"),
     (["--generate", "10", "--compare", "policy=drf", "--compare", "policy=drf"], "--compare: a configuration is given twice"),
@@ -117,3 +118,26 @@ def test_a_bad_trace_line_is_refused_with_its_line_and_field(tmp_path, capsys):
     result = run_cli(capsys, "simulate", str(trace))
     assert result.status == 2
     assert result.err == f"error: {trace} line 2: run_time: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)\n"
+
+
+def test_priority_classes_and_preemption_from_a_csv_trace(tmp_path, capsys):
+    # A long low-class job holds the one node; a high-class job comes later. With preemption the
+    # low one is stopped (once, after 15 s) and runs again after the high one.
+    trace = tmp_path / "t.csv"
+    trace.write_text('0,alice,CPU:4,100,0,low\n10,bob,CPU:4,20,0,high\n')
+    classes = ["--priority-class", "high=10:non-preemptible", "--priority-class", "low=0", "--default-class", "low"]
+    result = run_cli(capsys, "simulate", str(trace), "--nodes", "1x{CPU:4}", *classes, "--min-runtime", "0", "--json",
+                     "--compare", "preemption=off", "--compare", "preemption=priority")
+    assert result.status == 0, result.err
+    calm, preempting = (configuration["figures"] for configuration in json.loads(result.out)["configurations"])
+    assert (calm["preemptions"], calm["lost_run_s"], calm["wait_mean_s"]) == (0, 0, 45)
+    assert (preempting["preemptions"], preempting["lost_run_s"], preempting["wait_mean_s"]) == (1, 15, 20)
+
+
+def test_a_class_the_configuration_lacks_is_refused(tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    trace.write_text("0,alice,CPU:1,5,0,gold\n")
+    result = run_cli(capsys, "simulate", str(trace), "--compare", "policy=drf")
+    assert (result.status, result.out) == (2, "")
+    assert result.err == (f"error: {trace}: job 1: class 'gold' is not one of the group's priority classes (default) "
+                          "(configuration policy=drf)\n")

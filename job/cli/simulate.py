@@ -71,10 +71,15 @@ def run(args: argparse.Namespace) -> int:
         for name, amount in node.resources.items():
             totals[name] = totals.get(name, 0) + amount
     trace = _trace(args, totals)
+    source = args.trace or "generated trace"
     results = []
     for name, group in configurations:
         started = time.perf_counter()
-        outcome = simulate(trace.jobs, nodes, group, every_s=every_s)
+        try:
+            outcome = simulate(trace.jobs, nodes, group, every_s=every_s)
+        except ValueError as exc:
+            # What the trace asks that the configuration has not (a class, say).
+            raise BadInput(f"{source}: {exc} (configuration {name})") from None
         shares = windows(outcome, window_s)
         figures = summarise(outcome, shares)
         elapsed = time.perf_counter() - started
