@@ -104,6 +104,7 @@ class UserRecord:
     charged_at: float = 0.0
     # (time, dominant share held, dominant share wanted), from the time on: a step function.
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    # Its running entries in the snapshot: what its jobs hold, on a node outside the group.
     entries: list[dict] = field(default_factory=list)
 
 
