@@ -168,11 +168,14 @@ class _Simulation:
         self.nodes = nodes
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
+        self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
         # Round-robin's state is a position among the nodes: every node must be in every snapshot.
         self.every_node = group.selector == "roundrobin" or self.preempting
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
         self.reservations: list[dict] = []
+        # The victims of the last plan: they stop at the next tick.
+        self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, dict] = {}
         self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
@@ -214,8 +217,10 @@ class _Simulation:
                 _, number, record = heapq.heappop(self.ends)
                 if record.running is not None and record.number == number:
                     self._release(record, now, touched)
-            for record in [record for record in self.running.values() if record.stopping]:
-                self._stop(record, now, touched)
+            victims, self.victims = self.victims, []
+            for record in victims:
+                if record.stopping:  # not ended meanwhile
+                    self._stop(record, now, touched)
             while next_arrival < len(self.arrivals) and self.arrivals[next_arrival].job.submit_s <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
@@ -329,6 +334,7 @@ class _Simulation:
             for victim in preemption["victims"]:
                 record = self.running[victim]
                 record.stopping = record.running["stopping"] = True
+                self.victims.append(record)
         self.reservations = result.reservations or []
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
@@ -349,15 +355,18 @@ class _Simulation:
                 least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
         least_items = tuple(least.items()) if least else ()
         nodes, held, full = [], [], {}
-        for node in self.nodes:
-            free = self.free_on[node.id]
-            if all(free.get(name, 0) >= amount for name, amount in least_items):
+        entries = self.node_entries
+        # A plain loop with break/else: this runs over every node at every plan.
+        for node, free, total in self.node_list:
+            for name, amount in least_items:
+                if free.get(name, 0) < amount:
+                    _add(full, total, 1)
+                    break
+            else:
                 nodes.append(node)
-                entry = self.node_entries.get(node.id)
+                entry = entries.get(node.id)
                 if entry is not None:
                     held.append(entry)
-            else:
-                _add(full, self.node_totals[node.id], 1)
         if full:
             amounts = Resources(full).amounts()
             nodes.append(Node.model_construct(id=_FULL_NODE, resources=amounts, labels={}, outside={}))
