@@ -2,12 +2,18 @@
 
     python bench/plan.py                        # 10k, 100k and 1M pending jobs, every policy and selector
     python bench/plan.py --sizes 10k,100k --repeat 5
+    python bench/plan.py --sizes 100k --preemption  # also with classes and preemption, against without
 
 Each size runs in its own process, so that its peak memory (max RSS) is its own. The snapshot has
 1,000 users, 1,000 nodes, 10k running jobs and a few dozen request shapes. For each policy and
 selector it prints the median time of `plan(snapshot)`, the median time of `json.loads` on the
 same snapshot's JSON, and their ratio; per size, the median time of `Snapshot.model_validate` on
 the loaded dict, the peak memory of one plan (tracemalloc) and the process's max RSS.
+
+With --preemption, each policy and selector also plans the same snapshot with two priority classes
+(1% of pending jobs high, every running job low and started an hour ago) under `priority` and
+`fairshare` preemption, and prints the time beside the plan without classes: the ratio is what
+classes and preemption cost.
 """
 
 from __future__ import annotations
@@ -109,7 +115,18 @@ def median_time(function, repeat: int) -> float:
     return statistics.median(times)
 
 
-def run_size(pending: int, repeat: int, policies, selectors) -> None:
+def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
+    classes = [{"name": "low", "value": 0}, {"name": "high", "value": 10}]
+    group = shot.group.model_validate({**shot.group.model_dump(), "priority_classes": classes, "default_class": "low",
+                                       "preemption": mode})
+    started = (NOW - timedelta(hours=1)).isoformat()
+    running = [{**job, "started_at": started} for job in shot.running]
+    pending = [{**job, "class": "high"} if index % 100 == 7 else job for index, job in enumerate(shot.pending)]
+    return Snapshot.model_validate({**shot.model_dump(), "group": group.model_dump(), "running": running,
+                                    "pending": pending})
+
+
+def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False) -> None:
     document = snapshot(pending)
     text = json.dumps(document)
     del document
@@ -132,6 +149,14 @@ def run_size(pending: int, repeat: int, policies, selectors) -> None:
                 f"  placed {len(result.placements):>6,}  waiting {len(result.waiting):>9,}",
                 flush=True,
             )
+            for mode in ("priority", "fairshare") if preemption else ():
+                classed = with_preemption(shot, mode)
+                with_classes = median_time(lambda: plan(classed), repeat)
+                result = plan(classed)
+                print(f"    + classes, preemption {mode:<9} plan {with_classes:7.3f}s  ratio to no classes "
+                      f"{with_classes / seconds:5.2f}  placed {len(result.placements):>6,}  "
+                      f"preemptions {len(result.preemptions):>3} ({sum(len(p['victims']) for p in result.preemptions)} victims)",
+                      flush=True)
     shot, policy, selector = first
     tracemalloc.start()
     plan(shot)
@@ -155,16 +180,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the median is printed)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--selectors", default=",".join(SELECTORS))
+    parser.add_argument("--preemption", action="store_true", help="also plan with priority classes and preemption")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     policies, selectors = args.policies.split(","), args.selectors.split(",")
     if args.one:
-        run_size(size(args.one), args.repeat, policies, selectors)
+        run_size(size(args.one), args.repeat, policies, selectors, args.preemption)
         return
     for text in args.sizes.split(","):
         # A process per size: its max RSS is then this size's peak memory.
         subprocess.run(
-            [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies, "--selectors", args.selectors],
+            [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies,
+             "--selectors", args.selectors, *(["--preemption"] if args.preemption else [])],
             check=True,
         )
 

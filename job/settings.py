@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Crash-test aid: exit at once at this point of a tick, as a kill would.
-    failpoint: Literal["after-intent", "after-submit"] | None = None
+    failpoint: Literal["after-intent", "after-preempt-intent", "after-stop", "after-submit"] | None = None
     submit_concurrency: int = Field(default=8, ge=1, le=64)
     ray_timeout_s: float = Field(default=10.0, gt=0)
 

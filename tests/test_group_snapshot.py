@@ -1,15 +1,15 @@
-"""build_snapshot: the planner's snapshot from what a tick read; here, the outside load of each node
-(its total, less what Ray reports free, less what our started jobs hold there). Pure: no database,
-no Ray."""
+"""build_snapshot: the planner's snapshot from what a tick read: the outside load of each node (its
+total, less what Ray reports free, less what our started jobs hold there), classes, reservations
+and victims being stopped. Pure: no database, no Ray."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
 import pytest
 
-from job.core.group_snapshot import PendingRow, build_snapshot
+from job.core.group_snapshot import PendingRow, build_snapshot, reservation_changes
 from job.core.planner import plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -100,3 +100,67 @@ def test_the_plan_keeps_outside_load_free():
     assert decided.placements == [{"job": "1", "node": "b"}, {"job": "2", "node": "b"}]
     assert {w["job"]: w["message"] for w in decided.waiting} == {
         job: "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)" for job in ("3", "4")}
+
+
+# --- Priority classes, reservations and victims being stopped -----------------------------------
+
+CLASSES_GROUP = {**GROUP, "priority_classes": [{"name": "low", "value": 0, "preemptible": True},
+                                               {"name": "high", "value": 10, "preemptible": True}],
+                 "default_class": "low", "preemption": "priority", "start_timeout_s": 300}
+
+
+def row(ident: int, **fields) -> PendingRow:
+    return PendingRow(ident, "u", '{"CPU": 1}', "{}", 0, NOW, None, None, None)._replace(**fields)
+
+
+def test_a_pending_job_of_a_class_the_group_dropped_is_not_planned_and_says_why():
+    snapshot, invalid = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 1})], [],
+                                       [row(1, priority_class="high"), row(2, priority_class="gone"), row(3)], [], {})
+    assert [job["id"] for job in snapshot.pending] == ["1", "3"]
+    assert snapshot.pending[0]["class"] == "high" and "class" not in snapshot.pending[1]
+    assert invalid == {2: "class: 'gone' is no longer a class of group 'g' (its classes: high, low)"}
+
+
+def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
+    active = [{**job(1, "RUNNING", "a", {"CPU": 1}), "priority_class": "gone", "started_at": NOW},
+              {**job(2, "SUBMITTED", "a", {"CPU": 1}), "priority_class": "high"}]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
+    assert [(j["id"], j.get("class"), j["started_at"]) for j in snapshot.running] == [("1", None, NOW), ("2", "high", None)]
+
+
+@pytest.mark.parametrize("fields, stopping", [
+    ({}, False),
+    ({"cancel_requested_at": NOW}, True),
+    ({"preempted_at": NOW}, True),
+    ({"reason": "RuntimeLimit"}, True),
+    ({"reason": "Starting"}, False),
+])
+def test_a_job_asked_to_stop_is_never_a_victim_again(fields, stopping):
+    active = [{**job(1, "RUNNING", "a", {"CPU": 1}), "started_at": NOW, **fields}]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
+    assert snapshot.running[0]["stopping"] is stopping
+
+
+@pytest.mark.parametrize("age_s, kept", [(0, True), (299, True), (300, True), (301, False)])
+def test_a_reservation_ends_past_the_start_timeout(age_s, kept):
+    # Node a's CPU is held by a victim still being stopped.
+    victim = {**job(9, "RUNNING", "a", {"CPU": 1}), "started_at": NOW, "preempted_at": NOW}
+    pending = [row(1, reserved_node="a", reserved_at=NOW - timedelta(seconds=age_s), priority_class="high")]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 0})], [victim], pending, [], {})
+    assert snapshot.reservations == ([{"job": "1", "node": "a"}] if kept else [])
+    decided = plan(snapshot)
+    assert decided.waiting[0]["reason"] == ("Preempting" if kept else "Resources")
+    assert reservation_changes(pending, decided.reservations) == ({} if kept else {1: None})
+
+
+def test_reservation_changes_are_only_what_the_plan_changed():
+    pending = [row(1, reserved_node="a", reserved_at=NOW), row(2, reserved_node="b", reserved_at=NOW), row(3)]
+    assert reservation_changes(pending, [{"job": "1", "node": "a"}, {"job": "3", "node": "c"}]) == {2: None, 3: "c"}
+
+
+@pytest.mark.parametrize("age_s, outside", [(5, {}), (29, {}), (31, {"CPU": 2})])
+def test_a_victim_ray_just_stopped_is_not_outside_load_while_ray_frees_its_resources(age_s, outside):
+    # Ray still counts the victim's CPU 2 as used on node a; for RELEASE_S they are ours.
+    pending = [row(1, resources='{"CPU": 2}', node="a", requeued_at=NOW - timedelta(seconds=age_s), reason="Resources")]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 0})], [], pending, [], {})
+    assert snapshot.nodes[0].outside == outside

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -202,6 +203,25 @@ def test_reservation_holds_the_node_until_the_victims_end_then_places_the_job_th
     assert third["reservations"] == []
 
 
+def test_preemptions_under_way_count_as_done_in_the_next_plan():
+    """Tick 1 of the fair-share reclaim: ann stops two of bob's four jobs for two of hers. In tick 2
+    those are still stopping and hers wait on their nodes: with her two as running and his two as
+    gone, the shares are level, and her third job may not stop a third of his."""
+    nodes = {"a": {"CPU": 2}, "b": {"CPU": 2}}
+    users = {"bob": {"usage": 30}, "ann": {"usage": 0}}
+    running = [job(f"r{i}", "bob", 1, "low", "ab"[i // 2], 60 - i) for i in range(4)]
+    pending = [job(f"l{i}", "ann", 1, "low", submitted_at=ago(1)) for i in range(4)]
+    first = run_plan(nodes, running, pending, mode="fairshare", policy="fairshare", half_life_s=600, users=users)
+    stopped = [v for p in first["preemptions"] for v in p["victims"]]
+    assert len(stopped) == 2
+    for victim in running:
+        victim["stopping"] = victim["id"] in stopped
+    second = run_plan(nodes, running, pending, mode="fairshare", policy="fairshare", half_life_s=600, users=users,
+                      reservations=first["reservations"])
+    assert second["preemptions"] == []
+    assert sorted(r["job"] for r in second["reservations"]) == sorted(p["job"] for p in first["preemptions"])
+
+
 def test_a_reservation_of_a_job_no_longer_pending_or_of_a_node_gone_ends():
     result = run_plan(TWO, [], [job("h", "ann", 2, "high")], mode="off",
                       reservations=[{"job": "gone", "node": "a"}, {"job": "h", "node": "zz"}])
@@ -383,3 +403,36 @@ def test_fairshare_reclaim_never_ping_pongs(document):
         same_class = [v for v in preemption["victims"]
                       if v in preemptors and pending[v]["class"] == running[preemption["job"]]["class"]]
         assert same_class == []
+
+
+def test_a_plan_works_out_at_most_attempts_preemptions_for_the_first_in_line(monkeypatch):
+    from job.core.planner import preemption
+    monkeypatch.setattr(preemption, "ATTEMPTS", 2)
+    nodes = {f"n{i}": {"CPU": 1 + i} for i in range(3)}
+    running = [job(f"r{i}", "bob", 1 + i, "low", f"n{i}", 60) for i in range(3)]
+    # Three high jobs of three shapes, each fitting one node once its low job stops.
+    pending = [job(f"h{i}", "ann", 1 + i, "high", submitted_at=ago(10 - i)) for i in range(3)]
+    result = run_plan(nodes, running, pending, policy="fifo")
+    assert victims(result) == {"h0": ["r0"], "h1": ["r1"]}
+    assert reasons(result)["h2"] == "Resources"
+
+
+def test_the_plan_command_shows_preemptions_and_reservations(tmp_path, capsys):
+    from cli_helpers import run_cli
+    document = {"group": {"policy": "drf", "selector": "dispersed", "preemption": "priority", "priority_classes": CLASSES,
+                          "default_class": "low"},
+                "now": NOW.isoformat(), "nodes": [{"id": "a", "resources": {"CPU": 2}}],
+                "running": [job("r1", "bob", 2, "low", "a", 60)], "pending": [job("h", "ann", 2, "high")]}
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(document))
+    result = run_cli(capsys, "plan", str(path))
+    assert result.status == 0, result.err
+    shown = json.loads(result.out)
+    assert shown["preemptions"] == [{"job": "h", "node": "a", "victims": ["r1"]}]
+    assert shown["reservations"] == [{"job": "h", "node": "a"}]
+    assert shown["waiting"][0]["reason"] == "Preempting"
+    document["pending"][0]["class"] = "urgent"
+    path.write_text(json.dumps(document))
+    refused = run_cli(capsys, "plan", str(path))
+    assert refused.status == 2 and refused.out == ""
+    assert refused.err == "error: pending[0].class: 'urgent' is not one of group.priority_classes\n"

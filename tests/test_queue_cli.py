@@ -98,6 +98,35 @@ def test_group_set_show_remove(database_url, conn, capsys):
     assert json.loads(run_cli(capsys, "group", "list", "--json").out) == []
 
 
+def test_priority_classes_and_preemption_options(database_url, conn, capsys):
+    setup_group_and_users(capsys)
+    assert run_cli(capsys, "group", "set", "gpu", "--priority-class", "default=0", "--priority-class", "high=10",
+                   "--priority-class", "system=100:non-preemptible", "--preemption", "fairshare",
+                   "--min-runtime", "30m", "--max-preemptions", "3").status == 0
+    group = json.loads(run_cli(capsys, "group", "show", "gpu", "--json").out)
+    assert group["priority_classes"] == [{"name": "default", "value": 0, "preemptible": True},
+                                         {"name": "high", "value": 10, "preemptible": True},
+                                         {"name": "system", "value": 100, "preemptible": False}]
+    assert (group["default_class"], group["preemption"], group["min_runtime_s"], group["max_preemptions"]) == (
+        "default", "fairshare", 1800, 3)
+    shown = run_cli(capsys, "group", "show", "gpu").out
+    assert "default=0, high=10, system=100:non-preemptible" in shown and "30m" in shown
+    high = int(run_cli(capsys, *SUBMIT, "--class", "high").out)
+    plain = int(run_cli(capsys, *SUBMIT).out)
+    listed = {job["id"]: job["class"] for job in json.loads(run_cli(capsys, "jobs", "--json").out)}
+    assert listed == {high: "high", plain: None}
+    table = run_cli(capsys, "jobs").out.splitlines()
+    assert table[0].split()[:6] == ["ID", "USER", "GROUP", "STATE", "CLASS", "RESOURCES"]
+    assert json.loads(run_cli(capsys, "show", str(high), "--json").out)["preemptions"] == 0
+    # The default may change to another class, and "default" may go: no job names it (a job
+    # submitted without --class is of whichever class is the group's default).
+    assert run_cli(capsys, "group", "set", "gpu", "--priority-class", "low=-1", "--priority-class", "high=10",
+                   "--default-class", "low").status == 0
+    assert json.loads(run_cli(capsys, "group", "show", "gpu", "--json").out)["default_class"] == "low"
+    refused = run_cli(capsys, "group", "set", "gpu", "--priority-class", "low=-1", "--default-class", "low")
+    assert refused.status == 2 and "1 of class high" in refused.err
+
+
 def test_user_show_and_list(database_url, capsys):
     setup_group_and_users(capsys)
     run_cli(capsys, "submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true")
@@ -160,6 +189,16 @@ BAD_INPUT = [
     (["group", "add", "gpu", "--ray-address", "http://h:1"], "group 'gpu' already exists"),
     (["group", "set", "nope", "--policy", "fifo"], "group 'nope' does not exist"),
     (["user", "set", "bob", "--shares", "0"], "shares: Input should be greater than 0"),
+    ([*SUBMIT, "--class", "urgent"], "class: 'urgent' is not a class of group 'gpu' (its classes: default)"),
+    ([*SUBMIT, "--class", "no such"], "class: 'no such' is not a valid class name"),
+    (["group", "set", "gpu", "--priority-class", "low=0"], "default_class: 'default' is not one of the group's classes (low)"),
+    (["group", "set", "gpu", "--priority-class", "low=zero"], "priority_classes: 'low=zero': give NAME=VALUE"),
+    (["group", "set", "gpu", "--priority-class", "a=1", "--priority-class", "a=2", "--default-class", "a"],
+     "priority_classes: class 'a' is given more than once"),
+    (["group", "set", "gpu", "--priority-class", "a=1:never", "--default-class", "a"], "give NAME=VALUE or NAME=VALUE:non-preemptible"),
+    (["group", "set", "gpu", "--preemption", "always"], "preemption: Input should be 'off', 'priority' or 'fairshare'"),
+    (["group", "set", "gpu", "--min-runtime", "soon"], "min_runtime_s: not a duration"),
+    (["group", "set", "gpu", "--max-preemptions", "-1"], "max_preemptions: Input should be greater than or equal to 0"),
     (["jobs", "--state", "DONE"], "state: unknown DONE"),
     (["cancel", "abc"], "job id: 'abc' is not a job id"),
     (["show", "999"], "job 999 does not exist"),

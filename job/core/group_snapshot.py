@@ -33,7 +33,14 @@ class PendingRow(NamedTuple):
     # The node it holds room on since it preempted, and since when.
     reserved_node: str | None = None
     reserved_at: datetime | None = None
+    # Where its last attempt ran and when it came back to the queue (a preempted victim's).
+    node: str | None = None
+    requeued_at: datetime | None = None
 
+
+# How long after Ray reported a preempted victim stopped its resources count as ours on its node:
+# Ray's view of them lags its report by a few seconds (5 ticks a second apart in the tests here).
+RELEASE_S = 30.0
 
 _REQUEST = TypeAdapter(ResourceMap)
 _LABELS = TypeAdapter(dict[str, str])
@@ -48,7 +55,8 @@ def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
         return f"{'.'.join(str(part) for part in (field, *error['loc']))}: {error['msg']}"
 
 
-def outside_load(nodes: list, active: list[dict]) -> dict[str, dict[str, float | int]]:
+def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dict]] = ()
+                 ) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
     total, less what Ray reports free, less what our started jobs hold there, per resource, never
     below zero. Nodes where nothing is held outside, or where Ray did not say what is free (`free`
@@ -57,13 +65,15 @@ def outside_load(nodes: list, active: list[dict]) -> dict[str, dict[str, float |
     Our started jobs are those RUNNING: Ray has started their driver and counts its resources as
     used. A SUBMITTED job is accepted but not started, and Ray does not count it yet; the planner
     charges it to its node all the same (as every active job), so it is not outside load either.
+    `releasing`: (node, request) of our jobs Ray has just stopped, whose resources Ray may still
+    count as used for a few seconds (its job supervisor ends after the job): ours as well.
     Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
     started: dict[str, dict[str, int]] = {}
-    for job in active:
-        if job["state"] == states.RUNNING and job["node"]:
-            held = started.setdefault(job["node"], {})
-            for name, amount in job["resources"].items():
-                held[name] = held.get(name, 0) + to_units(amount)
+    ours = [(job["node"], job["resources"]) for job in active if job["state"] == states.RUNNING and job["node"]]
+    for node_id, resources in [*ours, *releasing]:
+        held = started.setdefault(node_id, {})
+        for name, amount in resources.items():
+            held[name] = held.get(name, 0) + to_units(amount)
     found = {}
     for node in nodes:
         if node.free is None:
@@ -89,9 +99,39 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
     there is any. A pending job that names a class the group no longer has cannot be planned; a
     running one counts as of the group's default class. A reservation older than the group's start
-    timeout has ended: the plan leaves it out."""
-    outside = outside_load(nodes, active)
+    timeout has ended: the plan leaves it out. A victim Ray stopped less than RELEASE_S ago holds
+    its node's resources in what Ray reports for a few seconds more: not outside load either."""
     classes = {c["name"] for c in group["priority_classes"]}
+    requests: dict[str, dict | str] = {}
+    labels: dict[str, dict | str] = {}
+    jobs, invalid, reservations, releasing = [], {}, [], []
+    held_since = now - timedelta(seconds=group["start_timeout_s"])
+    stopped_since = now - timedelta(seconds=RELEASE_S)
+    for row in pending:
+        request = requests.get(row.resources)
+        if request is None:
+            request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
+        label_map = labels.get(row.node_labels)
+        if label_map is None:
+            label_map = labels[row.node_labels] = _checked(_LABELS, row.node_labels, "node_labels")
+        if isinstance(request, str) or isinstance(label_map, str):
+            invalid[row.id] = request if isinstance(request, str) else label_map
+            continue
+        # Of pending jobs, only a preempted victim keeps the node it ran on (tick_jobs.requeue_preempted).
+        if row.node is not None and row.requeued_at is not None and row.requeued_at >= stopped_since:
+            releasing.append((row.node, request))
+        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
+               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
+        if row.priority_class is not None:
+            if row.priority_class not in classes:
+                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group['name']!r} "
+                                   f"(its classes: {', '.join(sorted(classes))})")
+                continue
+            job["class"] = row.priority_class
+        if row.reserved_node is not None and row.reserved_at >= held_since:
+            reservations.append({"job": job["id"], "node": row.reserved_node})
+        jobs.append(job)
+    outside = outside_load(nodes, active, releasing)
     snapshot = Snapshot.model_validate({
         # The planner's group options are columns of resource_groups of the same names.
         "group": {option: group[option] for option in Group.model_fields},
@@ -107,31 +147,6 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
                               "max_resources": u["max_resources"]} for u in users},
         "state": state,
     })
-    requests: dict[str, dict | str] = {}
-    labels: dict[str, dict | str] = {}
-    jobs, invalid, reservations = [], {}, []
-    held_since = now - timedelta(seconds=group["start_timeout_s"])
-    for row in pending:
-        request = requests.get(row.resources)
-        if request is None:
-            request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
-        label_map = labels.get(row.node_labels)
-        if label_map is None:
-            label_map = labels[row.node_labels] = _checked(_LABELS, row.node_labels, "node_labels")
-        if isinstance(request, str) or isinstance(label_map, str):
-            invalid[row.id] = request if isinstance(request, str) else label_map
-            continue
-        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
-               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
-        if row.priority_class is not None:
-            if row.priority_class not in classes:
-                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group['name']!r} "
-                                   f"(its classes: {', '.join(sorted(classes))})")
-                continue
-            job["class"] = row.priority_class
-        if row.reserved_node is not None and row.reserved_at >= held_since:
-            reservations.append({"job": job["id"], "node": row.reserved_node})
-        jobs.append(job)
     snapshot.pending = jobs
     snapshot.reservations = reservations
     return snapshot, invalid

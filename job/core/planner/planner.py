@@ -22,7 +22,7 @@ import gc
 from datetime import datetime, timezone
 from typing import get_args
 
-from job.core.planner.entries import SHAPE, Entry
+from job.core.planner.entries import SHAPE, USER, Entry
 from job.core.planner.picture import NodeState, Pool, Shape, UserState
 from job.core.planner.policies import POLICIES, memory
 from job.core.planner.preemption import Candidate, Decision, Preemptor
@@ -85,8 +85,10 @@ class _Planner:
         self.interned: dict[tuple[Resources, str], Shape] = {}
         self.values = {c.name: c.value for c in group.priority_classes}
         self.default_value = self.values[group.default_class]
-        # Running jobs that may be stopped, by node id; filled only when the group preempts.
+        # Running jobs that may be stopped, by node id, and those being stopped (user, request):
+        # filled only when the group preempts.
         self.candidates: dict[str, list[Candidate]] = {}
+        self.going: list[tuple[UserState, Resources]] = []
         self._charge_running()
         # Reserving jobs by id: [their node, then their entry once read].
         self.reserved: dict[str, list] = {r["job"]: [r["node"]] for r in snapshot.reservations}
@@ -96,7 +98,9 @@ class _Planner:
         self.order = (*priority, *sorted(requested))
         selector = SELECTORS[group.selector]
         self.selector = selector(self.nodes, self.order, selector.State.model_validate(snapshot.state.get(selector.state_name(), {})))
-        self.preemptor = Preemptor(group, self.totals, self.candidates) if group.preemption != "off" else None
+        coming = [(held[1][USER], held[1][SHAPE].need) for held in self.reserved.values()]
+        self.preemptor = (Preemptor(group, self.totals, self.candidates, coming, self.going)
+                          if group.preemption != "off" else None)
 
     def _user(self, name: str) -> UserState:
         user = self.users.get(name)
@@ -134,7 +138,9 @@ class _Planner:
                 for name, amount in need.items():
                     free[name] = free.get(name, 0) - amount
                 started = job.get("started_at")
-                if group.preemption != "off" and started is not None and not job.get("stopping"):
+                if group.preemption != "off" and job.get("stopping"):
+                    self.going.append((user, need))
+                elif group.preemption != "off" and started is not None:
                     run_s = (now - started).total_seconds()
                     name = job.get("class", group.default_class)
                     if run_s >= group.min_runtime_s and name in preemptible:

@@ -14,6 +14,11 @@ started, then by id, until the job fits once they stop. The node with the fewest
 then the lowest highest-victim class, then the least run time lost, then the node id. At most
 `max_preemptions` victims per plan.
 
+A plan works out at most ATTEMPTS preemptions, for the jobs first in line: each looks at every
+node of the job's pool, and a queue of 100k jobs that cannot preempt would otherwise cost 100k
+such looks. The jobs after them wait for `Resources` and try in a later plan, once those first in
+line are placed (Kueue's scheduler, likewise, preempts for the head of each queue only).
+
 Scores after a preemption count the waiting job as running and the victims as gone, so that one
 plan never stops more of a user than the rule allows. A request refused once is not asked again in
 the same plan (refusals are remembered per shape, class and, in fairshare, user), so a queue of
@@ -31,6 +36,9 @@ from datetime import datetime
 from job.core.planner.picture import NodeState, Shape, UserState
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, dominant_share
+
+# Preemptions worked out per plan, refusals remembered from earlier ones not counted.
+ATTEMPTS = 64
 
 
 @dataclass(eq=False, slots=True)
@@ -60,23 +68,49 @@ class _After:
 
 
 class Preemptor:
-    def __init__(self, group: Group, totals: dict[str, int], candidates: dict[str, list[Candidate]]):
+    def __init__(self, group: Group, totals: dict[str, int], candidates: dict[str, list[Candidate]],
+                 coming: list[tuple[UserState, Resources]], going: list[tuple[UserState, Resources]]):
         """`candidates`: per node id, its running jobs that are old enough, preemptible and not
-        stopping already."""
+        stopping already. Earlier plans' preemptions still under way count in the scores as
+        carried out: `coming`, the requests of pending jobs holding a reservation, as running, and
+        `going`, those of running jobs being stopped, as gone; else the next plans would take a
+        user's stopping jobs for still held, and stop more of them."""
         self.fairshare = group.preemption == "fairshare"
         self.budget = group.max_preemptions
         self.totals = totals
-        self.candidates = candidates
+        # Each node's candidates in the order victims are taken, but for fairshare's user scores,
+        # which change as the plan goes: the most recently started first, then by id, lowest
+        # class first (sorts are stable, so a sort by class and score keeps this order within).
+        self.candidates = {node: sorted(sorted(pool, key=lambda c: (-c.started_at.timestamp(), len(c.id), c.id)),
+                                        key=lambda c: c.value)
+                           for node, pool in candidates.items()}
+        # Per node id, what all its candidates hold together, and the lowest class among them: a
+        # node where even all of them would not make room, or none is of a class that may be
+        # stopped, is passed over without looking at its jobs one by one.
+        self.held = {node: _sum(pool) for node, pool in self.candidates.items()}
+        self.lowest = {node: pool[0].value for node, pool in self.candidates.items() if pool}
+        # Victims are only used up, so the lowest class anywhere only goes up: as it was at the
+        # start, it may let a request through that then finds nothing, never the other way.
+        self.lowest_anywhere = min(self.lowest.values(), default=None)
         self.after: dict[UserState, _After] = {}
+        for changes, side in ((coming, "gained"), (going, "lost")):
+            for user, need in changes:
+                held = getattr(self.after.setdefault(user, _After()), side)
+                for name, amount in need.items():
+                    held[name] = held.get(name, 0) + amount
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
+        self.attempts = ATTEMPTS
 
     def victims_for(self, shape: Shape, user: UserState, value: int) -> Decision | None:
         """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
         fits no node now; None when no allowed one does. A decision is carried out in the
         preemptor's picture (victims used up, scores after it) before it is returned."""
         key = (shape, value, user if self.fairshare else None)
-        if self.budget <= 0 or key in self.refused:
+        if self.budget <= 0 or self.attempts <= 0 or key in self.refused:
             return None
+        if self.lowest_anywhere is None or not self._may_stop(self.lowest_anywhere, value):
+            return None
+        self.attempts -= 1
         best, best_rank = None, None
         for node in shape.pool.nodes:
             if not shape.need.fits_in(node.total):
@@ -97,13 +131,19 @@ class Preemptor:
         """The victims on `node`, in the order they are taken, until the job fits; None if it
         cannot fit there even with every eligible job stopped."""
         pool = self.candidates.get(node.id)
-        if not pool:
+        if not pool or not self._may_stop(self.lowest[node.id], value):
             return None
         short = {name: amount - node.free.get(name, 0) for name, amount in shape.items if node.free.get(name, 0) < amount}
         if not short:
             return None  # it fits already: the planner asks only for jobs that fit nowhere
-        order = sorted(pool, key=lambda c: (c.value, -self._score(c.user) if self.fairshare else 0,
-                                            -c.started_at.timestamp(), len(c.id), c.id))
+        held = self.held[node.id]
+        if any(held.get(name, 0) < amount for name, amount in short.items()):
+            return None
+        if self.fairshare:
+            scores = {c.user: self._score(c.user) for c in pool}
+            order = sorted(pool, key=lambda c: (c.value, -scores[c.user]))
+        else:
+            order = pool
         waiting_score = self._score(user, gain=shape.need) if self.fairshare else 0.0
         taken: list[Candidate] = []
         lost: dict[UserState, dict[str, int]] = {}
@@ -128,6 +168,11 @@ class Preemptor:
                 return taken
         return None
 
+    def _may_stop(self, lowest: int, value: int) -> bool:
+        """Whether a job of class `value` may stop one of class `lowest`: a lower class, or in
+        fairshare the same class too."""
+        return lowest < value or self.fairshare and lowest == value
+
     def _score(self, user: UserState, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
         """The user's score (policies: (dominant share + memory) / shares) once the plan's
         preemptions are carried out, with `gain` more running and `loss` less."""
@@ -145,6 +190,7 @@ class Preemptor:
         pool = self.candidates[decision.node.id]
         gone = {id(victim) for victim in decision.victims}
         self.candidates[decision.node.id] = [c for c in pool if id(c) not in gone]
+        self.held[decision.node.id] = _sum(self.candidates[decision.node.id])
         gained = self.after.setdefault(user, _After()).gained
         for name, amount in shape.items:
             gained[name] = gained.get(name, 0) + amount
@@ -152,3 +198,11 @@ class Preemptor:
             lost = self.after.setdefault(victim.user, _After()).lost
             for name, amount in victim.need.items():
                 lost[name] = lost.get(name, 0) + amount
+
+
+def _sum(pool: list[Candidate]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for candidate in pool:
+        for name, amount in candidate.need.items():
+            total[name] = total.get(name, 0) + amount
+    return total
