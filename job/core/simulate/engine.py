@@ -123,9 +123,38 @@ class Outcome:
     end_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A job already running when the simulation starts (a forecast's): started at `started_s`
+    (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here)."""
+
+    job: TraceJob
+    node: str
+    started_s: float | None
+    end_s: float | None
+    stopping: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where a simulation starts other than from an empty group: the time of its clock's 0, the jobs
+    running then, and the planner's state and reservations."""
+
+    epoch: datetime
+    running: list[Running] = field(default_factory=list)
+    state: dict[str, dict] = field(default_factory=dict)
+    reservations: list[dict] = field(default_factory=list)
+
+
 def _add(target: dict[str, int], need: Resources, sign: int) -> None:
     for name, amount in need.items():
         target[name] = target.get(name, 0) + sign * amount
+
+
+def _ready(record: JobRecord) -> float:
+    """When the job may first be planned: its submission, or its not_before if later."""
+    job = record.job
+    return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
 
 
 def _copies(free: dict[str, int], need: Resources) -> int:
@@ -134,16 +163,18 @@ def _copies(free: dict[str, int], need: Resources) -> int:
 
 
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
-             every_s: float = 5.0) -> Outcome:
-    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares and limits (missing:
-    shares 1, no limit). Pure and deterministic."""
+             every_s: float = 5.0, start: Start | None = None) -> Outcome:
+    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
+    (missing: shares 1, no limit, no usage). A job whose run time is infinite never ends. Without
+    `start`, the group is empty at first; with it, the clock starts at 0. Pure and deterministic."""
     if every_s <= 0:
         raise ValueError("every_s must be above zero")
-    return _Simulation(jobs, nodes, group, users or {}, every_s).run()
+    return _Simulation(jobs, nodes, group, users or {}, every_s, start).run()
 
 
 class _Simulation:
-    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float):
+    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
+                 start: Start | None):
         self.group = group
         self.every_s = every_s
         self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
@@ -154,7 +185,10 @@ class _Simulation:
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
         self.preempting = group.preemption != "off"
-        self.exact_queue = group.strict_order or group.policy == "lifo" or self.preempting
+        # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
+        # counts below do not tell apart, and from a given start.
+        self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
+        self.exact_queue = group.strict_order or group.policy == "lifo" or self.exact
         classes = {c.name for c in group.priority_classes}
         for job in jobs:
             if job.klass is not None and job.klass not in classes:
@@ -170,16 +204,17 @@ class _Simulation:
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
         self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
         # Round-robin's state is a position among the nodes: every node must be in every snapshot.
-        self.every_node = group.selector == "roundrobin" or self.preempting
+        self.every_node = group.selector == "roundrobin" or self.exact
+        self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
-        self.reservations: list[dict] = []
+        self.reservations: list[dict] = list(start.reservations) if start is not None else []
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, dict] = {}
         self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
-        self.arrivals = sorted(self.records, key=lambda record: record.job.submit_s)
+        self.arrivals = sorted(self.records, key=_ready)
         self.users: dict[str, UserRecord] = {}
         self.by_id: dict[str, JobRecord] = {}
         # Per shape, per user, the user's waiting jobs of that shape in queue order.
@@ -191,7 +226,8 @@ class _Simulation:
         # (end, start number, record): an entry whose start number is no longer the record's is
         # the end of a run that was stopped.
         self.ends: list[tuple[float, int, JobRecord]] = []
-        self.state: dict[str, dict] = {}
+        self.state: dict[str, dict] = dict(start.state) if start is not None else {}
+        self.start = start
         self.pending_count = 0
         # Starts so far: orders the ends of jobs that end at the same time.
         self.started = 0
@@ -201,14 +237,18 @@ class _Simulation:
     def _user(self, name: str) -> UserRecord:
         user = self.users.get(name)
         if user is None:
-            user = self.users[name] = UserRecord(name=name, spec=self.specs.get(name, DEFAULT_USER))
+            spec = self.specs.get(name, DEFAULT_USER)
+            user = self.users[name] = UserRecord(name=name, spec=spec, usage=spec.usage)
         return user
 
     def run(self) -> Outcome:
         outcome = self.outcome
-        if not self.arrivals:
+        if not self.arrivals and self.start is None:
             return outcome
-        tick = math.ceil(self.arrivals[0].job.submit_s / self.every_s)
+        tick = math.ceil(_ready(self.arrivals[0]) / self.every_s)
+        if self.start is not None:
+            tick = 0
+            self._begin(self.start.running)
         next_arrival = 0
         while True:
             now = tick * self.every_s
@@ -221,7 +261,7 @@ class _Simulation:
             for record in victims:
                 if record.stopping:  # not ended meanwhile
                     self._stop(record, now, touched)
-            while next_arrival < len(self.arrivals) and self.arrivals[next_arrival].job.submit_s <= now:
+            while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
             if self.pending_count:
@@ -231,7 +271,7 @@ class _Simulation:
             outcome.ticks += 1
             upcoming = []
             if next_arrival < len(self.arrivals):
-                upcoming.append(self.arrivals[next_arrival].job.submit_s)
+                upcoming.append(_ready(self.arrivals[next_arrival]))
             if self.ends:
                 upcoming.append(self.ends[0][0])
             if not upcoming:
@@ -246,10 +286,14 @@ class _Simulation:
         job = record.job
         self.by_id[job.id] = record
         self.outcome.events += 1
-        schedulable = self.schedulable.get(record.need)
+        labels = job.node_labels
+        shape = (record.need, tuple(sorted(labels.items()))) if labels else record.need
+        schedulable = self.schedulable.get(shape)
         if schedulable is None:
-            schedulable = self.schedulable[record.need] = any(record.need.fits_in(total) for total in self.node_totals.values())
-            if schedulable and len(self.copies) < TRACKED_SHAPES:
+            schedulable = self.schedulable[shape] = any(
+                record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
+                if all(node.labels.get(key) == value for key, value in labels.items()))
+            if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
                 copies = self.copies[record.need] = {node: _copies(free, record.need) for node, free in self.free_on.items()}
                 self.fit[record.need] = sum(copies.values())
         if not schedulable:
@@ -261,9 +305,11 @@ class _Simulation:
         _add(user.wanted, record.need, 1)
         touched.add(user)
         record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
-                          "submitted_at": EPOCH + timedelta(seconds=job.submit_s)}
+                          "submitted_at": self.epoch + timedelta(seconds=job.submit_s)}
         if job.klass is not None:
             record.pending["class"] = job.klass
+        if job.node_labels:
+            record.pending["node_labels"] = job.node_labels
         self._enqueue(record)
 
     def _enqueue(self, record: JobRecord) -> None:
@@ -305,10 +351,10 @@ class _Simulation:
         pending = self._candidates()
         if not pending:
             return
-        now = EPOCH + timedelta(seconds=now_s)
+        now = self.epoch + timedelta(seconds=now_s)
         users = {}
         # Preemption weighs the scores of the running jobs' users too.
-        named = [*pending, *self.running.values()] if self.preempting else pending
+        named = [*pending, *self.running.values()] if self.exact else pending
         for job in named:
             name = job["user"] if isinstance(job, dict) else job.job.user
             if name not in users:
@@ -318,7 +364,7 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if self.preempting:
+        if self.exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
         else:
             nodes, held = self._nodes(pending)
@@ -381,17 +427,41 @@ class _Simulation:
 
     def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
-        record.node, record.start_s, record.end_s = node, now_s, now_s + record.job.run_s
-        self.started += 1
-        heapq.heappush(self.ends, (record.end_s, self.started, record))
-        job = record.job
-        record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
-                          "class": job.klass or self.group.default_class, "started_at": EPOCH + timedelta(seconds=now_s),
-                          "stopping": False}
-        record.number = self.started
-        self.running[job.id] = record
+        self._run(record, node, now_s, now_s + record.job.run_s)
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
+
+    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float) -> None:
+        """The record running on `node` since `start_s` (None: not started yet) until `end_s`."""
+        record.node, record.start_s, record.end_s = node, start_s, end_s
+        self.started += 1
+        if not math.isinf(end_s):
+            heapq.heappush(self.ends, (end_s, self.started, record))
+        job = record.job
+        started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
+        record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
+                          "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False}
+        record.number = self.started
+        self.running[job.id] = record
+
+    def _begin(self, running: list[Running]) -> None:
+        """The jobs running at the start: on their nodes, charged to their users from 0 on."""
+        touched: set[UserRecord] = set()
+        for job in running:
+            record = JobRecord(job=job.job, need=Resources.of(job.job.resources))
+            self.by_id[job.job.id] = record
+            # Stopped by a preemption, it waits again, in its place in the queue (its submission).
+            record.pending = {"id": job.job.id, "user": job.job.user, "resources": job.job.resources,
+                              "priority": job.job.priority,
+                              "submitted_at": self.epoch + timedelta(seconds=job.job.submit_s)}
+            if job.job.klass is not None:
+                record.pending["class"] = job.job.klass
+            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s)
+            record.stopping = record.running["stopping"] = job.stopping
+            if job.stopping:
+                self.victims.append(record)
+            _add(self._user(job.job.user).wanted, record.need, 1)
+            self._hold(record, 1, 0.0, touched)
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         self._hold(record, -1, now_s, touched)
@@ -417,6 +487,10 @@ class _Simulation:
     def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
         """The record's resources taken (1) or given back (-1) on its node and by its user."""
         need = record.need
+        if record.node not in self.held_on:
+            # A node that left the group holds nothing there; its job is still its user's.
+            self._charge_user(record, sign, now_s, touched)
+            return
         held = self.held_on[record.node]
         _add(held, need, sign)
         free = self.free_on[record.node]
@@ -433,6 +507,11 @@ class _Simulation:
                                               "resources": amounts}
         else:
             self.node_entries.pop(record.node, None)
+        self._charge_user(record, sign, now_s, touched)
+
+    def _charge_user(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's resources taken (1) or given back (-1) by its user."""
+        need = record.need
         user = self._user(record.job.user)
         self._charge(user, now_s)
         _add(user.held, need, sign)

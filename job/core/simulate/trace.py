@@ -34,6 +34,10 @@ class TraceJob:
     priority: int = 0
     # The job's priority class, None for the group's default.
     klass: str | None = None
+    # The labels a node must carry to take it, and when it may start at the earliest (seconds
+    # on the trace's clock, None for at once). Traces have none; a forecast's jobs may.
+    node_labels: dict[str, str] = field(default_factory=dict)
+    not_before_s: float | None = None
 
 
 @dataclass(slots=True)
