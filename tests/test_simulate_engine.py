@@ -105,7 +105,8 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     for node in nodes:
         for name, amount in Resources.of(node.resources).items():
             totals[name] = totals.get(name, 0) + amount
-    fits_somewhere = {job.id: any(Resources.of(job.resources).fits_in(Resources.of(n.resources)) for n in nodes) for job in jobs}
+    fits_somewhere = {job.id: any(Resources.of(job.resources).fits_in(Resources.of(n.resources)) for n in nodes
+                                  if all(n.labels.get(k) == v for k, v in job.node_labels.items())) for job in jobs}
     waiting = [job for job in jobs if fits_somewhere[job.id]]
     # id -> (job, node, start, stopping)
     running: dict[str, tuple[TraceJob, str, float, bool]] = {}
@@ -140,7 +141,8 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                              "stopping": stopping}
                             for ident, (job, node, start, stopping) in running.items()],
                 "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
-                             "submitted_at": EPOCH + timedelta(seconds=job.submit_s),
+                             "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
+                             "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
                              **({"class": job.klass} if job.klass else {})} for job in arrived],
                 "reservations": reservations,
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
@@ -159,7 +161,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                 for victim in preemption["victims"]:
                     running[victim] = (*running[victim][:3], True)
             reservations = decided.reservations or []
-        if not running and waiting and all(job.submit_s <= now_s for job in waiting):
+        if not running and waiting and all(job.submit_s <= now_s and (job.not_before_s or 0) <= now_s for job in waiting):
             break  # what is left can never start (a limit no job can meet)
         tick += 1
     return result
@@ -169,6 +171,12 @@ CLASSES = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", 
 REQUESTS = [{"CPU": 1}, {"CPU": 2, "memory": 2 * GIB}, {"CPU": 4}, {"GPU": 1, "CPU": 2}, {"CPU": 8, "memory": 16 * GIB},
             {"CPU": 64}]
 NODE_SETS = ["2x{CPU:8,memory:16GiB}", "1x{CPU:4,GPU:2,memory:8GiB}+2x{CPU:8,memory:32GiB}", "3x{CPU:4}"]
+
+
+def labelled(text: str) -> list[Node]:
+    """The nodes, every other one labelled pool=a (a job labelled so fits only there)."""
+    return [node.model_copy(update={"labels": {"pool": "a"}}) if index % 2 else node
+            for index, node in enumerate(parse_nodes(text))]
 GROUPS = [
     dict(policy="fifo"), dict(policy="lifo"), dict(policy="drf"), dict(policy="fairshare", half_life_s=120),
     dict(policy="drf", selector="concentrated"), dict(policy="drf", selector="roundrobin"),
@@ -185,12 +193,16 @@ GROUPS = [
 @st.composite
 def traces(draw):
     count = draw(st.integers(1, 25))
+    # Labels put the engine on the plain snapshot: half the traces have none, for the other path.
+    labels = draw(st.sampled_from([[{}], [{}, {}, {"pool": "a"}]]))
+    starts = draw(st.sampled_from([[None], [None, None, 12, 33]]))
     rows = []
     for index in range(count):
         rows.append(TraceJob(id=str(index + 1), user=draw(st.sampled_from(["a", "b", "c"])),
                              submit_s=draw(st.sampled_from([0, 0, 1, 4, 5, 7.5, 30, 61])),
                              resources=draw(st.sampled_from(REQUESTS)), run_s=draw(st.sampled_from([0, 3, 5, 12, 40, 90])),
-                             priority=draw(st.sampled_from([0, 0, 1])), klass=draw(st.sampled_from([None, None, "high"]))))
+                             priority=draw(st.sampled_from([0, 0, 1])), klass=draw(st.sampled_from([None, None, "high"])),
+                             node_labels=draw(st.sampled_from(labels)), not_before_s=draw(st.sampled_from(starts))))
     return rows
 
 
@@ -198,7 +210,7 @@ def traces(draw):
        every_s=st.sampled_from([1, 5, 7]), shares=st.sampled_from([{}, {"a": 2}]))
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, every_s, shares):
-    node_list = parse_nodes(nodes)
+    node_list = labelled(nodes)
     grp = group(**dict(options))
     if "priority_classes" not in options:
         jobs = [dataclasses.replace(job, klass=None) for job in jobs]
@@ -210,7 +222,7 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
 @given(jobs=traces(), nodes=st.sampled_from(NODE_SETS), options=st.sampled_from(GROUPS), every_s=st.sampled_from([1, 5]))
 @settings(max_examples=200, deadline=None)
 def test_no_node_is_overcommitted_every_job_runs_once_and_run_time_is_conserved(jobs, nodes, options, every_s):
-    node_list = parse_nodes(nodes)
+    node_list = labelled(nodes)
     if "priority_classes" not in options:
         jobs = [dataclasses.replace(job, klass=None) for job in jobs]
     outcome = simulate(jobs, node_list, group(**dict(options)), every_s=every_s)
@@ -221,7 +233,7 @@ def test_no_node_is_overcommitted_every_job_runs_once_and_run_time_is_conserved(
             # Only what fits no node, or a limit it can never meet, stays out.
             assert record.unschedulable or options.get("max_resources_per_user") or options.get("strict_order")
             continue
-        assert record.start_s >= record.job.submit_s
+        assert record.start_s >= max(record.job.submit_s, record.job.not_before_s or 0)
         assert record.end_s == record.start_s + record.job.run_s
     assert sum(r.end_s - r.start_s for r in ran) == pytest.approx(sum(r.job.run_s for r in ran))
     assert len({record.job.id for record in ran}) == len(ran)
