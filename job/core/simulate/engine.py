@@ -219,7 +219,8 @@ class _Simulation:
         self.by_id: dict[str, JobRecord] = {}
         # Per shape, per user, the user's waiting jobs of that shape in queue order.
         self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
-        self.schedulable: dict[Resources, bool] = {}
+        # Per shape (the request, with its labels where it has any): whether any node can take it.
+        self.schedulable: dict[Resources | tuple, bool] = {}
         # Per tracked shape, how many copies of it each node's free resources hold, and in all.
         self.copies: dict[Resources, dict[str, int]] = {}
         self.fit: dict[Resources, int] = {}
