@@ -18,7 +18,7 @@ GIB = 2**30
      [TraceJob("1", "alice", 0.0, {"CPU": 4.0, "memory": 8.0 * GIB}, 90.0)]),
     ('submit_time,user,resources,run_time,priority,class\n5m,bob,"{GPU:1,CPU:2}",1h30m,3,batch\n',
      [TraceJob("1", "bob", 300.0, {"GPU": 1.0, "CPU": 2.0}, 5400.0, 3, "batch")]),
-    ("# a comment\n\n1.5,carol,CPU=0.5,2\n2,dave,CPU:1,3,,\n",
+    ("# a comment\n\n1.5,carol,CPU:0.5,2\n2,dave,CPU:1,3,,\n",
      [TraceJob("1", "carol", 1.5, {"CPU": 0.5}, 2.0), TraceJob("2", "dave", 2.0, {"CPU": 1.0}, 3.0)]),
 ])
 def test_csv_good_lines(text, expected):

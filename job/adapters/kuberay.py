@@ -9,12 +9,15 @@ move or stop being ready between ticks.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from decimal import ROUND_UP, Decimal
 from functools import lru_cache
 from typing import Any
 
 from job import log
+from job.core.specs import NodeType
 from job.core.errors import BadInput, ClusterNotReady
 
 DEFAULT_DASHBOARD_PORT = 8265
@@ -38,6 +41,93 @@ def resolve_dashboard_url(address: str) -> str:
     url = f"http://{service}.{namespace}.svc.cluster.local:{_dashboard_port(status, cluster)}"
     log.debug("raycluster_resolved", cluster=f"{namespace}/{name}", url=url)
     return url
+
+
+def node_types(address: str) -> list[NodeType]:
+    """The kinds of worker node a RayCluster can add, from its `spec.workerGroupSpecs`, read as
+    Ray's own KubeRay autoscaler reads them (ray/autoscaler/_private/kuberay/autoscaling_config.py):
+    resources from the group's `resources`, else its rayStartParams, else the Ray container's
+    limits (then requests); at most maxReplicas times numOfHosts nodes. Labels: the group's
+    `labels` (KubeRay 1.5), those of its rayStartParams, and `ray.io/node-group`, which Ray sets
+    from the pod's group name. A cluster without in-tree autoscaling cannot grow: no node types.
+    A group that cannot be read is left out, with a warning naming what is wrong."""
+    namespace, name = parse_address(address)
+    cluster = f"raycluster {namespace}/{name}"
+    spec = _read_raycluster(namespace, name, cluster).get("spec") or {}
+    if not spec.get("enableInTreeAutoscaling"):
+        log.warning("raycluster_not_autoscaling", cluster=f"{namespace}/{name}",
+                    message="spec.enableInTreeAutoscaling is not true: the cluster cannot grow, no node types")
+        return []
+    types = []
+    for group in spec.get("workerGroupSpecs") or []:
+        if group.get("suspend"):
+            continue
+        try:
+            hosts = int(group.get("numOfHosts", 1))
+            types.append(NodeType.model_validate({
+                "name": group["groupName"], "resources": _group_resources(group), "labels": _group_labels(group),
+                "min": int(group.get("minReplicas", 0)) * hosts, "max": int(group["maxReplicas"]) * hosts}))
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+            log.warning("raycluster_node_type_skipped", cluster=f"{namespace}/{name}", node_type=group.get("groupName"),
+                        message=f"{type(exc).__name__}: {exc}")
+    return types
+
+
+def _group_resources(group: dict[str, Any]) -> dict[str, float]:
+    params = group.get("rayStartParams") or {}
+    explicit = group.get("resources") or {}
+    container = ((group.get("template") or {}).get("spec") or {}).get("containers", [{}])[0].get("resources") or {}
+    limits, requests = container.get("limits") or {}, container.get("requests") or {}
+    resources: dict[str, float] = {}
+    if explicit:
+        # KubeRay 1.5's `resources` is the whole list when given: rayStartParams are then ignored.
+        return {key: float(_rounded_up(value)) for key, value in explicit.items()}
+    if "num-cpus" in params:
+        resources["CPU"] = float(params["num-cpus"])
+    elif "cpu" in limits or "cpu" in requests:
+        resources["CPU"] = float(_rounded_up(limits.get("cpu", requests.get("cpu"))))
+    if "num-gpus" in params:
+        resources["GPU"] = float(params["num-gpus"])
+    else:
+        gpus = next((value for key, value in (*limits.items(), *requests.items()) if key.endswith("gpu")
+                     and _rounded_up(value) > 0), None)
+        if gpus is not None:
+            resources["GPU"] = float(_rounded_up(gpus))
+    if "memory" in params:
+        resources["memory"] = float(params["memory"])
+    elif "memory" in limits or "memory" in requests:
+        resources["memory"] = float(_rounded_up(limits.get("memory", requests.get("memory"))))
+    if "resources" in params:
+        # Written as KubeRay's docs show it: '"{\"Custom1\": 1}"', quoted and escaped.
+        text = str(params["resources"]).strip()
+        if text[:1] == text[-1:] and text[:1] in "\"'":
+            text = text[1:-1]
+        resources.update(json.loads(text.replace("\\", "")))
+    return resources
+
+
+def _group_labels(group: dict[str, Any]) -> dict[str, str]:
+    labels = {"ray.io/node-group": group["groupName"]}
+    for pair in filter(None, str((group.get("rayStartParams") or {}).get("labels", "")).split(",")):
+        key, _, value = pair.partition("=")
+        labels[key.strip()] = value.strip()
+    labels.update(group.get("labels") or {})
+    return labels
+
+
+# Kubernetes quantity suffixes (k8s.io/apimachinery resource.Quantity).
+_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+             "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1,
+             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([A-Za-z]{0,2})")
+
+
+def _rounded_up(quantity: Any) -> int:
+    """A Kubernetes quantity ('500m', '4Gi', '2') rounded up to a whole number, as Ray does."""
+    match = _QUANTITY.fullmatch(str(quantity).strip())
+    if not match or match[2] not in _SUFFIXES:
+        raise ValueError(f"{quantity!r} is not a Kubernetes quantity")
+    return int((Decimal(match[1]) * _SUFFIXES[match[2]]).to_integral_value(rounding=ROUND_UP))
 
 
 def parse_address(address: str) -> tuple[str, str]:

@@ -6,7 +6,7 @@ the job's runtime_env (a requirements file, a conda YAML) from the scheduler's d
 submission is the job's validated fields posted as JSON, and nothing of the job is read locally.
 
 The calls, each one request: the alive nodes (state API `/api/v0/nodes`), what is free on each
-(`/api/cluster_status`), one job by its submission id (`/api/jobs/ID`), submit, stop, logs. The
+(`/api/cluster_status`), one job by its submission id (`/api/jobs/ID`), submit, stop, delete, logs. The
 tick never lists Ray's whole job history, which only grows.
 
 Errors, as the tick sees them:
@@ -140,6 +140,17 @@ class RayCluster:
                                  {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
         return sorted(found, key=lambda n: n.id)
 
+    def head_node_id(self) -> str:
+        """The id of the alive head node."""
+        params = {"detail": "true", "filter_keys": "is_head_node", "filter_predicates": "=", "filter_values": "true",
+                  "limit": 10}
+        body = self._call("head node", "GET", "/api/v0/nodes", params=params)
+        heads = [node["node_id"] for node in ((body.get("data") or {}).get("result") or {}).get("result") or []
+                 if node.get("is_head_node") and node.get("state") == "ALIVE"]
+        if not heads:
+            raise Unavailable(f"ray at {self.shown_address}: no alive head node")
+        return heads[0]
+
     def free(self) -> dict[str, dict[str, float]]:
         """What is free on each node, by node id: the GCS's view of every node's resources, which
         the raylets refresh as work starts and ends (within about a second); one request, a few
@@ -200,6 +211,12 @@ class RayCluster:
         body = self._call("stop job", "POST", f"/api/jobs/{quote(submission_id, safe='')}/stop",
                           handle=_on_404({"stopped": False}), submission_id=submission_id)
         return bool(body.get("stopped"))
+
+    def delete(self, submission_id: str) -> bool:
+        """Drop an ended job from Ray's job history. True if Ray had it."""
+        body = self._call("delete job", "DELETE", f"/api/jobs/{quote(submission_id, safe='')}",
+                          handle=_on_404({"deleted": False}), submission_id=submission_id)
+        return bool(body.get("deleted"))
 
     def logs(self, submission_id: str) -> str:
         """The driver's output so far. NotFound when Ray has no such job."""

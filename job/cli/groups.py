@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs
-from job.core.specs import GroupSpec, validated
+from job.core.specs import GroupSpec, NodeType, format_node_type, validated
 from job.core.units import format_duration
 from job.store import groups
 
@@ -57,6 +57,11 @@ OPTIONS = [
             "off, priority (stop lower classes for higher ones) or fairshare (also reclaim for users below their share)"),
     Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
     Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
+    Option("--autoscale", "autoscale", "value", "on|off",
+            "tell Ray's autoscaler what the queue needs, so that the cluster grows and shrinks with it (default off)"),
+    Option("--node-type", "node_types", "list", "NAME=CPU:8,GPU:1,memory:32GiB[@LABEL=VALUE...]:max=N",
+            "a kind of node an http:// group's cluster can add (repeatable; replaces the list; "
+            "a raycluster:// group's are read from its RayCluster)"),
 ]
 
 
@@ -122,6 +127,7 @@ def show(args: argparse.Namespace) -> int:
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])
     group["priority_classes"] = ", ".join(f"{c['name']}={c['value']}" + ("" if c["preemptible"] else ":non-preemptible")
                                           for c in group["priority_classes"])
+    group["node_types"] = " ".join(format_node_type(NodeType.model_validate(t)) for t in group["node_types"]) or None
     print_fields(group)
     return 0
 

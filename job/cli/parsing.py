@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from job.core.errors import BadInput, PermissionDenied
+from job.core.specs import parse_pairs
 from job.core.units import parse_duration
 from job.settings import settings
 from job.store.connection import session
@@ -47,15 +48,10 @@ def refused(args: argparse.Namespace, exc: psycopg.errors.InsufficientPrivilege)
 
 def pairs(items: list[str] | None, option: str) -> dict[str, str]:
     """['k=v', ...] from a repeatable command-line option, as a map."""
-    result: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BadInput(f"{option}: expected NAME=VALUE, got {item!r}")
-        if key.strip() in result:
-            raise BadInput(f"{option}: {key.strip()!r} given twice")
-        result[key.strip()] = value.strip()
-    return result
+    try:
+        return parse_pairs(items or [], "=", "NAME=VALUE")
+    except ValueError as exc:
+        raise BadInput(f"{option}: {exc}") from None
 
 
 def json_object(text: str, option: str) -> dict:

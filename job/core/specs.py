@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from collections.abc import Iterable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
+from job.core.planner.snapshot import describe_error
+from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
 
@@ -65,6 +68,19 @@ def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return parsed
+
+
+def parse_pairs(items: Iterable[str], separator: str, form: str) -> dict[str, str]:
+    """Items written KEY<separator>VALUE as a map; ValueError naming the item that is not."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition(separator)
+        if not sep or not key.strip():
+            raise ValueError(f"expected {form}, got {item!r}")
+        if key.strip() in result:
+            raise ValueError(f"{key.strip()!r} given twice")
+        result[key.strip()] = value.strip()
+    return result
 
 
 def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
@@ -182,6 +198,96 @@ class JobSpec(_Spec):
         return _bounded_json(value, MAX_METADATA_BYTES)
 
 
+MAX_NODE_TYPES = 32
+
+
+class NodeType(BaseModel):
+    """A kind of node the cluster can add: each node has these resources and labels; there are at
+    most `max` of them (KubeRay's maxReplicas times numOfHosts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    resources: dict[str, float]
+    labels: dict[str, str] = Field(default_factory=dict)
+    min: int = Field(default=0, ge=0)
+    max: int = Field(ge=0, le=100_000)
+
+    _name = field_validator("name")(lambda value: _check_name(value, NAME, "node type"))
+    _labels = field_validator("labels", mode="before")(lambda value: parse_labels(value))
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resources(cls, value: Any) -> dict[str, float]:
+        parsed = parse_resources(value)
+        if not any(parsed.values()):
+            raise ValueError("a node type has some resources, e.g. CPU:8")
+        return parsed
+
+    @model_validator(mode="after")
+    def _bounds(self) -> NodeType:
+        if self.min > self.max:
+            raise ValueError(f"node type {self.name}: min {self.min} is above max {self.max}")
+        return self
+
+    def holds(self, need: Resources, selector: Mapping[str, str]) -> bool:
+        return all(self.labels.get(k) == v for k, v in selector.items()) and need.fits_in(Resources.of(self.resources))
+
+    def __str__(self) -> str:
+        labels = "".join(f" @{k}={v}" for k, v in sorted(self.labels.items()))
+        return f"{self.name} ({describe(Resources.of(self.resources).items())}{labels}; at most {self.max})"
+
+
+def parse_node_type(text: str) -> dict[str, Any]:
+    """`NAME=CPU:8,GPU:1,memory:32GiB[@label=value...]:max=N`, as `--node-type` takes it, to the
+    fields of a NodeType (which checks them)."""
+    head, sep_max, most = text.rpartition(":max=")
+    if not sep_max or not most.strip().isdigit():
+        raise ValueError(f"{text!r}: ends with :max=N, the most nodes of this type (e.g. :max=4)")
+    name, sep, body = head.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
+    amounts, *label_parts = body.split("@")
+    try:
+        resources = parse_pairs(filter(None, (part.strip() for part in amounts.split(","))), ":", "NAME:AMOUNT")
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: resources: {exc}") from None
+    try:
+        labels = parse_pairs(label_parts, "=", "@KEY=VALUE")
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: labels: {exc}") from None
+    return {"name": name.strip(), "resources": resources, "labels": labels, "max": int(most)}
+
+
+def parse_node_types(value: Any) -> list[NodeType]:
+    """A group's node types from `--node-type` texts or their stored JSON; names are unique."""
+    if not isinstance(value, list):
+        raise ValueError("must be a list of node types")
+    types = []
+    for item in value:
+        fields = parse_node_type(item) if isinstance(item, str) else item
+        try:
+            types.append(NodeType.model_validate(fields))
+        except ValidationError as exc:
+            name = fields.get("name") if isinstance(fields, dict) else None
+            raise ValueError(f"node type {name or item!r}: {describe_error(exc)}") from None
+    if len(types) > MAX_NODE_TYPES:
+        raise ValueError(f"at most {MAX_NODE_TYPES} node types, got {len(types)}")
+    names = [t.name for t in types]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"node type {name!r} is given more than once")
+    return types
+
+
+def format_node_type(node_type: NodeType) -> str:
+    """The `--node-type` text of a node type (memory in bytes: exact, and read back the same)."""
+    amounts = ",".join(f"{name}:{amount:g}" if name != "memory" else f"{name}:{int(amount)}"
+                       for name, amount in node_type.resources.items())
+    labels = "".join(f"@{k}={v}" for k, v in node_type.labels.items())
+    return f"{node_type.name}={amounts}{labels}:max={node_type.max}"
+
+
 class GroupSpec(_Spec):
     name: str
     ray_address: str
@@ -209,6 +315,10 @@ class GroupSpec(_Spec):
     preemption: Literal["off", "priority", "fairshare"] = "off"
     min_runtime_s: float = Field(default=600.0, ge=0)
     max_preemptions: int = Field(default=10, ge=0, le=10_000)
+    # Tell Ray's autoscaler what the queue needs (job/core/autoscale.py).
+    autoscale: bool = False
+    # The nodes an http:// group's cluster can add; a raycluster:// group's come from its RayCluster.
+    node_types: list[dict[str, Any]] = Field(default_factory=list, validate_default=True)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
@@ -250,6 +360,26 @@ class GroupSpec(_Spec):
             if not RUNTIME_ENV_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a runtime_env key (lower-case letters, digits and '_')")
         return sorted(set(keys))
+
+    @field_validator("autoscale", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> bool:
+        if isinstance(value, str):
+            if value.strip().lower() not in ("on", "off"):
+                raise ValueError(f"{value!r}: use on or off")
+            return value.strip().lower() == "on"
+        return value
+
+    @field_validator("node_types", mode="before")
+    @classmethod
+    def _node_types(cls, value: Any, info: ValidationInfo) -> list[dict[str, Any]]:
+        types = [node_type.model_dump() for node_type in parse_node_types(value)]
+        kuberay = str(info.data.get("ray_address", "")).startswith("raycluster://")
+        if kuberay and types:
+            raise ValueError("a raycluster:// group's node types are read from its RayCluster's workerGroupSpecs")
+        if info.data.get("autoscale") and "ray_address" in info.data and not kuberay and not types:
+            raise ValueError("an http:// group that autoscales needs its node types (--node-type), what its cluster can add")
+        return types
 
     @field_validator("ray_address")
     @classmethod

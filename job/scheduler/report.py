@@ -26,6 +26,9 @@ class GroupResult:
     ray_ms: float = 0.0
     statements: int = 0
     plan: dict | None = None
+    # For a group that autoscales: its demand (describe_demand), and whether it was sent this tick.
+    demand: str | None = None
+    demand_sent: bool = False
 
 
 class Steps:
@@ -58,4 +61,5 @@ def summary(result: GroupResult) -> None:
               **{f"waiting_{reason}": count for reason, count in sorted(result.waiting.items())},
               running=result.running, finished=result.finished, preempted=result.preempted,
               statements=result.statements,
+              **({} if result.demand is None else {"demand": result.demand, "demand_sent": result.demand_sent}),
               **{f"{step}_ms": ms for step, ms in result.steps_ms.items()}, ray_ms=round(result.ray_ms, 1))

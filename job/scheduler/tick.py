@@ -24,6 +24,7 @@ from job.core.resources import to_units
 from job.core.waiting import waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
+from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
 from job.scheduler.reconcile import reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
@@ -83,6 +84,8 @@ class _Observed:
     ray_jobs: dict
     now: datetime
     totals: dict[str, int]
+    # What the cluster can add, for a group that autoscales; None for one that does not.
+    node_types: list | None = None
 
 
 class _GroupTick:
@@ -112,12 +115,18 @@ class _GroupTick:
         intents, victims = self.commit(decided, pending, invalid, changed, resend, seen.now)
         self.preempt(seen.cluster, victims, pending, seen.now)
         self.submit(seen.cluster, intents, members)
+        if seen.node_types is not None:
+            send_demand(self.conn, seen.cluster, self.group, self.installation, self.state, self.demand, seen.now,
+                        self.result, self.steps)
+            self.steps.done("autoscale")
         self.steps.record(self.result, self.conn.statements)
         summary(self.result)
         return self.result
 
     def observe(self) -> _Observed:
         """Ray's nodes of the group, and our active jobs as Ray sees them."""
+        # First: a group whose node types cannot be read fails before any call to Ray.
+        types = group_node_types(self.group) if self.group["autoscale"] else None
         cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
         nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
         active = tick_jobs.active_jobs(self.conn, self.name)
@@ -129,7 +138,7 @@ class _GroupTick:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
         self.steps.done("observe")
-        return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals))
+        return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
 
     def plan(self, seen: _Observed, active: list[dict], members: list[dict]
              ) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
@@ -138,9 +147,11 @@ class _GroupTick:
         # garbage: collecting meanwhile would only rescan them, over and over.
         with _without_gc():
             pending = tick_jobs.pending_jobs(self.conn, self.name)
-            state = groups.group_state(self.conn, self.name)
+            state = self.state = groups.group_state(self.conn, self.name)
             snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state)
             decided = plan(snapshot)
+            if seen.node_types is not None:
+                self.demand = plan_demand(snapshot, decided, self.group, seen.node_types)
             changed = waiting_changes(pending, decided.waiting)
         self.steps.done("plan")
         self.result.running = len(active)

@@ -20,7 +20,20 @@ TICK_LOCK_CLASS = 0x6A6F62  # "job"
 _GROUP_COLUMNS = tuple(GroupSpec.model_fields)
 
 
+def _one_autoscaler_per_cluster(conn: psycopg.Connection, spec: GroupSpec) -> None:
+    """Ray keeps one request_resources per cluster, the last one made: two groups asking for their
+    own demand on one cluster would each erase the other's."""
+    if not spec.autoscale:
+        return
+    other = conn.execute("SELECT name FROM resource_groups WHERE autoscale AND ray_address = %s AND name <> %s LIMIT 1",
+                         (spec.ray_address, spec.name)).fetchone()
+    if other:
+        raise Conflict(f"group {other['name']!r} already autoscales the Ray cluster {spec.ray_address}: Ray keeps one "
+                       "demand per cluster, so only one group of a cluster may autoscale")
+
+
 def insert_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+    _one_autoscaler_per_cluster(conn, spec)
     values = spec.model_dump()
     try:
         conn.execute(
@@ -69,6 +82,7 @@ def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
         if active:
             raise Conflict(f"group {spec.name!r} has {active} active job(s) in its Ray cluster: wait for them to "
                            "finish (or cancel them) before changing --ray-address")
+    _one_autoscaler_per_cluster(conn, spec)
     values = spec.model_dump()
     columns = [column for column in _GROUP_COLUMNS if column != "name"]
     conn.execute(

@@ -6,7 +6,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-_JSON_COLUMNS = {"node_labels", "max_resources_per_user", "max_resources", "runtime_env", "metadata", "resources", "priority_classes"}
+_JSON_COLUMNS = {"node_labels", "node_types", "max_resources_per_user", "max_resources", "runtime_env", "metadata",
+                 "resources", "priority_classes"}
 
 
 def json_param(column: str, value: Any) -> Any:

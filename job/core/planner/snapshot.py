@@ -26,8 +26,10 @@ Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 ResourceMap = dict[Name, Amount]
 Policy = Literal["fifo", "lifo", "drf", "fairshare"]
 SelectorName = Literal["legacy", "concentrated", "dispersed", "roundrobin"]
+# ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
+# that a node type of an autoscaling cluster can hold.
 Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
-                 "Preempting"]
+                 "Preempting", "ScalingUp"]
 Preemption = Literal["off", "priority", "fairshare"]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")

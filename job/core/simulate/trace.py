@@ -16,11 +16,10 @@ Two formats:
 from __future__ import annotations
 
 import csv
-import re
 from dataclasses import dataclass, field
 
 from job.core.errors import BadInput
-from job.core.specs import parse_resources
+from job.core.specs import parse_pairs, parse_resources
 from job.core.units import parse_duration
 
 
@@ -47,26 +46,16 @@ class Trace:
     skipped: int = 0
 
 
-_PAIR = re.compile(r"([^:=\s]+)\s*[:=]\s*(\S.*)")
-
-
 def parse_resource_text(text: str, where: str) -> dict[str, float]:
-    """`CPU:4,GPU:1,memory:8GiB` (or `{...}`, or `=` for `:`) as Ray amounts, memory in bytes."""
+    """`CPU:4,GPU:1,memory:8GiB` (or `{...}`), as `--node-type` writes resources, as Ray amounts,
+    memory in bytes."""
     body = text.strip()
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1]
-    amounts: dict[str, str] = {}
-    for part in filter(None, (part.strip() for part in body.split(","))):
-        match = _PAIR.fullmatch(part)
-        if match is None:
-            raise BadInput(f"{where}: expected NAME:AMOUNT, got {part!r}")
-        name, amount = match.groups()
-        if name in amounts:
-            raise BadInput(f"{where}: {name!r} given twice")
-        amounts[name] = amount
-    if not amounts:
-        raise BadInput(f"{where}: no resources given (e.g. CPU:4,memory:8GiB)")
     try:
+        amounts = parse_pairs(filter(None, (part.strip() for part in body.split(","))), ":", "NAME:AMOUNT")
+        if not amounts:
+            raise ValueError("no resources given (e.g. CPU:4,memory:8GiB)")
         parsed = parse_resources(amounts)
     except ValueError as exc:
         raise BadInput(f"{where}: {exc}") from None

@@ -1,0 +1,247 @@
+"""Autoscaling clusters: the node types a group can grow to, which waiting jobs wait for the
+cluster to grow (`ScalingUp`), and the demand to hand to Ray's autoscaler. Pure.
+
+Ray's autoscaler adds nodes for the demand it sees inside Ray; our jobs wait in PostgreSQL, so the
+tick tells it what the queue needs through `ray.autoscaler.sdk.request_resources`. That request
+is a target, not an increment: the autoscaler makes the cluster able to hold all its bundles at
+once, counting them against the nodes' totals (its docstring: "This takes into account existing
+resource usage"). So the demand holds the requests of our running jobs as well as those of the
+pending jobs that would run if the cluster were bigger, and it is emptied when none waits, so that
+idle nodes can go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from job.core.planner import Plan, Snapshot
+from job.core.resources import Resources, describe, fits
+from job.core.specs import NodeType
+
+# Reasons of jobs that wait for resources alone: those the cluster growing would let run.
+WAITS_FOR_RESOURCES = ("Resources", "ScalingUp")
+
+
+def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:
+    """The node types whose nodes belong to the group: those carrying the group's node labels."""
+    return [t for t in types if all(t.labels.get(k) == v for k, v in group_labels.items())]
+
+
+class _Requests:
+    """Each job's request and label selector (its own labels and the group's), built once per
+    distinct request as written: 100k jobs share a few dozen."""
+
+    def __init__(self, group_labels: Mapping[str, str]):
+        self.group_labels = group_labels
+        self.known: dict[tuple, tuple[Resources, tuple[tuple[str, str], ...]]] = {}
+
+    def __call__(self, job: Mapping[str, Any]) -> tuple[Resources, tuple[tuple[str, str], ...]]:
+        labels = job.get("node_labels")
+        key = (tuple(job["resources"].items()), tuple(labels.items()) if labels else ())
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = (Resources.of(job["resources"]),
+                                       tuple(sorted({**self.group_labels, **(labels or {})}.items())))
+        return found
+
+
+def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> None:
+    """Jobs the plan left `Unschedulable` that a node type can hold wait for the cluster to grow:
+    their reason becomes `ScalingUp`, with a message naming the node type. Like Unschedulable, it
+    comes before the time and user limits: those decide only whether the job counts in `demand`.
+    The plan's waiting records are changed in place; a job no node type holds stays Unschedulable,
+    and its message says that no node type helps either."""
+    if not types:
+        return
+    pending = None
+    request = _Requests(group_labels)
+    said: dict[tuple, tuple[str, str]] = {}
+    # Resources named in the group's priority order first, as the planner's messages name them.
+    first = {name: index for index, name in enumerate(snapshot.group.resource_priority)}
+
+    def rank(item: tuple[str, int]) -> tuple[int, str]:
+        return first.get(item[0], len(first)), item[0]
+
+    for record in plan.waiting:
+        if record["reason"] != "Unschedulable":
+            continue
+        if pending is None:
+            pending = {job["id"]: job for job in snapshot.pending}
+        job = pending[record["job"]]
+        need, selector = request(job)
+        change = said.get((need, selector))
+        if change is None:
+            fitting = next((t for t in types if t.holds(need, dict(selector))), None)
+            if fitting is None:
+                change = said[(need, selector)] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
+            else:
+                where = f" on a node labelled {','.join(f'{k}={v}' for k, v in selector)}" if selector else ""
+                change = said[(need, selector)] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
+                                      f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
+                                      f"of type {fitting}")
+        record["reason"], record["message"] = change
+
+
+class _Bins:
+    """What the cluster could hold at its largest, filled in order: the group's nodes as they are,
+    then new nodes of each type, up to its max less the nodes of that type already there. A node
+    is of a type when it carries the type's labels (a type without labels is never recognised, so
+    its max is counted in full: the cap is then looser, never tighter)."""
+
+    def __init__(self, snapshot: Snapshot, types: list[NodeType]):
+        self.nodes = [(node.labels, dict(Resources.of(node.resources).items())) for node in snapshot.nodes]
+        self.by_id = {node.id: free for node, (_, free) in zip(snapshot.nodes, self.nodes)}
+        self.left = []
+        for t in types:
+            present = sum(1 for node in snapshot.nodes if t.labels and all(node.labels.get(k) == v for k, v in t.labels.items()))
+            self.left.append([t, max(t.max - present, 0)])
+        # Per request, the first node that may still hold it: nodes only fill up, so a node that
+        # could not hold a request never can later in the same demand.
+        self.start: dict[tuple, int] = {}
+
+    def take(self, need: Resources, selector: tuple[tuple[str, str], ...]) -> bool:
+        key = (need, selector)
+        index = self.start.get(key, 0)
+        nodes = self.nodes
+        while index < len(nodes):
+            labels, free = nodes[index]
+            if fits(need.items(), free) and all(labels.get(k) == v for k, v in selector):
+                self._charge(free, need)
+                self.start[key] = index
+                return True
+            index += 1
+        self.start[key] = index
+        for entry in self.left:
+            node_type, count = entry
+            if count and node_type.holds(need, dict(selector)):
+                entry[1] -= 1
+                free = dict(Resources.of(node_type.resources).items())
+                self._charge(free, need)
+                nodes.append((node_type.labels, free))
+                self.start[key] = len(nodes) - 1
+                return True
+        return False
+
+    @staticmethod
+    def _charge(free: dict[str, int], need: Resources) -> None:
+        for name, amount in need.items():
+            free[name] = free.get(name, 0) - amount
+
+
+class _Limits:
+    """Each user's running jobs and resources, as the plan leaves them, to hold back from the
+    demand the jobs a user's limits would keep waiting once the cluster grew."""
+
+    def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
+        self.snapshot = snapshot
+        self.running: dict[str, int] = {}
+        self.used: dict[str, dict[str, int]] = {}
+        for job in snapshot.running:
+            self.add(job["user"], request(job)[0])
+        for placement in plan.placements:
+            job = pending[placement["job"]]
+            self.add(job["user"], request(job)[0])
+
+    def add(self, user: str, need: Resources) -> None:
+        self.running[user] = self.running.get(user, 0) + 1
+        used = self.used.setdefault(user, {})
+        for name, amount in need.items():
+            used[name] = used.get(name, 0) + amount
+
+    def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
+        later = job.get("not_before")
+        if later is not None and later > self.snapshot.now:
+            return False
+        group, user = self.snapshot.group, self.snapshot.users.get(job["user"])
+        most = user.max_running if user is not None and user.max_running is not None else group.max_running_per_user
+        if most is not None and self.running.get(job["user"], 0) >= most:
+            return False
+        limits = user.max_resources if user is not None and user.max_resources is not None else group.max_resources_per_user
+        if limits:
+            used = self.used.get(job["user"], {})
+            cap = Resources.of(limits)
+            if any(used.get(name, 0) + amount > cap[name] for name, amount in need.items() if name in cap):
+                return False
+        return True
+
+
+def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:
+    """The bundles to request of Ray's autoscaler, by shape: `[{"resources", "label_selector",
+    "count"}]`, sorted. Empty when no job waits for resources alone. Otherwise the requests of the
+    running and just placed jobs, then those of the jobs waiting for `Resources` or `ScalingUp`,
+    in plan order, except the jobs a start time or their user's limits would still hold back (the
+    jobs before them in this order counted as running), and those the cluster could not hold even
+    at its largest (the nodes of the group and the node types up to their max)."""
+    waiting = [record["job"] for record in plan.waiting if record["reason"] in WAITS_FOR_RESOURCES]
+    if not waiting:
+        return []
+    pending = {job["id"]: job for job in snapshot.pending}
+    bins = _Bins(snapshot, types)
+    request = _Requests(group_labels)
+    limits = _Limits(snapshot, plan, pending, request)
+    counts: dict[tuple, int] = {}
+    group_selector = tuple(sorted(group_labels.items()))
+
+    def count(need: Resources, selector: tuple) -> None:
+        counts[(need, selector)] = counts.get((need, selector), 0) + 1
+
+    for job in snapshot.running:
+        need = request(job)[0]
+        free = bins.by_id.get(job["node"])
+        if free is not None:
+            bins._charge(free, need)
+        count(need, group_selector)
+    placed = {placement["job"]: placement["node"] for placement in plan.placements}
+    for ident, node in placed.items():
+        need, selector = request(pending[ident])
+        bins._charge(bins.by_id[node], need)
+        count(need, selector)
+    asked = 0
+    full: set[tuple] = set()
+    for ident in waiting:
+        job = pending[ident]
+        need, selector = request(job)
+        if (need, selector) in full or not limits.allow(job, need):
+            continue
+        if not bins.take(need, selector):
+            full.add((need, selector))
+            continue
+        limits.add(job["user"], need)
+        count(need, selector)
+        asked += 1
+    if not asked:
+        return []
+    return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
+                   for (need, selector), n in counts.items()),
+                  key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def digest(bundles: list[dict]) -> str:
+    """A short fingerprint of a demand: the same demand, the same digest."""
+    return hashlib.sha256(json.dumps(bundles, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def describe_demand(bundles: list[dict]) -> str:
+    """`3x{CPU 1}; 1x{CPU 8, GPU 1 @pool=gpu}`, or `none`."""
+    parts = []
+    for item in bundles:
+        labels = "".join(f" @{k}={v}" for k, v in item["label_selector"].items())
+        parts.append(f"{item['count']}x{{{describe(Resources.of(item['resources']).items())}{labels}}}")
+    return "; ".join(parts) or "none"
+
+
+def request_payload(bundles: list[dict], max_bytes: int) -> tuple[str, int]:
+    """The demand as the demand job reads it: JSON `[[resources, label_selector, count], ...]`,
+    at most `max_bytes` long (it travels in an environment variable); shapes that would make it
+    longer are left out. Returns the text and how many shapes were left out."""
+    parts, size = [], 2  # the brackets
+    for item in bundles:
+        part = json.dumps([item["resources"], item["label_selector"], item["count"]], separators=(",", ":"))
+        if size + len(part) + 1 > max_bytes:
+            break
+        parts.append(part)
+        size += len(part) + 1
+    return f"[{','.join(parts)}]", len(bundles) - len(parts)

@@ -1,0 +1,253 @@
+"""The pure parts of autoscaling (job/core/autoscale.py): node types as `--node-type` writes them,
+`ScalingUp` against `Unschedulable`, and the demand computed from a snapshot and its plan."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from job.core import autoscale
+from job.core.specs import NodeType
+from job.core.errors import BadInput
+from job.core.planner import Snapshot, plan
+from job.core.resources import Resources
+from job.core.specs import GroupSpec, format_node_type, parse_node_types, validated
+
+GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
+CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
+
+
+@pytest.mark.parametrize(("text", "fields"), [
+    ("gpu=CPU:8,GPU:1:max=4", {"name": "gpu", "resources": {"CPU": 8, "GPU": 1}, "labels": {}, "max": 4}),
+    ("big=CPU:16,memory:32GiB@pool=big@ray.io/accelerator-type=A100:max=0",
+     {"name": "big", "resources": {"CPU": 16, "memory": 32 * 2**30},
+      "labels": {"pool": "big", "ray.io/accelerator-type": "A100"}, "max": 0}),
+    (" spot = CPU:2 , special:0.5 @ market = spot :max=10",
+     {"name": "spot", "resources": {"CPU": 2, "special": 0.5}, "labels": {"market": "spot"}, "max": 10}),
+])
+def test_node_type_text(text, fields):
+    [parsed] = parse_node_types([text])
+    assert parsed.model_dump(exclude={"min"}) == fields
+    # What `group show` prints reads back the same.
+    assert parse_node_types([format_node_type(parsed)]) == [parsed]
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("gpu=CPU:8", "ends with :max=N"),
+    ("gpu=CPU:8:max=-1", "ends with :max=N"),
+    ("gpu=CPU:8:max=two", "ends with :max=N"),
+    ("=CPU:8:max=1", "expected NAME=RESOURCES"),
+    ("CPU:8:max=1", "expected NAME=RESOURCES"),
+    ("gpu=CPU 8:max=1", "resources: expected NAME:AMOUNT, got 'CPU 8'"),
+    ("gpu=CPU:8,CPU:4:max=1", "'CPU' given twice"),
+    ("gpu=CPU:-8:max=1", "node type 'gpu': resources: CPU: must be finite and not negative"),
+    ("gpu=cpu:8:max=1", "did you mean 'CPU'"),
+    ("gpu=memory:lots:max=1", "not a memory size"),
+    ("gpu=CPU:0:max=1", "a node type has some resources"),
+    ("gpu=CPU:8@pool:max=1", "labels: expected @KEY=VALUE, got 'pool'"),
+    ("gpu=CPU:8@pool=a@pool=b:max=1", "labels: 'pool' given twice"),
+    ("gpu=CPU:8@bad key=x:max=1", "not a valid label key"),
+    ("gpu=CPU:8@k=bad value:max=1", "not a valid label value"),
+    ("g/pu=CPU:8:max=1", "not a valid node type name"),
+])
+def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
+    with pytest.raises(BadInput, match="^node_types: ") as refused:
+        validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", "node_types": [text]})
+    assert error in str(refused.value)
+
+
+@pytest.mark.parametrize(("fields", "error"), [
+    ({"autoscale": "on"}, "node_types: an http:// group that autoscales needs its node types"),
+    ({"autoscale": "sometimes"}, "autoscale: 'sometimes': use on or off"),
+    ({"node_types": ["a=CPU:1:max=1", "a=CPU:2:max=1"]}, "node_types: node type 'a' is given more than once"),
+    ({"ray_address": "raycluster://ml/shared", "node_types": ["a=CPU:1:max=1"]},
+     "node_types: a raycluster:// group's node types are read from its RayCluster"),
+])
+def test_group_autoscale_options_are_checked(fields, error):
+    with pytest.raises(BadInput) as refused:
+        validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", **fields})
+    assert str(refused.value).startswith(error)
+
+
+def test_group_autoscale_options_accepted():
+    spec = validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", "autoscale": "on",
+                                 "node_types": ["gpu=CPU:8,GPU:1@pool=gpu:max=2"]})
+    assert spec.autoscale is True and spec.node_types == [GPU.model_dump()]
+    assert validated(GroupSpec, {"name": "g", "ray_address": "raycluster://ml/shared", "autoscale": "on"}).autoscale
+
+
+def snapshot(nodes=(), running=(), pending=(), users=None, **group) -> Snapshot:
+    return Snapshot.model_validate({
+        "group": {"name": "g", "policy": "fifo", "selector": "dispersed", **group},
+        "now": "2026-11-29T08:00:00Z",
+        "nodes": list(nodes), "running": list(running), "users": users or {},
+        "pending": [{"user": "alice", "node_labels": {}, **job} for job in pending],
+    })
+
+
+def waiting(snap: Snapshot, types, labels=None) -> tuple[dict[str, tuple[str, str]], list[dict]]:
+    decided = plan(snap)
+    autoscale.scale_up(snap, decided, types, labels or {})
+    reasons = {w["job"]: (w["reason"], w["message"]) for w in decided.waiting}
+    return reasons, autoscale.demand(snap, decided, types, labels or {})
+
+
+SMALL_NODE = {"id": "n1", "resources": {"CPU": 2}, "labels": {"pool": "cpu"}}
+
+
+@pytest.mark.parametrize(("job", "types", "reason", "said"), [
+    # The cluster has scaled to no worker: every job waits for it to grow.
+    ({"resources": {"CPU": 1}}, [CPU], "ScalingUp", "waits for the cluster to add a node of type cpu (CPU 4 @pool=cpu; at most 3)"),
+    ({"resources": {"CPU": 6, "GPU": 1}}, [CPU, GPU], "ScalingUp",
+     "needs GPU 1, CPU 6; no node of group g can hold it: waits for the cluster to add a node of type gpu (CPU 8, GPU 1 @pool=gpu; at most 2)"),
+    ({"resources": {"CPU": 1}, "node_labels": {"pool": "gpu"}}, [CPU, GPU], "ScalingUp", "of type gpu"),
+    # Too big for every node type, or labels no node type carries: nothing can ever hold it.
+    ({"resources": {"CPU": 9}}, [CPU, GPU], "Unschedulable", "nor can any node type the cluster may add"),
+    ({"resources": {"CPU": 1}, "node_labels": {"pool": "tpu"}}, [CPU, GPU], "Unschedulable", "nor can any node type"),
+    ({"resources": {"GPU": 1}}, [CPU.model_copy(update={"max": 0})], "Unschedulable", "nor can any node type"),
+    # Without node types, as before.
+    ({"resources": {"CPU": 1}}, [], "Unschedulable", "no node of group g"),
+])
+def test_scaling_up_against_unschedulable_on_an_empty_cluster(job, types, reason, said):
+    reasons, _ = waiting(snapshot(pending=[{"id": "a", **job}]), types)
+    assert reasons["a"][0] == reason
+    assert said in reasons["a"][1]
+
+
+def test_a_job_that_fits_a_node_now_or_when_empty_is_not_scaling_up():
+    reasons, bundles = waiting(snapshot(nodes=[SMALL_NODE], running=[{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 2}}],
+                                        pending=[{"id": "a", "resources": {"CPU": 1}}, {"id": "b", "resources": {"CPU": 3}}]), [CPU])
+    assert reasons["a"][0] == "Resources" and reasons["b"][0] == "ScalingUp"
+    assert bundles == [{"resources": {"CPU": 1}, "label_selector": {}, "count": 1},
+                       {"resources": {"CPU": 2}, "label_selector": {}, "count": 1},
+                       {"resources": {"CPU": 3}, "label_selector": {}, "count": 1}]
+
+
+def shapes(bundles):
+    return {(tuple(sorted(b["resources"].items())), tuple(sorted(b["label_selector"].items()))): b["count"] for b in bundles}
+
+
+@pytest.mark.parametrize(("case", "pending", "users", "group", "expected"), [
+    ("nothing waits, nothing asked", [], None, {}, {}),
+    ("every waiting job", [{"id": f"j{i}", "resources": {"CPU": 1}} for i in range(3)], None, {},
+     {((("CPU", 1),), ()): 3}),
+    ("capped by the node types' max: 3 cpu nodes of 4 CPUs and 2 gpu nodes of 8 hold 3 + 2x2 jobs of 3 CPUs",
+     [{"id": f"j{i}", "resources": {"CPU": 3}} for i in range(9)], None, {}, {((("CPU", 3),), ()): 7}),
+    ("a shape too big for the cap does not hide the smaller ones behind it",
+     [{"id": "big", "resources": {"CPU": 8, "GPU": 1}}, {"id": "small", "resources": {"CPU": 1}}], None, {},
+     {((("CPU", 8), ("GPU", 1)), ()): 1, ((("CPU", 1),), ()): 1}),
+    ("the user's job limit holds back the rest",
+     [{"id": f"j{i}", "resources": {"CPU": 1}} for i in range(4)], {"alice": {"max_running": 2}}, {},
+     {((("CPU", 1),), ()): 2}),
+    ("the group's job limit too", [{"id": f"j{i}", "resources": {"CPU": 1}} for i in range(4)], None,
+     {"max_running_per_user": 1}, {((("CPU", 1),), ()): 1}),
+    ("the user's resource limit",
+     [{"id": f"j{i}", "resources": {"CPU": 2}} for i in range(4)], {"alice": {"max_resources": {"CPU": 5}}}, {},
+     {((("CPU", 2),), ()): 2}),
+    ("a start time still to come", [{"id": "later", "resources": {"CPU": 1}, "not_before": "2026-11-29T09:00:00Z"},
+                                    {"id": "now", "resources": {"CPU": 1}}], None, {}, {((("CPU", 1),), ()): 1}),
+    ("only a start time to come: nothing asked",
+     [{"id": "later", "resources": {"CPU": 1}, "not_before": "2026-11-29T09:00:00Z"}], None, {}, {}),
+    ("label selectors go with their bundles",
+     [{"id": "g", "resources": {"CPU": 1}, "node_labels": {"pool": "gpu"}}, {"id": "c", "resources": {"CPU": 1}}], None, {},
+     {((("CPU", 1),), (("pool", "gpu"),)): 1, ((("CPU", 1),), ()): 1}),
+    ("another user's limits do not hold alice back",
+     [{"id": "a", "resources": {"CPU": 1}}, {"id": "b", "resources": {"CPU": 1}, "user": "bob"}],
+     {"bob": {"max_running": 1}}, {}, {((("CPU", 1),), ()): 2}),
+])
+def test_demand_on_an_empty_cluster(case, pending, users, group, expected):
+    _, bundles = waiting(snapshot(pending=pending, users=users, **group), [CPU, GPU])
+    assert shapes(bundles) == expected, case
+
+
+def test_running_jobs_count_while_jobs_wait_and_the_demand_clears_when_none_waits():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    busy = [{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 4}}]
+    _, bundles = waiting(snapshot(nodes=[node], running=busy, pending=[{"id": "a", "resources": {"CPU": 4}}]), [CPU])
+    assert shapes(bundles) == {((("CPU", 4),), ()): 2}
+    # The node of type cpu already there counts against the type's max: two more at most.
+    _, bundles = waiting(snapshot(nodes=[node], running=busy, pending=[{"id": f"j{i}", "resources": {"CPU": 4}} for i in range(5)]), [CPU])
+    assert shapes(bundles) == {((("CPU", 4),), ()): 3}
+    _, bundles = waiting(snapshot(nodes=[node], running=busy), [CPU])
+    assert bundles == []
+
+
+def test_jobs_held_for_priority_in_strict_order_are_not_asked_for():
+    pending = [{"id": "a", "resources": {"CPU": 1}, "priority": 1}, {"id": "b", "resources": {"CPU": 1}}]
+    node = {"id": "n1", "resources": {"CPU": 1}, "labels": {"pool": "cpu"}}
+    running = [{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 1}}]
+    reasons, bundles = waiting(snapshot(nodes=[node], running=running, pending=pending, strict_order=True), [CPU])
+    assert reasons["b"][0] == "Priority"
+    assert shapes(bundles) == {((("CPU", 1),), ()): 2}
+
+
+def test_the_group_labels_select_its_node_types_and_go_with_every_bundle():
+    types = autoscale.of_group([CPU, GPU], {"pool": "gpu"})
+    assert types == [GPU]
+    reasons, bundles = waiting(snapshot(pending=[{"id": "a", "resources": {"CPU": 2}}]), types, {"pool": "gpu"})
+    assert reasons["a"][0] == "ScalingUp"
+    assert bundles == [{"resources": {"CPU": 2}, "label_selector": {"pool": "gpu"}, "count": 1}]
+
+
+def test_digest_and_description():
+    one = [{"resources": {"CPU": 1}, "label_selector": {}, "count": 3},
+           {"resources": {"CPU": 8, "GPU": 1}, "label_selector": {"pool": "gpu"}, "count": 1}]
+    assert autoscale.digest(one) == autoscale.digest([dict(item) for item in one])
+    assert autoscale.digest(one) != autoscale.digest(one[:1])
+    assert autoscale.digest([]) != autoscale.digest(one)
+    assert autoscale.describe_demand(one) == "3x{CPU 1}; 1x{CPU 8, GPU 1 @pool=gpu}"
+    assert autoscale.describe_demand([]) == "none"
+
+
+def test_the_payload_stays_under_its_size():
+    many = [{"resources": {f"r{i}": 1}, "label_selector": {}, "count": 1} for i in range(1000)]
+    text, left_out = autoscale.request_payload(many, 1000)
+    assert len(text) <= 1000 and left_out > 0
+    assert text.startswith('[[{"r0":1},{},1],') and text.endswith("]")
+    assert autoscale.request_payload(many[:2], 1000) == ('[[{"r0":1},{},1],[{"r1":1},{},1]]', 0)
+    assert autoscale.request_payload([], 1000) == ("[]", 0)
+
+
+_JOB = st.fixed_dictionaries({
+    "resources": st.fixed_dictionaries({"CPU": st.sampled_from([0.5, 1, 2, 4, 8, 9])}),
+    "user": st.sampled_from(["alice", "bob"]),
+    "node_labels": st.sampled_from([{}, {"pool": "cpu"}, {"pool": "gpu"}]),
+})
+
+
+@settings(max_examples=150, deadline=None)
+@given(jobs=st.lists(_JOB, max_size=30), most=st.integers(0, 3), limit=st.none() | st.integers(1, 3))
+def test_the_demand_fits_what_the_cluster_could_hold_and_no_more_than_waits(jobs, most, limit):
+    types = [CPU.model_copy(update={"max": most}), GPU]
+    users = {"alice": {"max_running": limit}} if limit else {}
+    snap = snapshot(pending=[{"id": str(i), **job} for i, job in enumerate(jobs)], users=users)
+    reasons, bundles = waiting(snap, types)
+    waiting_for_resources = [j for j in snap.pending if reasons[j["id"]][0] in autoscale.WAITS_FOR_RESOURCES]
+    assert sum(b["count"] for b in bundles) <= len(waiting_for_resources)
+    if not waiting_for_resources:
+        assert bundles == []
+    if limit:
+        bob = sum(1 for j in waiting_for_resources if j["user"] == "bob")
+        assert sum(b["count"] for b in bundles) <= limit + bob
+    capacity = sum(t.max * t.resources["CPU"] for t in types)
+    assert sum(b["resources"]["CPU"] * b["count"] for b in bundles) <= capacity
+    for b in bundles:
+        need = Resources.of(b["resources"])
+        assert any(t.holds(need, b["label_selector"]) for t in types)
+
+
+def test_a_job_that_preemption_serves_is_not_asked_for():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    batch = [{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 4}, "class": "batch",
+              "started_at": "2026-11-29T07:00:00Z"}]
+    classes = [{"name": "urgent", "value": 100, "preemptible": False}, {"name": "batch", "value": 0, "preemptible": True}]
+    pending = [{"id": "u", "resources": {"CPU": 4}, "class": "urgent"}, {"id": "b", "resources": {"CPU": 4}, "class": "batch"}]
+    group = {"priority_classes": classes, "default_class": "batch"}
+    reasons, bundles = waiting(snapshot(nodes=[node], running=batch, pending=pending, preemption="priority", **group), [CPU])
+    assert reasons["u"][0] == "Preempting" and reasons["b"][0] == "Resources"
+    # The running job and the batch job that waits; not the urgent one, which takes the node.
+    assert shapes(bundles) == {((("CPU", 4),), ()): 2}
+    # Without preemption, the urgent job waits for resources too, and is asked for.
+    reasons, bundles = waiting(snapshot(nodes=[node], running=batch, pending=pending, **group), [CPU])
+    assert reasons["u"][0] == "Resources" and shapes(bundles) == {((("CPU", 4),), ()): 3}
