@@ -14,6 +14,7 @@ import psycopg
 
 from job.core.errors import BadInput, PermissionDenied
 from job.core.specs import parse_pairs
+from job.core.units import parse_duration
 from job.settings import settings
 from job.store.connection import session
 
@@ -74,3 +75,14 @@ def job_id(text: str) -> int:
     if not text.isdigit() or int(text) <= 0 or int(text) >= 2**63:
         raise BadInput(f"job id: {text!r} is not a job id (a positive whole number)")
     return int(text)
+
+
+def positive_duration(text: str, option: str) -> float:
+    """Seconds from a duration option that must be above zero (`--every 5s`)."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise BadInput(f"{option}: {exc}") from None
+    if seconds <= 0:
+        raise BadInput(f"{option}: must be more than 0")
+    return seconds

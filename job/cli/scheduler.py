@@ -6,9 +6,8 @@ import argparse
 import json
 
 from job.adapters.ray_cluster import cluster_of
-from job.cli.parsing import command, database, job_id
-from job.core.errors import BadInput, NotFound
-from job.core.units import parse_duration
+from job.cli.parsing import command, database, job_id, positive_duration
+from job.core.errors import NotFound
 from job.scheduler.config import TickConfig
 from job.scheduler.loop import exit_status, loop
 from job.scheduler.tick import run_tick
@@ -46,18 +45,8 @@ def tick(args: argparse.Namespace) -> int:
     return exit_status(results)
 
 
-def _duration(text: str, option: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except ValueError as exc:
-        raise BadInput(f"{option}: {exc}") from None
-    if seconds <= 0:
-        raise BadInput(f"{option}: must be more than 0")
-    return seconds
-
-
 def run_loop(args: argparse.Namespace) -> int:
-    run_for, every = _duration(args.for_, "--for"), _duration(args.every, "--every")
+    run_for, every = positive_duration(args.for_, "--for"), positive_duration(args.every, "--every")
     return loop(tick_config(), run_for, every, args.group)
 
 

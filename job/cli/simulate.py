@@ -1,0 +1,231 @@
+"""`python -m job simulate`: a trace replayed through the planner on a virtual clock, under one or
+several group configurations, with the figures that compare them (core/simulate)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from job.cli.groups import OPTIONS, add_options, option_fields
+from job.cli.output import print_json, print_table
+from job.cli.parsing import command, pairs, positive_duration
+from job.core.errors import BadInput
+from job.core.planner.snapshot import Group
+from job.core.resources import Resources, format_amount
+from job.core.simulate.cluster import parse_nodes, parse_nodes_json
+from job.core.simulate.engine import simulate
+from job.core.simulate.generate import generate
+from job.core.simulate.metrics import summarise, windows
+from job.core.simulate.trace import Trace, parse_csv, parse_swf
+from job.core.specs import GroupSpec, validated
+from job.core.units import format_duration
+
+# The group options the planner reads: those a simulation can vary.
+PLANNER_OPTIONS = [option for option in OPTIONS if option.field in Group.model_fields]
+DEFAULT_NODES = "4x{CPU:32,GPU:8,memory:256GiB}"
+# GroupSpec asks for a Ray cluster; a simulated group has none, and the planner never reads it.
+_NO_CLUSTER = "http://simulated"
+
+
+def register(sub) -> None:
+    p = command(sub, "simulate", run, "replay a workload through the planner and compare policies (no database, no Ray)",
+                json_output=True)
+    p.add_argument("trace", nargs="?", metavar="TRACE",
+                   help="CSV (submit_time,user,resources,run_time[,priority,class]) or SWF (.swf) trace file")
+    p.add_argument("--format", choices=("csv", "swf"), help="the trace's format (default: swf for .swf files, else csv)")
+    p.add_argument("--generate", metavar="N", type=_positive, help="simulate N generated jobs instead of a trace")
+    p.add_argument("--seed", type=int, default=1, help="seed of the generated trace (default 1)")
+    p.add_argument("--users", type=_positive, help="users of the generated trace (default: one per 100 jobs, at least 2)")
+    p.add_argument("--load", type=float, default=1.0,
+                   help="work the generated trace offers, as a fraction of what the nodes can run (default 1.0)")
+    p.add_argument("--nodes", default=DEFAULT_NODES,
+                   help=f"the nodes: COUNTx{{NAME:AMOUNT,...}} joined by +, or @FILE of JSON nodes (default {DEFAULT_NODES})")
+    p.add_argument("--every", default="5s", metavar="DURATION", help="virtual time between ticks (default 5s)")
+    p.add_argument("--window", default="1h", metavar="DURATION", help="time window of the fairness figures (default 1h)")
+    p.add_argument("--compare", action="append", metavar="K=V,...",
+                   help="a configuration to run, as group options over the others, e.g. policy=drf or "
+                        "policy=fairshare,half_life=1h (repeatable)")
+    p.add_argument("--plot", metavar="FILE", help="draw each user's share over time per configuration (.png or .svg; "
+                                                  "needs matplotlib: pip install 'job[plot]')")
+    add_options(p, PLANNER_OPTIONS)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above zero")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    every_s = positive_duration(args.every, "--every")
+    window_s = positive_duration(args.window, "--window")
+    if args.plot:
+        from job.cli import plot
+        plot.check(args.plot)
+    configurations = _configurations(args)
+    nodes = _nodes(args.nodes)
+    totals = {}
+    for node in nodes:
+        for name, amount in node.resources.items():
+            totals[name] = totals.get(name, 0) + amount
+    trace = _trace(args, totals)
+    source = args.trace or "generated trace"
+    results = []
+    for name, group in configurations:
+        started = time.perf_counter()
+        try:
+            outcome = simulate(trace.jobs, nodes, group, every_s=every_s)
+        except ValueError as exc:
+            # What the trace asks that the configuration has not (a class, say).
+            raise BadInput(f"{source}: {exc} (configuration {name})") from None
+        shares = windows(outcome, window_s)
+        figures = summarise(outcome, shares)
+        elapsed = time.perf_counter() - started
+        results.append({"name": name, "group": group.model_dump(exclude={"name"}), "figures": figures,
+                        "elapsed_s": round(elapsed, 3), "events_per_s": round(outcome.events / elapsed) if elapsed else None,
+                        "shares": shares})
+    if args.plot:
+        plot.shares(args.plot, [(result["name"], result["shares"]) for result in results])
+    users = len({job.user for job in trace.jobs})
+    if args.json:
+        print_json({"trace": {"jobs": len(trace.jobs), "users": users, "skipped": trace.skipped},
+                    "nodes": len(nodes), "totals": totals, "every_s": every_s, "window_s": window_s,
+                    "configurations": [{key: value for key, value in result.items() if key != "shares"} for result in results]})
+        return 0
+    described = ", ".join(f"{name} {format_amount(name, units)}" for name, units in Resources.of(totals).items())
+    print(f"{len(trace.jobs)} jobs from {users} users" + (f" ({trace.skipped} skipped)" if trace.skipped else "")
+          + f" on {len(nodes)} nodes ({described}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
+    print_table([_row(result, totals) for result in results], _columns(totals))
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def _configurations(args: argparse.Namespace) -> list[tuple[str, Group]]:
+    base = option_fields(args, PLANNER_OPTIONS)
+    if not args.compare:
+        return [(_name(base), _group(base, "options"))]
+    names = []
+    configurations = []
+    for text in args.compare:
+        fields = {**base, **_compared(text)}
+        names.append(text)
+        configurations.append((text, _group(fields, f"--compare {text}")))
+    if len(set(names)) != len(names):
+        raise BadInput("--compare: a configuration is given twice")
+    return configurations
+
+
+def _name(fields: dict) -> str:
+    return ",".join(f"{field.removesuffix('_s')}={value}" for field, value in fields.items()) or "defaults"
+
+
+def _compared(text: str) -> dict:
+    """`policy=fairshare,half_life=1h,max_resources_per_user=CPU=8` as GroupSpec fields. Keys are
+    the options' flags without dashes (`half-life` or `half_life`); a repeatable option repeats."""
+    by_key = {option.flag.removeprefix("--").replace("-", "_"): option for option in PLANNER_OPTIONS}
+    raw: dict[str, list[str]] = {}
+    for item in filter(None, (item.strip() for item in text.split(","))):
+        key, sep, value = item.partition("=")
+        option = by_key.get(key.strip().replace("-", "_"))
+        if not sep or option is None:
+            known = ", ".join(sorted(by_key))
+            raise BadInput(f"--compare {text}: {item!r}: expected KEY=VALUE with KEY one of {known}")
+        raw.setdefault(option.field, []).append(value.strip())
+    fields = {}
+    for option in PLANNER_OPTIONS:
+        values = raw.get(option.field)
+        if values is None:
+            continue
+        if option.kind == "pairs":
+            fields[option.field] = pairs(values, f"--compare {option.flag.removeprefix('--')}")
+        elif option.kind == "list":
+            fields[option.field] = values
+        elif len(values) > 1:
+            raise BadInput(f"--compare {text}: {option.flag.removeprefix('--')} given twice")
+        elif option.kind == "switch":
+            fields[option.field] = _switch(values[0], text)
+        else:
+            fields[option.field] = values[0]
+    return fields
+
+
+def _switch(value: str, text: str) -> bool:
+    if value.lower() in ("true", "yes", "on", "1"):
+        return True
+    if value.lower() in ("false", "no", "off", "0"):
+        return False
+    raise BadInput(f"--compare {text}: {value!r} is not true or false")
+
+
+def _group(fields: dict, where: str) -> Group:
+    try:
+        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **fields})
+    except BadInput as exc:
+        raise BadInput(f"{where}: {exc}") from None
+    return Group(**{field: getattr(spec, field) for field in Group.model_fields if field != "name"})
+
+
+def _nodes(text: str) -> list:
+    if text.startswith("@"):
+        path = text[1:]
+        try:
+            return parse_nodes_json(Path(path).read_text(), path)
+        except OSError as exc:
+            raise BadInput(f"--nodes: cannot read {path}: {exc.strerror or exc}") from None
+    return parse_nodes(text)
+
+
+def _trace(args: argparse.Namespace, totals: dict) -> Trace:
+    if (args.trace is None) == (args.generate is None):
+        raise BadInput("simulate: give a TRACE file or --generate N, not both" if args.trace else
+                       "simulate: give a TRACE file or --generate N")
+    if args.generate is not None:
+        if not 0 < args.load <= 100:
+            raise BadInput(f"--load: must be above 0 and at most 100, got {args.load:g}")
+        return Trace(jobs=generate(args.generate, args.seed, totals, users=args.users, load=args.load))
+    try:
+        text = sys.stdin.read() if args.trace == "-" else Path(args.trace).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{args.trace}: {getattr(exc, 'strerror', None) or exc}") from None
+    kind = args.format or ("swf" if args.trace.lower().endswith(".swf") else "csv")
+    trace = (parse_swf if kind == "swf" else parse_csv)(text, args.trace)
+    if not trace.jobs:
+        raise BadInput(f"{args.trace}: no jobs in the trace")
+    return trace
+
+
+def _columns(totals: dict) -> list[str]:
+    return ["configuration", "wait_mean", "wait_p50", "wait_p95", "completion_mean", "slowdown", "makespan",
+            *(f"use_{name}" for name in totals), "jain", "jain_windows", "deviation_max", "deviation_mean",
+            "preemptions", "lost", "events_per_s"]
+
+
+def _row(result: dict, totals: dict) -> dict:
+    figures = result["figures"]
+
+    def duration(value: float | None) -> str | None:
+        return None if value is None else format_duration(round(value))
+
+    def fraction(value: float | None) -> str | None:
+        return None if value is None else f"{value:.3f}"
+
+    return {
+        "configuration": result["name"],
+        "wait_mean": duration(figures["wait_mean_s"]),
+        "wait_p50": duration(figures["wait_p50_s"]),
+        "wait_p95": duration(figures["wait_p95_s"]),
+        "completion_mean": duration(figures["completion_mean_s"]),
+        "slowdown": None if figures["bounded_slowdown_mean"] is None else f"{figures['bounded_slowdown_mean']:.2f}",
+        "makespan": duration(figures["makespan_s"]),
+        **{f"use_{name}": fraction(figures["utilization"].get(name)) for name in totals},
+        "jain": fraction(figures["jain"]),
+        "jain_windows": fraction(figures["jain_window_mean"]),
+        "deviation_max": fraction(figures["deviation_max"]),
+        "deviation_mean": fraction(figures["deviation_mean"]),
+        "preemptions": figures["preemptions"],
+        "lost": duration(figures["lost_run_s"]),
+        "events_per_s": result["events_per_s"],
+    }

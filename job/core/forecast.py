@@ -1,0 +1,71 @@
+"""When will the first jobs in line start? The simulation (core/simulate) run forward from a
+snapshot: the same planner, tick after tick, the running jobs ending when they are expected to.
+
+Given the planner's snapshot (with `now`), the expected end of each running job and the expected
+run time of each pending job (None, or missing: unknown), it returns, for the first `first` jobs
+in plan order, their position and estimated start. Plan order is the order of the plan at `now`:
+the jobs it places, then the waiting ones as the planner considered them.
+
+A job of unknown run time, running or started on the way, is taken never to end: what can start
+only once it ends gets no estimate (None), rather than a guess. Victims of a preemption stop at the
+next tick, as in the simulation. Pure: no clock (the snapshot's `now`), deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from job.core.planner import Snapshot, plan
+from job.core.simulate.engine import Running, Start, simulate
+from job.core.simulate.trace import TraceJob
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    job: str
+    position: int  # 1 for the first in plan order
+    start: datetime | None  # None: depends on a run time that is not known
+
+
+def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times: Mapping[str, float | None],
+             first: int = 10, every_s: float = 5.0) -> list[Estimate]:
+    now = snapshot.now
+    if now is None:
+        raise ValueError("the snapshot needs its now")
+    order = plan(snapshot)
+    head = [entry["job"] for entry in (*order.placements, *order.waiting)][:first]
+    if not head:
+        return []
+
+    def seconds(moment: datetime | None) -> float | None:
+        return None if moment is None else (moment - now).total_seconds()
+
+    pending = []
+    for job in snapshot.pending:
+        run = run_times.get(job["id"])
+        pending.append(TraceJob(
+            id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],
+            run_s=math.inf if run is None else run, priority=job.get("priority", 0), klass=job.get("class"),
+            node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before"))))
+    running = [
+        # The snapshot does not say when a running job was submitted: its start stands for it.
+        Running(job=TraceJob(id=job["id"], user=job["user"], submit_s=seconds(job.get("started_at")) or 0.0,
+                             resources=job["resources"], run_s=math.inf, klass=job.get("class")),
+                node=job["node"], started_s=seconds(job.get("started_at")),
+                end_s=None if ends.get(job["id"]) is None else max(seconds(ends[job["id"]]), 0.0),
+                stopping=job.get("stopping", False))
+        for job in snapshot.running
+    ]
+    start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
+    outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start)
+    first_start = {}
+    for record in outcome.records:
+        runs = [start_s for _, start_s, _ in record.stopped] + ([record.start_s] if record.start_s is not None else [])
+        if runs:
+            first_start[record.job.id] = runs[0]
+    return [Estimate(job=ident, position=position,
+                     start=None if ident not in first_start else now + timedelta(seconds=first_start[ident]))
+            for position, ident in enumerate(head, start=1)]

@@ -1,0 +1,45 @@
+"""The simulated cluster's nodes, from `--nodes` text (`4x{CPU:32,GPU:8,memory:256GiB}`, several
+kinds joined by `+`) or from a JSON list of nodes written as in the planner's snapshot."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import TypeAdapter, ValidationError
+
+from job.core.errors import BadInput
+from job.core.planner.snapshot import Node, describe_error
+from job.core.simulate.trace import parse_resource_text
+
+_KIND = re.compile(r"\s*(?:(\d+)\s*[x*]\s*)?(\{[^{}]*\})\s*")
+_NODES = TypeAdapter(list[Node])
+
+
+def parse_nodes(text: str) -> list[Node]:
+    """Nodes named n0001, n0002... in the order written."""
+    nodes: list[Node] = []
+    for part in text.split("+"):
+        match = _KIND.fullmatch(part)
+        if match is None:
+            raise BadInput(f"--nodes: expected COUNTx{{NAME:AMOUNT,...}}, e.g. 4x{{CPU:32,GPU:8,memory:256GiB}}; got {part.strip()!r}")
+        count = int(match.group(1) or 1)
+        if count < 1:
+            raise BadInput(f"--nodes: at least one node of each kind, got {part.strip()!r}")
+        resources = parse_resource_text(match.group(2), "--nodes")
+        for _ in range(count):
+            nodes.append(Node(id=f"n{len(nodes) + 1:04d}", resources=resources))
+    return nodes
+
+
+def parse_nodes_json(text: str, source: str) -> list[Node]:
+    """A JSON list of nodes as in the planner's snapshot (`id`, `resources`, optional `labels`)."""
+    try:
+        nodes = _NODES.validate_json(text)
+    except ValidationError as exc:
+        raise BadInput(f"{source}: {describe_error(exc)}") from None
+    ids = [node.id for node in nodes]
+    if not nodes:
+        raise BadInput(f"{source}: no nodes")
+    if len(set(ids)) != len(ids):
+        raise BadInput(f"{source}: a node id appears more than once")
+    return nodes

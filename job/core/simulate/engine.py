@@ -1,0 +1,533 @@
+"""The simulation: a trace replayed on a virtual clock through the real planner.
+
+Every `every_s` of virtual time a tick does what the scheduler's tick does, in the same order:
+jobs whose run time is over end and give their resources back, users are charged the usage of
+what they held since the last charge (`core/usage.py`), and the pending jobs are planned
+(`core/planner`) on a snapshot of the group; a placed job starts at once and runs for its trace
+run time. A job holds its node from the tick that places it until the first tick at or after its
+end, as in the scheduler, where a tick sees that a job ended.
+
+Ticks where nothing can change are skipped. Between two events (an arrival, the end of a job) a
+plan would place nothing: every job left waiting by a plan waits because of something that only
+an event changes (free resources only fall within a plan, so what did not fit at its turn does not
+fit after it; a user's running jobs and resources only grow; the group's nodes are fixed). The
+clock jumps to the first tick at or after the next event. Usage is charged over the whole jump at
+once, which gives the same usage as a charge per tick: a user holds the same resources throughout
+(usage.py: charging once per tick or once per second gives the same U).
+
+Preemption (`group.preemption` not `off`): a victim the plan names stops at the next tick, gives
+its resources back and waits again in its place in the queue; placed again, it runs its whole run
+time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
+skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
+
+The snapshot is the planner's own, built for a cost that does not grow with the jobs running or
+waiting (without preemption; with it, every job goes in as it is):
+
+- our running jobs are given as two sets of running entries that the planner adds up as it
+  does single jobs: per node, one entry holding what they hold there, charged to a user of its
+  own that has no pending job (so the node's free resources are right); per user with a job in
+  the snapshot, one entry holding what its jobs hold, on a node outside the group, which the
+  planner charges to the user (its dominant share) and to no node. Where a per-user job limit
+  applies, the user has one entry per running job (the others empty), so that the planner counts
+  them. The dominant shares of users without a job to plan order nothing.
+- pending jobs that this plan cannot place are left out. Of a shape (a distinct request) k jobs
+  at most can be placed, k being the copies of it that the nodes' free resources hold, node by
+  node (for the first TRACKED_SHAPES shapes of the trace; beyond, what is free on all nodes
+  together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
+  age), so at most its first k are: the others are left out, and all of a shape with k = 0.
+- nodes without room for the least of each resource that any of these jobs asks for are left
+  out, replaced by one node that stands for them all, held in full (`_nodes`).
+
+Left out, they change no placement: the plan's placements are those of the whole queue on every
+node (tests/test_simulate_engine.py replays traces both ways). Under `strict_order` and `lifo`
+every pending job goes in: a job that waits there changes what the others do, or the order within
+a user is reversed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from job.core.planner import Snapshot, plan
+from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
+from job.core.resources import Resources, dominant_share
+from job.core.simulate.trace import TraceJob
+from job.core.usage import charge_usage
+
+# The virtual clock's origin: trace times are seconds after it.
+EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+# The node that holds the users' running jobs in the snapshot, not a node of the group; and the
+# user that holds the nodes' running jobs, which has no job of its own.
+_USERS_NODE = "simulation:users"
+NODES_USER = "simulation:nodes"
+# Shapes whose copies on each node are counted; later ones are bounded by the group's free total.
+TRACKED_SHAPES = 64
+# The node that stands for the nodes left out of a snapshot, for want of room.
+_FULL_NODE = "simulation:full"
+
+
+@dataclass(eq=False, slots=True)
+class JobRecord:
+    job: TraceJob
+    need: Resources
+    # Where the job ran last and when it started there; None if it never started.
+    node: str | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    unschedulable: bool = False
+    # The job as the snapshot lists it while it waits, and its place in its user's queue.
+    pending: dict | None = None
+    queue_key: tuple | None = None
+    # Preemption: whether a plan chose it as a victim (it stops at the next tick), its running
+    # entry while it runs, and its runs that were stopped, as (node, start, stop).
+    stopping: bool = False
+    running: dict | None = None
+    # Its start's number: tells the end of its current run from that of a run stopped before.
+    number: int = 0
+    stopped: list[tuple[str, float, float]] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class UserRecord:
+    name: str
+    spec: User
+    held: dict[str, int] = field(default_factory=dict)
+    # What the user's running and pending jobs ask for together: its demand.
+    wanted: dict[str, int] = field(default_factory=dict)
+    running: int = 0
+    held_share: float = 0.0
+    usage: float = 0.0
+    charged_at: float = 0.0
+    # (time, dominant share held, dominant share wanted), from the time on: a step function.
+    timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    # Its running entries in the snapshot: what its jobs hold, on a node outside the group.
+    entries: list[dict] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Outcome:
+    records: list[JobRecord]
+    users: dict[str, UserRecord]
+    # The group's totals, in units.
+    totals: dict[str, int]
+    every_s: float
+    ticks: int = 0
+    plans: int = 0
+    # Arrivals, starts, ends and preemptions.
+    events: int = 0
+    # When the last job gave its resources back.
+    end_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A job already running when the simulation starts (a forecast's): started at `started_s`
+    (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here)."""
+
+    job: TraceJob
+    node: str
+    started_s: float | None
+    end_s: float | None
+    stopping: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where a simulation starts other than from an empty group: the time of its clock's 0, the jobs
+    running then, and the planner's state and reservations."""
+
+    epoch: datetime
+    running: list[Running] = field(default_factory=list)
+    state: dict[str, dict] = field(default_factory=dict)
+    reservations: list[dict] = field(default_factory=list)
+
+
+def _add(target: dict[str, int], need: Resources, sign: int) -> None:
+    for name, amount in need.items():
+        target[name] = target.get(name, 0) + sign * amount
+
+
+def _ready(record: JobRecord) -> float:
+    """When the job may first be planned: its submission, or its not_before if later."""
+    job = record.job
+    return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
+
+
+def _copies(free: dict[str, int], need: Resources) -> int:
+    """How many jobs of `need` fit in `free` side by side."""
+    return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
+
+
+def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
+             every_s: float = 5.0, start: Start | None = None) -> Outcome:
+    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
+    (missing: shares 1, no limit, no usage). A job whose run time is infinite never ends. Without
+    `start`, the group is empty at first; with it, the clock starts at 0. Pure and deterministic."""
+    if every_s <= 0:
+        raise ValueError("every_s must be above zero")
+    return _Simulation(jobs, nodes, group, users or {}, every_s, start).run()
+
+
+class _Simulation:
+    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
+                 start: Start | None):
+        self.group = group
+        self.every_s = every_s
+        self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
+        self.specs = users
+        self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
+        # Under preemption a job that fits nowhere may still make room, and a full node may give
+        # it: every pending job, every node and every running job (with its class and start) go
+        # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
+        # time passes, min_runtime_s after its start).
+        self.preempting = group.preemption != "off"
+        # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
+        # counts below do not tell apart, and from a given start.
+        self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
+        self.exact_queue = group.strict_order or group.policy == "lifo" or self.exact
+        classes = {c.name for c in group.priority_classes}
+        for job in jobs:
+            if job.klass is not None and job.klass not in classes:
+                raise ValueError(f"job {job.id}: class {job.klass!r} is not one of the group's priority classes "
+                                 f"({', '.join(sorted(classes))})")
+        self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
+        self.totals: dict[str, int] = {}
+        for total in self.node_totals.values():
+            _add(self.totals, total, 1)
+        self.free = dict(self.totals)
+        self.nodes = nodes
+        self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
+        self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
+        self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
+        # Round-robin's state is a position among the nodes: every node must be in every snapshot.
+        self.every_node = group.selector == "roundrobin" or self.exact
+        self.epoch = start.epoch if start is not None else EPOCH
+        # Running jobs by id, and the reservations of the last plan (preemption only).
+        self.running: dict[str, JobRecord] = {}
+        self.reservations: list[dict] = list(start.reservations) if start is not None else []
+        # The victims of the last plan: they stop at the next tick.
+        self.victims: list[JobRecord] = []
+        # Per node with running jobs, its running entry.
+        self.node_entries: dict[str, dict] = {}
+        self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
+        self.arrivals = sorted(self.records, key=_ready)
+        self.users: dict[str, UserRecord] = {}
+        self.by_id: dict[str, JobRecord] = {}
+        # Per shape, per user, the user's waiting jobs of that shape in queue order.
+        self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
+        # Per shape (the request, with its labels where it has any): whether any node can take it.
+        self.schedulable: dict[Resources | tuple, bool] = {}
+        # Per tracked shape, how many copies of it each node's free resources hold, and in all.
+        self.copies: dict[Resources, dict[str, int]] = {}
+        self.fit: dict[Resources, int] = {}
+        # (end, start number, record): an entry whose start number is no longer the record's is
+        # the end of a run that was stopped.
+        self.ends: list[tuple[float, int, JobRecord]] = []
+        self.state: dict[str, dict] = dict(start.state) if start is not None else {}
+        self.start = start
+        self.pending_count = 0
+        # Starts so far: orders the ends of jobs that end at the same time.
+        self.started = 0
+        self.class_values = {c.name: c.value for c in group.priority_classes}
+        self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
+
+    def _user(self, name: str) -> UserRecord:
+        user = self.users.get(name)
+        if user is None:
+            spec = self.specs.get(name, DEFAULT_USER)
+            user = self.users[name] = UserRecord(name=name, spec=spec, usage=spec.usage)
+        return user
+
+    def run(self) -> Outcome:
+        outcome = self.outcome
+        if not self.arrivals and self.start is None:
+            return outcome
+        tick = math.ceil(_ready(self.arrivals[0]) / self.every_s)
+        if self.start is not None:
+            tick = 0
+            self._begin(self.start.running)
+        next_arrival = 0
+        while True:
+            now = tick * self.every_s
+            touched: set[UserRecord] = set()
+            while self.ends and self.ends[0][0] <= now:
+                _, number, record = heapq.heappop(self.ends)
+                if record.running is not None and record.number == number:
+                    self._release(record, now, touched)
+            victims, self.victims = self.victims, []
+            for record in victims:
+                if record.stopping:  # not ended meanwhile
+                    self._stop(record, now, touched)
+            while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
+                self._arrive(self.arrivals[next_arrival], touched)
+                next_arrival += 1
+            if self.pending_count:
+                self._plan(now, touched)
+            for user in touched:
+                self._mark(user, now)
+            outcome.ticks += 1
+            upcoming = []
+            if next_arrival < len(self.arrivals):
+                upcoming.append(_ready(self.arrivals[next_arrival]))
+            if self.ends:
+                upcoming.append(self.ends[0][0])
+            if not upcoming:
+                outcome.end_s = now
+                break
+            if self.preempting and self.pending_count:
+                upcoming.append(now + self.every_s)
+            tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
+        return outcome
+
+    def _arrive(self, record: JobRecord, touched: set[UserRecord]) -> None:
+        job = record.job
+        self.by_id[job.id] = record
+        self.outcome.events += 1
+        labels = job.node_labels
+        shape = (record.need, tuple(sorted(labels.items()))) if labels else record.need
+        schedulable = self.schedulable.get(shape)
+        if schedulable is None:
+            schedulable = self.schedulable[shape] = any(
+                record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
+                if all(node.labels.get(key) == value for key, value in labels.items()))
+            if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
+                copies = self.copies[record.need] = {node: _copies(free, record.need) for node, free in self.free_on.items()}
+                self.fit[record.need] = sum(copies.values())
+        if not schedulable:
+            record.unschedulable = True
+            return
+        if job.user == NODES_USER:
+            raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
+        user = self._user(job.user)
+        _add(user.wanted, record.need, 1)
+        touched.add(user)
+        record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
+                          "submitted_at": self.epoch + timedelta(seconds=job.submit_s)}
+        if job.klass is not None:
+            record.pending["class"] = job.klass
+        if job.node_labels:
+            record.pending["node_labels"] = job.node_labels
+        self._enqueue(record)
+
+    def _enqueue(self, record: JobRecord) -> None:
+        job = record.job
+        # The planner's order within a user: higher class, higher priority, then older, then by id
+        # (shorter first).
+        value = self.class_values[job.klass or self.group.default_class]
+        record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
+        insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
+        self.pending_count += 1
+
+    def _dequeue(self, record: JobRecord) -> None:
+        queues = self.waiting[record.need]
+        queue = queues[record.job.user]
+        del queue[bisect_left(queue, record.queue_key)]
+        if not queue:
+            del queues[record.job.user]
+        self.pending_count -= 1
+
+    def _candidates(self) -> list[dict]:
+        jobs: list[dict] = []
+        free = self.free
+        for need, queues in self.waiting.items():
+            if not queues:
+                continue
+            if self.exact_queue:
+                for queue in queues.values():
+                    jobs.extend(entry[-1] for entry in queue)
+                continue
+            fit = self.fit.get(need)
+            if fit is None:
+                fit = _copies(free, need)
+            if fit > 0:
+                for queue in queues.values():
+                    jobs.extend(entry[-1] for entry in queue[:fit])
+        return jobs
+
+    def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
+        pending = self._candidates()
+        if not pending:
+            return
+        now = self.epoch + timedelta(seconds=now_s)
+        users = {}
+        # Preemption weighs the scores of the running jobs' users too.
+        named = [*pending, *self.running.values()] if self.exact else pending
+        for job in named:
+            name = job["user"] if isinstance(job, dict) else job.job.user
+            if name not in users:
+                user = self._user(name)
+                spec = user.spec
+                if self.half_life_s:
+                    self._charge(user, now_s)
+                    spec = spec.model_copy(update={"usage": user.usage})
+                users[name] = spec
+        if self.exact:
+            nodes, running = self.nodes, [record.running for record in self.running.values()]
+        else:
+            nodes, held = self._nodes(pending)
+            running = [*held, *(entry for name in users for entry in self.users[name].entries)]
+        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes, running=running, pending=pending,
+                                            users=users, state=self.state, reservations=self.reservations)
+        result = plan(snapshot)
+        self.outcome.plans += 1
+        self.state = {**self.state, **result.state}
+        for placement in result.placements:
+            self._start(self.by_id[placement["job"]], placement["node"], now_s, touched)
+        for preemption in result.preemptions or ():
+            for victim in preemption["victims"]:
+                record = self.running[victim]
+                record.stopping = record.running["stopping"] = True
+                self.victims.append(record)
+        self.reservations = result.reservations or []
+
+    def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
+        """The nodes for the snapshot, and the running entries of what our jobs hold on them.
+
+        A node without room for the least of every resource that any of these jobs asks for takes
+        none of them: it is left out, and its totals go to one node that stands for all those left
+        out, held in full, so that the group's totals (the dominant shares) stay the same. The
+        planner's node order is by id, so leaving nodes out changes no preference between the
+        others; round-robin counts positions, so it gets every node."""
+        if self.every_node:
+            return self.nodes, list(self.node_entries.values())
+        least: dict[str, int] | None = None
+        for need in {self.by_id[job["id"]].need for job in pending}:
+            if least is None:
+                least = dict(need.items())
+            else:
+                least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
+        least_items = tuple(least.items()) if least else ()
+        nodes, held, full = [], [], {}
+        entries = self.node_entries
+        # A plain loop with break/else: this runs over every node at every plan.
+        for node, free, total in self.node_list:
+            for name, amount in least_items:
+                if free.get(name, 0) < amount:
+                    _add(full, total, 1)
+                    break
+            else:
+                nodes.append(node)
+                entry = entries.get(node.id)
+                if entry is not None:
+                    held.append(entry)
+        if full:
+            amounts = Resources(full).amounts()
+            nodes.append(Node.model_construct(id=_FULL_NODE, resources=amounts, labels={}, outside={}))
+            held.append({"id": f"{_FULL_NODE}:running", "user": NODES_USER, "node": _FULL_NODE, "resources": amounts})
+        return nodes, held
+
+    def _charge(self, user: UserRecord, now_s: float) -> None:
+        """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
+        if self.half_life_s:
+            user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
+        user.charged_at = now_s
+
+    def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
+        self._dequeue(record)
+        self._run(record, node, now_s, now_s + record.job.run_s)
+        self._hold(record, 1, now_s, touched)
+        self.outcome.events += 1
+
+    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float) -> None:
+        """The record running on `node` since `start_s` (None: not started yet) until `end_s`."""
+        record.node, record.start_s, record.end_s = node, start_s, end_s
+        self.started += 1
+        if not math.isinf(end_s):
+            heapq.heappush(self.ends, (end_s, self.started, record))
+        job = record.job
+        started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
+        record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
+                          "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False}
+        record.number = self.started
+        self.running[job.id] = record
+
+    def _begin(self, running: list[Running]) -> None:
+        """The jobs running at the start: on their nodes, charged to their users from 0 on."""
+        touched: set[UserRecord] = set()
+        for job in running:
+            record = JobRecord(job=job.job, need=Resources.of(job.job.resources))
+            self.by_id[job.job.id] = record
+            # Stopped by a preemption, it waits again, in its place in the queue (its submission).
+            record.pending = {"id": job.job.id, "user": job.job.user, "resources": job.job.resources,
+                              "priority": job.job.priority,
+                              "submitted_at": self.epoch + timedelta(seconds=job.job.submit_s)}
+            if job.job.klass is not None:
+                record.pending["class"] = job.job.klass
+            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s)
+            record.stopping = record.running["stopping"] = job.stopping
+            if job.stopping:
+                self.victims.append(record)
+            _add(self._user(job.job.user).wanted, record.need, 1)
+            self._hold(record, 1, 0.0, touched)
+
+    def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        self._hold(record, -1, now_s, touched)
+        del self.running[record.job.id]
+        record.running = None
+        record.stopping = False
+        _add(self._user(record.job.user).wanted, record.need, -1)
+        self.outcome.events += 1
+
+    def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """A victim stops: its resources come back, and it waits again in its place in the queue
+        (its submission time is kept); its next run starts from the beginning."""
+        self._hold(record, -1, now_s, touched)
+        del self.running[record.job.id]
+        record.running = None
+        record.stopping = False
+        record.stopped.append((record.node, record.start_s, now_s))
+        record.node = record.start_s = record.end_s = None
+        self._enqueue(record)
+        touched.add(self._user(record.job.user))
+        self.outcome.events += 1
+
+    def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's resources taken (1) or given back (-1) on its node and by its user."""
+        need = record.need
+        if record.node not in self.held_on:
+            # A node that left the group holds nothing there; its job is still its user's.
+            self._charge_user(record, sign, now_s, touched)
+            return
+        held = self.held_on[record.node]
+        _add(held, need, sign)
+        free = self.free_on[record.node]
+        _add(free, need, -sign)
+        for shape, copies in self.copies.items():
+            now_there = _copies(free, shape)
+            if now_there != copies[record.node]:
+                self.fit[shape] += now_there - copies[record.node]
+                copies[record.node] = now_there
+        _add(self.free, need, -sign)
+        amounts = Resources(held).amounts()
+        if amounts:
+            self.node_entries[record.node] = {"id": f"{record.node}:running", "user": NODES_USER, "node": record.node,
+                                              "resources": amounts}
+        else:
+            self.node_entries.pop(record.node, None)
+        self._charge_user(record, sign, now_s, touched)
+
+    def _charge_user(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's resources taken (1) or given back (-1) by its user."""
+        need = record.need
+        user = self._user(record.job.user)
+        self._charge(user, now_s)
+        _add(user.held, need, sign)
+        user.running += sign
+        user.held_share = dominant_share(user.held, self.totals)
+        amounts = Resources(user.held).amounts()
+        user.entries = [{"id": f"{user.name}:running", "user": user.name, "node": _USERS_NODE, "resources": amounts}] if amounts else []
+        if self.limited and user.running > 1:
+            user.entries += [{"id": f"{user.name}:running:{n}", "user": user.name, "node": _USERS_NODE, "resources": {}}
+                             for n in range(1, user.running)]
+        touched.add(user)
+
+    def _mark(self, user: UserRecord, now_s: float) -> None:
+        point = (now_s, user.held_share, dominant_share(user.wanted, self.totals))
+        if user.timeline and user.timeline[-1][0] == now_s:
+            user.timeline[-1] = point
+        else:
+            user.timeline.append(point)

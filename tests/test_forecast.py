@@ -1,0 +1,88 @@
+"""The forecast: the first jobs in line, their position and when they start, from a snapshot and
+the expected ends and run times; exact where every run time is known."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from job.core.forecast import Estimate, forecast
+from job.core.planner import Snapshot
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float | None) -> datetime | None:
+    return None if seconds is None else NOW + timedelta(seconds=seconds)
+
+
+def snapshot(policy="fifo", nodes=(("n1", 4),), running=(), pending=(), **group) -> Snapshot:
+    return Snapshot.model_validate({
+        "group": {"policy": policy, "selector": "dispersed", **group},
+        "now": NOW,
+        "nodes": [{"id": ident, "resources": {"CPU": cpu}} for ident, cpu in nodes],
+        "running": [{"id": ident, "user": user, "node": node, "resources": {"CPU": cpu}, "started_at": at(-60)}
+                    for ident, user, node, cpu in running],
+        "pending": [{"id": ident, "user": user, "resources": {"CPU": cpu}, "submitted_at": at(submitted), **extra}
+                    for ident, user, cpu, submitted, extra in pending],
+    })
+
+
+CASES = {
+    "an empty node: everything that fits starts now, the rest as the first end": (
+        snapshot(pending=[("p1", "a", 2, -30, {}), ("p2", "b", 2, -20, {}), ("p3", "a", 4, -10, {})]),
+        {}, {"p1": 100, "p2": 40, "p3": 10},
+        10, [("p1", 1, 0), ("p2", 2, 0), ("p3", 3, 100)]),
+    "the running job's end on the tick grid: a job that ends at 12 s frees its node at the 15 s tick": (
+        snapshot(running=[("r1", "a", "n1", 4)], pending=[("p1", "b", 4, -5, {})]),
+        {"r1": at(12)}, {"p1": 30},
+        10, [("p1", 1, 15)]),
+    "an unknown run time: what waits for it has no estimate, what does not, has one": (
+        snapshot(running=[("r1", "a", "n1", 4)],
+                 pending=[("p1", "b", 2, -30, {}), ("p2", "c", 4, -20, {}), ("p3", "c", 2, -10, {})]),
+        {"r1": at(100)}, {"p1": 60, "p2": 300, "p3": None},
+        10, [("p1", 1, 100), ("p2", 2, None), ("p3", 3, 100)]),
+    "a running job of unknown end holds its node for good": (
+        snapshot(nodes=[("n1", 4), ("n2", 2)], running=[("r1", "a", "n1", 4)],
+                 pending=[("p1", "b", 4, -30, {}), ("p2", "b", 2, -20, {})]),
+        {}, {"p1": 60, "p2": 60},
+        10, [("p2", 1, 0), ("p1", 2, None)]),
+    "not_before: planned from that time on": (
+        snapshot(pending=[("p1", "a", 4, -30, {"not_before": at(30)}), ("p2", "b", 2, -10, {})]),
+        {}, {"p1": 10, "p2": 10},
+        10, [("p2", 1, 0), ("p1", 2, 30)]),
+    "drf: the plan's order is by dominant share, and so are the starts": (
+        snapshot(policy="drf", nodes=[("n1", 2)],
+                 pending=[("a1", "a", 1, -30, {}), ("a2", "a", 1, -29, {}), ("a3", "a", 1, -28, {}), ("b1", "b", 1, -10, {})]),
+        {}, {"a1": 20, "a2": 20, "a3": 20, "b1": 20},
+        10, [("a1", 1, 0), ("b1", 2, 0), ("a2", 3, 20), ("a3", 4, 20)]),
+    "first: only the head of the line": (
+        snapshot(pending=[(f"p{n}", "a", 4, n - 10, {}) for n in range(5)]),
+        {}, {f"p{n}": 10 for n in range(5)},
+        2, [("p0", 1, 0), ("p1", 2, 10)]),
+}
+
+
+@pytest.mark.parametrize("shot, ends, runs, first, expected", CASES.values(), ids=CASES.keys())
+def test_forecast(shot, ends, runs, first, expected):
+    assert forecast(shot, ends, runs, first=first) == [Estimate(job, position, at(start)) for job, position, start in expected]
+
+
+def test_preemption_is_forecast_too():
+    # b's high-class job preempts a's running one: it stops at the 5 s tick, b's starts there.
+    classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
+    shot = Snapshot.model_validate({
+        "group": {"policy": "drf", "selector": "dispersed", "preemption": "priority", "min_runtime_s": 0,
+                  "priority_classes": classes, "default_class": "low"},
+        "now": NOW, "nodes": [{"id": "n1", "resources": {"CPU": 4}}],
+        "running": [{"id": "r1", "user": "a", "node": "n1", "resources": {"CPU": 4}, "started_at": at(-60)}],
+        "pending": [{"id": "p1", "user": "b", "resources": {"CPU": 4}, "submitted_at": at(-1), "class": "high"}],
+    })
+    assert forecast(shot, {"r1": at(1000)}, {"p1": 50}) == [Estimate("p1", 1, at(5))]
+
+
+def test_a_snapshot_without_now_is_refused():
+    shot = Snapshot.model_validate({"group": {"policy": "fifo", "selector": "dispersed"}})
+    with pytest.raises(ValueError, match="now"):
+        forecast(shot, {}, {})

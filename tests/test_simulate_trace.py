@@ -1,0 +1,124 @@
+"""Traces as text: CSV and the Standard Workload Format, good and bad lines; nodes as text; the
+generated trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from job.core.errors import BadInput
+from job.core.simulate.cluster import parse_nodes, parse_nodes_json
+from job.core.simulate.generate import generate
+from job.core.simulate.trace import TraceJob, parse_csv, parse_swf
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('0,alice,"CPU:4,memory:8GiB",90\n',
+     [TraceJob("1", "alice", 0.0, {"CPU": 4.0, "memory": 8.0 * GIB}, 90.0)]),
+    ('submit_time,user,resources,run_time,priority,class\n5m,bob,"{GPU:1,CPU:2}",1h30m,3,batch\n',
+     [TraceJob("1", "bob", 300.0, {"GPU": 1.0, "CPU": 2.0}, 5400.0, 3, "batch")]),
+    ("# a comment\n\n1.5,carol,CPU:0.5,2\n2,dave,CPU:1,3,,\n",
+     [TraceJob("1", "carol", 1.5, {"CPU": 0.5}, 2.0), TraceJob("2", "dave", 2.0, {"CPU": 1.0}, 3.0)]),
+])
+def test_csv_good_lines(text, expected):
+    assert parse_csv(text, "t.csv").jobs == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,alice,CPU:1\n", "t.csv line 1: expected 4 to 6 fields (submit_time,user,resources,run_time,priority,class), got 3"),
+    ("0,alice,CPU:1,5\nsoon,bob,CPU:1,5\n", "t.csv line 2: submit_time: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)"),
+    ("0,alice,CPU:1,-5\n", "t.csv line 1: run_time: not a duration: '-5' (use e.g. 90s, 5m, 1h30m, 2d)"),
+    ("0,,CPU:1,5\n", "t.csv line 1: user: empty"),
+    ("0,alice,CPU,5\n", "t.csv line 1: resources: expected NAME:AMOUNT, got 'CPU'"),
+    ("0,alice,cpu:1,5\n", "t.csv line 1: resources: unknown resource 'cpu': did you mean 'CPU'?"),
+    ("0,alice,CPU:-1,5\n", "t.csv line 1: resources: CPU: must be finite and not negative, got '-1'"),
+    ('0,alice,"CPU:1,CPU:2",5\n', "t.csv line 1: resources: 'CPU' given twice"),
+    ("0,alice,CPU:0,5\n", "t.csv line 1: resources: ask for more than nothing: at least one amount above zero"),
+    ("0,alice,CPU:1,5,high\n", "t.csv line 1: priority: not a whole number: 'high'"),
+])
+def test_csv_bad_lines_name_the_line_and_field(text, message):
+    with pytest.raises(BadInput) as error:
+        parse_csv(text, "t.csv")
+    assert str(error.value) == message
+
+
+def swf_line(number=1, submit=0, wait=5, run=100, allocated=4, requested=4, user=7) -> str:
+    fields = [number, submit, wait, run, allocated, -1, -1, requested, 200, -1, 1, user, 1, 1, 1, 1, -1, -1]
+    return " ".join(str(field) for field in fields)
+
+
+def test_swf_good_lines_and_skipped_jobs():
+    text = "\n".join([
+        "; Version: 2.2", "; Computer: test", "",
+        swf_line(1, submit=0, run=100, requested=4, user=7),
+        swf_line(2, submit=30, run=50, allocated=8, requested=-1, user=3),  # not requested: allocated
+        swf_line(3, submit=40, run=-1),  # cancelled before it ran
+        swf_line(4, submit=50, run=10, allocated=-1, requested=-1),  # no processors
+    ])
+    trace = parse_swf(text, "w.swf")
+    assert trace.jobs == [TraceJob("1", "u7", 0.0, {"CPU": 4.0}, 100.0), TraceJob("2", "u3", 30.0, {"CPU": 8.0}, 50.0)]
+    assert trace.skipped == 2
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 0 5 100\n", "w.swf line 1: expected the 18 fields of the Standard Workload Format, got 4"),
+    (swf_line().replace(" 100 ", " ten ", 1) + "\n", "w.swf line 1: field 4 (run time): not a number: 'ten'"),
+    ("; header\n" + swf_line(submit=-3) + "\n", "w.swf line 2: field 2 (submit time): must not be negative, got '-3'"),
+    (swf_line(1) + "\n" + swf_line(1) + "\n", "w.swf: job number 1 appears more than once"),
+])
+def test_swf_bad_lines_name_the_line_and_field(text, message):
+    with pytest.raises(BadInput) as error:
+        parse_swf(text, "w.swf")
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2x{CPU:4}", [("n0001", {"CPU": 4.0}), ("n0002", {"CPU": 4.0})]),
+    ("1x{CPU:32,GPU:8,memory:1GiB} + {CPU:2}", [("n0001", {"CPU": 32.0, "GPU": 8.0, "memory": float(GIB)}),
+                                               ("n0002", {"CPU": 2.0})]),
+])
+def test_nodes_as_text(text, expected):
+    assert [(node.id, node.resources) for node in parse_nodes(text)] == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("4{CPU:4}", "--nodes: expected COUNTx{NAME:AMOUNT,...}, e.g. 4x{CPU:32,GPU:8,memory:256GiB}; got '4{CPU:4}'"),
+    ("0x{CPU:4}", "--nodes: at least one node of each kind, got '0x{CPU:4}'"),
+    ("2x{CPU:lots}", "--nodes: CPU: not a number: 'lots'"),
+])
+def test_bad_nodes_as_text(text, message):
+    with pytest.raises(BadInput) as error:
+        parse_nodes(text)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[{"id": "a", "resources": {"CPU": -1}}]', "nodes.json: [0].resources.CPU: Input should be greater than or equal to 0"),
+    ('[{"id": "a", "resources": {}}, {"id": "a", "resources": {}}]', "nodes.json: a node id appears more than once"),
+    ("[]", "nodes.json: no nodes"),
+])
+def test_bad_nodes_as_json(text, message):
+    with pytest.raises(BadInput) as error:
+        parse_nodes_json(text, "nodes.json")
+    assert str(error.value) == message
+
+
+def test_generated_traces_are_deterministic_skewed_and_offer_the_load():
+    totals = {"CPU": 128, "GPU": 32, "memory": 1024 * GIB}
+    first = generate(5000, seed=3, totals=totals, users=20, load=1.0)
+    assert first == generate(5000, seed=3, totals=totals, users=20, load=1.0)
+    assert first != generate(5000, seed=4, totals=totals, users=20, load=1.0)
+    per_user = {}
+    for job in first:
+        per_user[job.user] = per_user.get(job.user, 0) + 1
+    counts = sorted(per_user.values(), reverse=True)
+    assert counts[0] > 5 * counts[-1]  # user 1 submits with weight 1, user 20 with 1/20
+    assert [job.submit_s for job in first] == sorted(job.submit_s for job in first)
+    span = first[-1].submit_s
+    # The busiest resource is offered about `load` times what it can run over the span.
+    offered = max(sum(job.resources.get(name, 0) * job.run_s for job in first) / (total * span)
+                  for name, total in totals.items())
+    assert 0.95 < offered < 1.05
+    half = generate(5000, seed=3, totals=totals, users=20, load=0.5)
+    assert half[-1].submit_s == pytest.approx(2 * span, rel=0.01)
