@@ -50,11 +50,17 @@ def plan(snapshot: Snapshot) -> Plan:
             gc.enable()
 
 
-def _node(node: Node, priority: list[str]) -> NodeState:
+def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, frozenset[str]]]) -> NodeState:
     """The node as the plan starts: free is its total less what outside load holds there. Outside
     load counts at most the node's total of a resource, and not at all on a resource the node has
-    none of: no more than a node has can be held there."""
-    total = Resources.of(node.resources)
+    none of: no more than a node has can be held there. `kinds`: the totals and priority resources
+    of each distinct node resources met so far in this plan (a thousand nodes are of a few kinds)."""
+    kind = tuple(node.resources.items())
+    known = kinds.get(kind)
+    if known is None:
+        total = Resources.of(node.resources)
+        known = kinds[kind] = (total, frozenset(name for name in priority if total.get(name) > 0))
+    total, has = known
     free = dict(total.items())
     outside = {}
     for name, amount in node.outside.items():
@@ -62,8 +68,7 @@ def _node(node: Node, priority: list[str]) -> NodeState:
         if held > 0:
             outside[name] = held
             free[name] -= held
-    return NodeState(id=node.id, labels=node.labels, total=total, free=free,
-                     has=frozenset(name for name in priority if total.get(name) > 0), outside=outside)
+    return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside)
 
 
 class _Planner:
@@ -71,7 +76,8 @@ class _Planner:
         self.snapshot = snapshot
         group = self.group = snapshot.group
         priority = group.resource_priority
-        self.nodes = [_node(node, priority) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
+        kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
+        self.nodes = [_node(node, priority, kinds) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
         # Whether any node has outside load: the waiting messages look for it only then.
         self.outside = any(node.outside for node in self.nodes)
         self.totals: dict[str, int] = {}

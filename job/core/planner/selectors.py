@@ -115,7 +115,16 @@ class _ByFree(Selector):
         heap = self._heaps.get(shape)
         if heap is None:
             entry, keys, index, need = self._packing.entry, self._keys, self._index, shape.items
-            heap = self._heaps[shape] = [entry(_extras(node, shape), keys[index[node]]) for node in shape.pool.nodes if fits(need, node.free)]
+            # Nodes of one kind have the same extras for the shape: worked out once per kind.
+            extras: dict[frozenset[str], int] = {}
+            heap = []
+            for node in shape.pool.nodes:
+                if fits(need, node.free):
+                    count = extras.get(node.has)
+                    if count is None:
+                        count = extras[node.has] = _extras(node, shape)
+                    heap.append(entry(count, keys[index[node]]))
+            self._heaps[shape] = heap
             heapify(heap)
         return heap
 
