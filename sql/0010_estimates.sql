@@ -10,3 +10,7 @@ ALTER TABLE jobs
 -- A group's most recent successful jobs, the run times estimates rest on: read newest first with a
 -- LIMIT, so a tick reads that many rows of the history, never more (tests/test_history.py).
 CREATE INDEX jobs_succeeded_recent ON jobs (group_name, finished_at DESC) WHERE state = 'SUCCEEDED';
+
+-- The head of each group's line in plan order, for the status page (job/store/reports.py
+-- queue_head): pending jobs only, those past the first 1,000 (no position) last, by id.
+CREATE INDEX jobs_pending_position ON jobs (group_name, queue_position, id) WHERE state = 'PENDING';

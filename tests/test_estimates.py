@@ -4,10 +4,13 @@ estimate is the store's and the planner's, and crosses Ray nowhere)."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from cli_helpers import run_cli
 from fake_ray import FakeRay
 from job.core import states
 from job.core.estimates import GROUP, MAX_RUNTIMES, NOTHING, Finished, RunTime, RunTimes, Stored, changes, explain
@@ -15,6 +18,7 @@ from job.core.forecast import Estimate
 from job.adapters.ray_cluster import RayJob
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
+from job.store import tick_jobs
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 CPU4 = {"CPU": 4}
@@ -173,3 +177,33 @@ def test_estimates_from_the_users_recent_run_times(conn, database_url, monkeypat
     # bob's job runs about 600 s as his last three did: alice's starts then, bob's next after it.
     assert stored(conn, p1) == ("PENDING", 1, end(600), "from bob's recent run times, max runtimes")
     assert stored(conn, p2) == ("PENDING", 2, end(900), "from bob's recent run times, max runtimes")
+
+
+def test_jobs_and_show_print_the_estimate(conn, database_url, capsys, group):
+    soon = datetime.now(timezone.utc).replace(second=0, microsecond=0) + timedelta(hours=2)
+    first, second, cancelled = (pending(conn, "bob", 60, group) for _ in range(3))
+    tick_jobs.set_estimates(conn, {first: (1, soon, "from bob's recent run times"),
+                                   second: (2, None, "unknown: waits on job 7, whose run time is not known (why)"),
+                                   cancelled: (3, soon, "from max runtimes")})
+    conn.execute("UPDATE jobs SET state = 'CANCELLED', finished_at = now() WHERE id = %s", (cancelled,))
+    table = run_cli(capsys, "jobs")
+    assert table.status == 0, table.err
+    header, *lines = table.out.splitlines()
+    columns = header.split()
+    assert columns[-3:] == ["POS", "EST_START", "WHY"]
+    cells = {int(line.split()[0]): line for line in lines}
+    at_ = header.index("POS")
+    assert cells[first][at_:].split()[:3] == ["1", soon.strftime("%H:%M"), "UTC"]
+    assert cells[second][at_:].split()[:2] == ["2", "unknown"]
+    # A job that left the line keeps its columns in the row, not its place in line.
+    assert cells[cancelled][at_:].split()[:2] == ["-", "-"]
+    shown = run_cli(capsys, "show", str(first))
+    assert re.search(rf"\nposition: +1\nestimated start: +about {soon:%H:%M} UTC, from bob's recent run times\n",
+                     shown.out), shown.out
+    shown = run_cli(capsys, "show", str(second))
+    assert re.search(r"\nestimated start: +unknown: waits on job 7, whose run time is not known \(why\)\n", shown.out)
+    assert "estimated start" not in run_cli(capsys, "show", str(cancelled)).out
+    listed = {job["id"]: job for job in json.loads(run_cli(capsys, "jobs", "--json").out)}
+    assert (listed[first]["position"], listed[first]["estimated_start_at"], listed[first]["estimate_basis"]) == (
+        1, soon.isoformat().replace("+00:00", "Z"), "from bob's recent run times")
+    assert listed[second]["estimated_start_at"] is None and listed[cancelled]["position"] is None
