@@ -9,6 +9,8 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cli_helpers import run_cli
 from fake_ray import FakeRay
@@ -80,6 +82,24 @@ def test_changes_are_the_rows_to_write_rounded_to_the_minute():
     after = {"1": Stored(1, at(70), "from max runtimes"), "2": Stored(2, at(100), "b2"), "4": Stored(3, None, "unknown")}
     # 1: 08:01:10 is still about 08:01, nothing to write; 3 left the head of the line: cleared.
     assert changes(before, after) == {2: Stored(2, at(120), "b2"), 3: NOTHING, 4: Stored(3, None, "unknown")}
+
+
+_STORED = st.builds(Stored, st.one_of(st.none(), st.integers(1, 5)),
+                    st.one_of(st.none(), st.integers(0, 3600).map(at)), st.sampled_from([None, "a", "b"]))
+
+
+@given(st.dictionaries(st.integers(1, 8), _STORED), st.dictionaries(st.integers(1, 8).map(str), _STORED))
+def test_changes_applied_to_what_was_stored_give_what_is_estimated(before, after):
+    written = changes(before, after)
+    result = {**before, **written}
+    for job_id in before.keys() | {int(job) for job in after}:
+        expected = after.get(str(job_id), NOTHING)
+        if expected.start is not None:
+            assert result[job_id].start.second == 0 and abs(result[job_id].start - expected.start) <= timedelta(seconds=30)
+            expected = Stored(expected.position, result[job_id].start, expected.basis)
+        assert result.get(job_id, NOTHING) == expected
+    # Nothing written that was already so.
+    assert all(before.get(job_id, NOTHING) != stored for job_id, stored in written.items())
 
 
 # --- what a tick stores ----------------------------------------------------------------------------
