@@ -10,8 +10,10 @@ Every statement a tick sends is captured as it is sent, with its parameters: by 
 (`run_tick`, against a fake Ray cluster that answers from a table), and by each store function a
 tick calls, run on a group of a few jobs and on a group of 20,000 pending jobs. Each goes through
 EXPLAIN, inside a transaction rolled back, and a plan that reads `jobs` other than through an index
-over unfinished rows (a partial index whose predicate names unfinished states only) or a lookup by
-key (the primary key, submission_id) fails the test, naming the statement. Then `prune` on the
+over unfinished rows (a partial index whose predicate names unfinished states only), a lookup by
+key (the primary key, submission_id), or the newest rows of an index over finished ones under a
+LIMIT with no filter (the recent run times of estimates: as many rows as the LIMIT) fails the test,
+naming the statement. Then `prune` on the
 million rows, in batches, and its messages."""
 
 from __future__ import annotations
@@ -306,7 +308,9 @@ def plans(url: str, statements: list[Statement]) -> list[tuple[Statement, dict]]
 
 def index_kinds(url: str) -> dict[str, str]:
     """Each index of jobs: 'unfinished' (partial, its predicate names unfinished states only),
-    'key' (unique: a lookup by key reads as many rows as it asks for), or 'history'."""
+    'key' (unique: a lookup by key reads as many rows as it asks for), 'recent' (partial, its
+    predicate names finished states only: read under a LIMIT, as many rows as it asks for), or
+    'history'."""
     kinds = {}
     with psycopg.connect(url, row_factory=dict_row) as conn:
         for row in conn.execute(
@@ -315,6 +319,8 @@ def index_kinds(url: str) -> dict[str, str]:
             named = set(re.findall(r"'([A-Z]+)'", row["predicate"] or ""))
             if named and named <= set(states.UNFINISHED):
                 kinds[row["name"]] = "unfinished"
+            elif named and named <= set(states.FINISHED) and not row["is_unique"]:
+                kinds[row["name"]] = "recent"
             else:
                 kinds[row["name"]] = "key" if row["is_unique"] else "history"
     return kinds
@@ -325,23 +331,27 @@ _BY_INDEX_OR_WRITE = {"Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid 
 
 
 def history_reads(plan: dict, kinds: dict[str, str]) -> list[str]:
-    """The nodes of a plan that read jobs other than through an index over unfinished rows or a
-    lookup by key."""
+    """The nodes of a plan that read jobs other than through an index over unfinished rows, a
+    lookup by key, or an index scan of recent finished rows right under a LIMIT, in the index's
+    order and with no filter (which stops after the LIMIT's rows)."""
     found = []
 
-    def walk(node: dict) -> None:
+    def walk(node: dict, parent: dict | None) -> None:
         kind = node["Node Type"]
         if node.get("Relation Name") == "jobs" and kind not in _BY_INDEX_OR_WRITE:
             found.append(f"{'Parallel ' if node.get('Parallel Aware') else ''}{kind} on jobs"
                          + (f" (Filter: {node['Filter']})" if "Filter" in node else ""))
         index = node.get("Index Name")
-        if index in kinds and (kinds[index] == "history" or (kinds[index] == "key" and not node.get("Index Cond"))):
+        limited = (kind == "Index Scan" and parent is not None and parent["Node Type"] == "Limit"
+                   and "Filter" not in node)
+        if index in kinds and (kinds[index] == "history" or (kinds[index] == "key" and not node.get("Index Cond"))
+                               or (kinds[index] == "recent" and not limited)):
             found.append(f"{kind} using {index}, an index over finished jobs too"
                          + (f" (Index Cond: {node['Index Cond']})" if "Index Cond" in node else ""))
         for child in node.get("Plans", []):
-            walk(child)
+            walk(child, node)
 
-    walk(plan)
+    walk(plan, None)
     return found
 
 
@@ -381,7 +391,7 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
     expected = {"tick_jobs.active_jobs", "tick_jobs.pending_jobs", "tick_jobs.fail_pending_timeouts",
                 "tick_jobs.update_jobs", "tick_jobs.requeue_infra", "tick_jobs.return_to_pending", "tick_jobs.cancel_absent",
                 "tick_jobs.intents_of", "tick_jobs.fail_invalid", "tick_jobs.commit_intents", "tick_jobs.set_waiting",
-                "tick_jobs.mark_submitted", "users.users_of_group", "groups.groups", "groups.group_state",
+                "tick_jobs.mark_submitted", "tick_jobs.recent_run_times", "users.users_of_group", "groups.groups", "groups.group_state",
                 "groups.charge_usage"}
     assert expected <= names, f"not sent by this tick: {sorted(expected - names)}"
     assert_no_history_read(history_db, sent)
@@ -413,6 +423,8 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.mark_victims, conn, {job_id: pending_ids[0] for job_id in active_ids}, now)
     call(tick_jobs.victims_stopping, conn, {job_id: "being stopped" for job_id in active_ids})
     call(tick_jobs.set_reservations, conn, {job_id: "node-a" for job_id in pending_ids}, now)
+    call(tick_jobs.set_estimates, conn, {job_id: (1, now, "from max runtimes") for job_id in pending_ids})
+    call(tick_jobs.recent_run_times, conn, group, 500)
     call(tick_jobs.cancel_absent, conn, active_ids)
     call(tick_jobs.intents_of, conn, active_ids)
     call(tick_jobs.fail_invalid, conn, {job_id: "resources.CPU: negative" for job_id in pending_ids[:10]})
@@ -459,9 +471,16 @@ def test_the_check_catches_a_scan_of_the_history(history_rolled_back):
               AND j.state = ANY(%(unfinished)s))""", {"group": "main", "unfinished": list(states.UNFINISHED)})
     by_user = Statement("by user", "SELECT id FROM jobs WHERE user_name = %s AND state = ANY(%s)",
                         ("u01", list(states.UNFINISHED)))
+    # The recent run times without their LIMIT, or with a filter the index cannot answer: each
+    # reads the group's whole history through jobs_succeeded_recent.
+    unlimited = Statement("recent, no limit", "SELECT started_at FROM jobs WHERE group_name = %s AND state = %s "
+                          "ORDER BY finished_at DESC", ("main", states.SUCCEEDED))
+    filtered = Statement("recent, filtered", "SELECT started_at FROM jobs WHERE group_name = %s AND state = %s "
+                         "AND user_name = %s ORDER BY finished_at DESC LIMIT 20", ("main", states.SUCCEEDED, "u01"))
     kinds = index_kinds(history_rolled_back)
     assert kinds.get("jobs_pending") == kinds.get("jobs_active") == "unfinished" and kinds.get("jobs_user") == "history"
-    for statement, plan in plans(history_rolled_back, [before, by_user]):
+    assert kinds.get("jobs_succeeded_recent") == "recent"
+    for statement, plan in plans(history_rolled_back, [before, by_user, unlimited, filtered]):
         assert history_reads(plan, kinds), (statement.name, plan)
     with pytest.raises(AssertionError, match=r"users_of_group \(before\): "):
         assert_no_history_read(history_rolled_back, [before])

@@ -257,7 +257,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_the_status_page_in_a_real_browser(served, tmp_path, request):
+def test_the_status_page_in_a_real_browser(served, conn, tmp_path, request):
     base, _ = served
     dom = browse(base + "/", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -267,9 +267,16 @@ def test_the_status_page_in_a_real_browser(served, tmp_path, request):
     # The chart: one bar per user with jobs, each saying its share against its entitlement.
     bars = re.findall(r"<title>(\w+): dominant share ([\d.]+)%, entitled to ([\d.]+)%", html)
     assert sorted(bars) == [("alice", "50.0", "25.0"), ("bob", "50.0", "75.0")]
-    # The queue: alice's third job and bob's 4-CPU one, oldest first, with their reasons.
+    # The queue: alice's third job and bob's 4-CPU one, in plan order as the tick stored it, with
+    # their reasons and estimated starts: unknown, as the jobs ahead have no max runtime and the
+    # group no finished job yet, and the title says so.
     queue = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>(\w+)</td>", html)
-    assert [(pos, user) for pos, _, user in queue] == [("1", "alice"), ("2", "bob")]
+    line = conn.execute("SELECT queue_position::text AS pos, id::text, user_name FROM jobs WHERE state = 'PENDING' "
+                        "ORDER BY queue_position").fetchall()
+    assert queue == [(row["pos"], row["id"], row["user_name"]) for row in line]
+    assert [pos for pos, _, _ in queue] == ["1", "2"] and sorted(user for _, _, user in queue) == ["alice", "bob"]
+    assert len(re.findall(r"<td title=\"unknown: waits on job \d+, whose run time is not known [^\"]*\">unknown</td>",
+                          html)) == 2
     assert "Resources: needs CPU 4" in html and "Nothing pending." in html
     assert "node-a" in html and "CPU 4" in html
     assert "<script" not in html

@@ -167,6 +167,9 @@ CASES = [
     ("set_reservations", lambda conn, rows: tick_jobs.set_reservations(
         conn, {job_id: "n1" for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.SET_RESERVATION.moves),
+    ("set_estimates", lambda conn, rows: tick_jobs.set_estimates(
+        conn, {job_id: (1, datetime.now(timezone.utc), "from max runtimes") for job_id, _, _ in rows}),
+     states.SET_ESTIMATE.moves),
     ("mark_victims", lambda conn, rows: tick_jobs.mark_victims(
         conn, {job_id: rows[0][0] for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.MARK_VICTIM.moves),

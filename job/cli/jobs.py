@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 
 from job import api
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, job_id, json_object, pairs
 from job.core import states
 from job.core.errors import BadInput, PermissionDenied
-from job.core.units import format_duration
+from job.core.units import format_duration, time_of_day
 from job.store import jobs as job_rows
 
 
@@ -75,7 +76,24 @@ def job_json(row: dict) -> dict:
         "finished_at": iso(row["finished_at"]),
         "cancel_requested_at": iso(row["cancel_requested_at"]),
         "updated_at": iso(row["updated_at"]),
+        # Pending jobs' place in plan order and estimated start, as the last tick worked them out
+        # (None past the first 1,000 in line, or before the first tick; the basis says why none).
+        **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(row))),
     }
+
+
+def _estimate(row: dict) -> tuple:
+    """What the last tick stored, for a job still pending: a job that left PENDING by a cancel or a
+    failure keeps its columns, not its place in line."""
+    if row["state"] != states.PENDING:
+        return None, None, None
+    return row["queue_position"], iso(row["estimated_start_at"]), row["estimate_basis"]
+
+
+def _est_start(row: dict, now: datetime) -> str:
+    if row["state"] != states.PENDING or row["estimate_basis"] is None:
+        return "-"
+    return "unknown" if row["estimated_start_at"] is None else time_of_day(row["estimated_start_at"], now)
 
 
 def submit(args: argparse.Namespace) -> int:
@@ -139,10 +157,13 @@ def list_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print_json([job_json(row) for row in rows])
         return 0
+    now = datetime.now(timezone.utc)
     print_table(
         [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_resources(row["resources"]),
-          "class": row["priority_class"] or "-", "why": _why(row)} for row in rows],
-        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "submitted_at", "why"],
+          "class": row["priority_class"] or "-", "why": _why(row), "pos": _estimate(row)[0],
+          "est_start": _est_start(row, now)} for row in rows],
+        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "submitted_at", "pos",
+         "est_start", "why"],
     )
     return 0
 
@@ -164,5 +185,11 @@ def show(args: argparse.Namespace) -> int:
     if row["max_runtime_s"] is not None:
         job["max_runtime_s"] = format_duration(row["max_runtime_s"])
     job["why"] = _why(row)
+    del job["position"], job["estimated_start_at"], job["estimate_basis"]
+    if row["state"] == states.PENDING and row["estimate_basis"] is not None:
+        job["position"] = row["queue_position"]
+        start = row["estimated_start_at"]
+        job["estimated start"] = (row["estimate_basis"] if start is None else
+                                  f"about {time_of_day(start, datetime.now(timezone.utc))}, {row['estimate_basis']}")
     print_fields(job)
     return 0

@@ -9,6 +9,12 @@ the jobs it places, then the waiting ones as the planner considered them.
 A job of unknown run time, running or started on the way, is taken never to end: what can start
 only once it ends gets no estimate (None), rather than a guess. Victims of a preemption stop at the
 next tick, as in the simulation. Pure: no clock (the snapshot's `now`), deterministic.
+
+`carried`: how many pending jobs, in plan order, the simulation carries (None: all). The tick
+carries its head only, so that the cost stays that of `first` jobs however long the queue: a job
+further back that would start early by backfill is then not seen taking its room, and the
+estimates of the head may come out early by that much. `order`: the plan of the snapshot, if
+already made (the tick's), not made again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from job.core.planner import Snapshot, plan
+from job.core.planner import Plan, Snapshot, plan
 from job.core.simulate.engine import Running, Start, simulate
 from job.core.simulate.trace import TraceJob
 
@@ -31,20 +37,25 @@ class Estimate:
 
 
 def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times: Mapping[str, float | None],
-             first: int = 10, every_s: float = 5.0) -> list[Estimate]:
+             first: int = 10, every_s: float = 5.0, carried: int | None = None,
+             order: Plan | None = None) -> list[Estimate]:
     now = snapshot.now
     if now is None:
         raise ValueError("the snapshot needs its now")
-    order = plan(snapshot)
-    head = [entry["job"] for entry in (*order.placements, *order.waiting)][:first]
+    order = plan(snapshot) if order is None else order
+    in_line = [entry["job"] for entry in (*order.placements, *order.waiting)]
+    head = in_line[:first]
     if not head:
         return []
+    kept = None if carried is None else set(in_line[:carried])
 
     def seconds(moment: datetime | None) -> float | None:
         return None if moment is None else (moment - now).total_seconds()
 
     pending = []
     for job in snapshot.pending:
+        if kept is not None and job["id"] not in kept:
+            continue
         run = run_times.get(job["id"])
         pending.append(TraceJob(
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],

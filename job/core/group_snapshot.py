@@ -36,6 +36,11 @@ class PendingRow(NamedTuple):
     # Where its last attempt ran and when it came back to the queue (a preempted victim's).
     node: str | None = None
     requeued_at: datetime | None = None
+    max_runtime_s: float | None = None
+    # The estimate stored by the last tick (core/estimates.py).
+    queue_position: int | None = None
+    estimated_start_at: datetime | None = None
+    estimate_basis: str | None = None
 
 
 # How long after Ray reported a preempted victim stopped its resources count as ours on its node:

@@ -118,6 +118,7 @@ MARK_VICTIM = _keeps("mark victim", (RUNNING,))                              # t
 STOPPING_VICTIM = _keeps("victim stopping", ACTIVE)                          # tick_jobs.victims_stopping
 REQUEUE_PREEMPTED = _moves("preempted requeue", ACTIVE, PENDING)             # tick_jobs.requeue_preempted
 SET_RESERVATION = _keeps("reservation", (PENDING,))                          # tick_jobs.set_reservations
+SET_ESTIMATE = _keeps("estimate", (PENDING,))                                # tick_jobs.set_estimates
 # tick_jobs.update_jobs: the state Ray reports, per job; a job never goes back (RUNNING to SUBMITTED).
 RECONCILE = Transition("reconcile", frozenset({
     *((state, state) for state in ACTIVE),
@@ -127,7 +128,7 @@ RECONCILE = Transition("reconcile", frozenset({
 
 WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
           MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE,
-          MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION)
+          MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION, SET_ESTIMATE)
 
 
 def known_states(names: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
 from pydantic import ByteSize
@@ -108,3 +108,9 @@ def format_duration(seconds: float) -> str:
         if count:
             parts.append(f"{int(count)}{unit}")
     return "".join(parts)
+
+
+def time_of_day(moment: datetime, now: datetime) -> str:
+    """A time to come, as people read one: 14:20 UTC within the next day from `now`, else with its date."""
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%H:%M UTC" if moment - now < timedelta(days=1) else "%Y-%m-%d %H:%M UTC")

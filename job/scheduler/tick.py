@@ -19,6 +19,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
+from job.core.estimates import RECENT, Finished, estimate
 from job.core.group_snapshot import PendingRow, build_snapshot, reservation_changes
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
@@ -161,6 +162,10 @@ class _GroupTick:
             if seen.node_types is not None:
                 self.demand = plan_demand(snapshot, decided, self.group, seen.node_types)
             changed = waiting_changes(pending, decided.waiting)
+            recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
+            self.estimates = estimate(snapshot, decided, active, pending,
+                                      [Finished(r["user_name"], r["resources"], r["seconds"]) for r in recent
+                                       if r["seconds"] is not None])
             self.figures = placement_figures(self.group, members, active, seen.totals, decided.placements, pending)
         self.steps.done("plan")
         self.result.running = len(active)
@@ -169,8 +174,8 @@ class _GroupTick:
 
     def commit(self, decided: Plan, pending: list[PendingRow], invalid: dict[int, str],
                changed: dict[int, tuple[str, str]], resend: list[int], now: datetime) -> tuple[list[dict], list[dict]]:
-        """Intents, preemptions (the victims marked, the reservations), waiting reasons that changed
-        and the selector's state, in one transaction; returns the intents to submit (those of
+        """Intents, preemptions (the victims marked, the reservations), waiting reasons and estimates
+        that changed and the selector's state, in one transaction; returns the intents to submit (those of
         SUBMITTING jobs Ray has not got, then the new ones) and the victims to stop."""
         resent = tick_jobs.intents_of(self.conn, resend)
         for intent in resent:
@@ -185,6 +190,7 @@ class _GroupTick:
                                            if i["id"] in self.figures})
         tick_jobs.set_waiting(self.conn, changed)
         self.result.reasons_written = len(changed)
+        tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in self.estimates.items()})
         victims = tick_jobs.mark_victims(self.conn, {int(victim): int(p["job"]) for p in decided.preemptions or []
                                                      for victim in p["victims"]}, now)
         tick_jobs.set_reservations(self.conn, reservation_changes(pending, decided.reservations or []), now)

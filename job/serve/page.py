@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from html import escape
 
 from job.core.resources import describe, to_units
-from job.core.units import format_duration
+from job.core.units import format_duration, time_of_day
 from job.core.share import UserShare
 from job.serve.report import Report
 
@@ -114,17 +114,22 @@ def _chart(rows: list[UserShare]) -> str:
 def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
     if not jobs:
         return "<p class=muted>Nothing pending.</p>"
-    lines = [f"<p>Pending, oldest first ({len(jobs)} of {pending}):</p><div class=scroll><table>"
+    lines = [f"<p>Pending, in plan order ({len(jobs)} of {pending}):</p><div class=scroll><table>"
              "<tr><th>#</th><th>job</th><th>user</th><th>class</th><th>resources</th><th>waited</th>"
-             "<th>reason</th></tr>"]
-    for position, job in enumerate(jobs, 1):
+             "<th>starts</th><th>reason</th></tr>"]
+    for job in jobs:
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
         shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
         request = describe((name, to_units(amount)) for name, amount in job["resources"].items())
         waited = format_duration(round(max((now - job["submitted_at"]).total_seconds(), 0)))
-        lines.append(f"<tr><td>{position}</td><td>{job['id']}</td><td>{escape(job['user_name'])}</td>"
+        basis = job["estimate_basis"]
+        starts = ("-" if basis is None else "unknown" if job["estimated_start_at"] is None
+                  else time_of_day(job["estimated_start_at"], now))
+        lines.append(f"<tr><td>{job['queue_position'] or '-'}</td><td>{job['id']}</td>"
+                     f"<td>{escape(job['user_name'])}</td>"
                      f"<td>{escape(job['class'] or '-')}</td><td>{escape(request)}</td>"
                      f"<td title='{_when(job['submitted_at'])}'>{waited}</td>"
+                     f"<td title='{escape(basis or 'no estimate yet')}'>{starts}</td>"
                      f"<td class=why title='{escape(why)}'>{escape(shown)}</td></tr>")
     lines.append("</table></div>")
     return "".join(lines)

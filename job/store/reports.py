@@ -73,16 +73,18 @@ def event_totals(conn: psycopg.Connection) -> list[dict]:
 
 
 def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
-    """The first `limit` pending jobs of each group, oldest first. Their ids come from jobs_pending
-    alone (an index-only scan): ordered by id over the whole table, PostgreSQL would walk the
-    primary key through the history to the first pending job."""
+    """The first `limit` pending jobs of each group in plan order, as the last tick stored it (those
+    without a position after, oldest first). Their ids come from jobs_pending_position alone (an
+    index-only scan): ordered over the whole table, PostgreSQL would walk through the history."""
     return conn.execute(
         """SELECT g.name AS group_name, j.id, j.user_name, coalesce(j.priority_class, g.default_class) AS class,
-                   j.priority, j.submitted_at, j.reason, j.message, j.resources
+                   j.priority, j.submitted_at, j.reason, j.message, j.resources, j.queue_position,
+                   j.estimated_start_at, j.estimate_basis
             FROM resource_groups g
-            CROSS JOIN LATERAL (SELECT id FROM jobs WHERE jobs.group_name = g.name AND state = %(pending)s
-                                ORDER BY id LIMIT %(limit)s) head
+            CROSS JOIN LATERAL (SELECT id, queue_position FROM jobs WHERE jobs.group_name = g.name
+                                  AND state = %(pending)s
+                                ORDER BY queue_position, id LIMIT %(limit)s) head
             JOIN jobs j ON j.id = head.id
-            ORDER BY g.name, j.id""",
+            ORDER BY g.name, head.queue_position, j.id""",
         {"pending": states.PENDING, "limit": limit},
     ).fetchall()

@@ -29,9 +29,21 @@ def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
         """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message,
-                  priority_class, reserved_node, reserved_at, node, requeued_at
+                  priority_class, reserved_node, reserved_at, node, requeued_at, max_runtime_s,
+                  queue_position, estimated_start_at, estimate_basis
            FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
         (group, states.PENDING),
+    ).fetchall()
+
+
+def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[dict]:
+    """The group's `limit` most recent successful jobs, newest first: user, request, seconds run.
+    Through jobs_succeeded_recent, reading `limit` rows of the history whatever its size."""
+    return conn.execute(
+        """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds
+           FROM jobs WHERE group_name = %s AND state = %s
+           ORDER BY finished_at DESC LIMIT %s""",
+        (group, states.SUCCEEDED, limit),
     ).fetchall()
 
 
@@ -167,7 +179,8 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
         """UPDATE jobs SET state = %(to)s, node = p.node, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = 'Submitting', message = 'placed on node ' || p.node || ', being submitted to Ray',
-                  ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL, updated_at = now()
+                  ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,
+                  queue_position = NULL, estimated_start_at = NULL, estimate_basis = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(nodes)s::text[]) AS p(id, node)
            WHERE jobs.id = p.id AND jobs.state = ANY(%(from)s)
            RETURNING """ + ", ".join(f"jobs.{column}" for column in _INTENT),
@@ -208,6 +221,21 @@ def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]]) -
            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, reason, message)
            WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
         (ids, [waiting[i][0] for i in ids], [waiting[i][1] for i in ids], states.SET_WAITING.sources),
+    )
+
+
+def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | None, datetime | None, str | None]]
+                  ) -> None:
+    """Pending jobs' position, estimated start and its basis that changed (id -> the three, None
+    each to clear them)."""
+    if not estimates:
+        return
+    ids = list(estimates)
+    conn.execute(
+        """UPDATE jobs SET queue_position = u.position, estimated_start_at = u.start, estimate_basis = u.basis
+           FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[]) AS u(id, position, start, basis)
+           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
+        (ids, *([estimates[i][column] for i in ids] for column in range(3)), states.SET_ESTIMATE.sources),
     )
 
 

@@ -1,0 +1,143 @@
+"""Position and estimated start of the first pending jobs, as the tick stores them with each job.
+
+How long a job should run (its basis): its max runtime when set; else the median run time of its
+user's recent finished jobs of the same request; else the median of the group's recent finished
+jobs; else unknown, and said so. The forecast (core/forecast.py) runs the planner forward with
+those; here, the run times, the sentence each estimate is explained by, and the rows to write.
+Pure: the rows come in, the values go out.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from job.core.forecast import Estimate, forecast
+from job.core.planner import Plan, Snapshot
+
+# How many pending jobs of a group get an estimate, and how many recent finished jobs it rests on.
+FIRST = 1000
+RECENT = 500
+# Of the group's recent finished jobs (newest first), how many of one user and request make a median.
+PER_USER = 20
+MAX_RUNTIMES = "max runtimes"
+GROUP = "the group's recent run times"
+
+
+@dataclass(frozen=True, slots=True)
+class RunTime:
+    seconds: float | None  # None: not known
+    basis: str  # where the seconds come from (MAX_RUNTIMES, "bob's recent run times", GROUP), or why unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A recent finished job of the group: who, what it asked for, how long it ran."""
+
+    user: str
+    resources: Mapping[str, Any]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a pending job carries: its place in line, when it should start, and why then."""
+
+    position: int | None
+    start: datetime | None
+    basis: str | None
+
+
+NOTHING = Stored(None, None, None)
+
+
+def _request(resources: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(resources.items()))
+
+
+class RunTimes:
+    """Expected run times from the group's recent finished jobs (newest first)."""
+
+    def __init__(self, recent: Iterable[Finished]):
+        self.by_request: dict[tuple[str, tuple], list[float]] = {}
+        seconds = []
+        for job in recent:
+            seconds.append(job.seconds)
+            runs = self.by_request.setdefault((job.user, _request(job.resources)), [])
+            if len(runs) < PER_USER:
+                runs.append(job.seconds)
+        self.group = statistics.median(seconds) if seconds else None
+
+    def of(self, user: str, resources: Mapping[str, Any], max_runtime_s: float | None) -> RunTime:
+        if max_runtime_s is not None:
+            return RunTime(float(max_runtime_s), MAX_RUNTIMES)
+        runs = self.by_request.get((user, _request(resources)))
+        if runs:
+            return RunTime(statistics.median(runs), f"{user}'s recent run times")
+        if self.group is not None:
+            return RunTime(self.group, GROUP)
+        return RunTime(None, "no max runtime and no recent finished job in the group")
+
+
+def explain(estimates: list[Estimate], running: Mapping[str, RunTime], pending: Mapping[str, RunTime],
+            placed: int) -> dict[str, Stored]:
+    """Each estimate as stored (jobs placed by this tick, the first `placed` in plan order, are not
+    in line any more: positions count from the first job left waiting). The basis names the run
+    times the start rests on: the running jobs' and those of the jobs ahead in line; an estimate
+    that is unknown names the first of those whose run time is not known."""
+    stored = {}
+    ahead = dict(running)
+    for estimate in estimates:
+        if estimate.position > placed:
+            if estimate.start is None:
+                blocker = next((job for job, run in ahead.items() if run.seconds is None), None)
+                basis = ("unknown: waits on a job whose run time is not known" if blocker is None else
+                         f"unknown: waits on job {blocker}, whose run time is not known ({ahead[blocker].basis})")
+            else:
+                known = sorted({run.basis for run in ahead.values() if run.seconds is not None})
+                basis = f"from {', '.join(known)}" if known else "from the plan: nothing ahead of it runs"
+            stored[estimate.job] = Stored(estimate.position - placed, estimate.start, basis)
+        ahead[estimate.job] = pending[estimate.job]
+    return stored
+
+
+def rounded(moment: datetime) -> datetime:
+    """To the minute: an estimate is read as a time of day, and its seconds would change at every
+    tick (the virtual clock's ticks fall where the real one's do), rewriting every row."""
+    return (moment + timedelta(seconds=30)).replace(second=0, microsecond=0)
+
+
+def changes(before: Mapping[int, Stored], after: Mapping[str, Stored]) -> dict[int, Stored]:
+    """The pending jobs whose stored estimate is not what it was: id -> the new one (NOTHING: cleared,
+    for a job that fell out of the head of the line)."""
+    found = {}
+    for job_id in before.keys() | {int(job) for job in after}:
+        now = after.get(str(job_id), NOTHING)
+        if now.start is not None:
+            now = Stored(now.position, rounded(now.start), now.basis)
+        if before.get(job_id, NOTHING) != now:
+            found[job_id] = now
+    return found
+
+
+def estimate(snapshot: Snapshot, decided: Plan, active: list[dict], pending: list, recent: Iterable[Finished],
+             first: int = FIRST, every_s: float = 5.0) -> dict[int, Stored]:
+    """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
+    (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read."""
+    known = RunTimes(recent)
+    now = snapshot.now
+    running, ends = {}, {}
+    for job in active:
+        run = running[str(job["id"])] = known.of(job["user_name"], job["resources"], job["max_runtime_s"])
+        # Not started yet (submitted to Ray): taken to start now.
+        ends[str(job["id"])] = None if run.seconds is None else (job["started_at"] or now) + timedelta(seconds=run.seconds)
+    rows = {str(row.id): row for row in pending}
+    runs = {job["id"]: known.of(job["user"], job["resources"], rows[job["id"]].max_runtime_s) for job in snapshot.pending}
+    estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
+                         carried=first, order=decided)
+    before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
+              if row.queue_position is not None or row.estimate_basis is not None}
+    return changes(before, explain(estimates, running, runs, len(decided.placements)))
