@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import pytest
 
-from job.core.group_snapshot import PendingRow, build_snapshot, reservation_changes
+from job.core.group_snapshot import RELEASE_S, RELEASING, PendingRow, build_snapshot, releasing, reservation_changes
 from job.core.planner import plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -158,9 +158,25 @@ def test_reservation_changes_are_only_what_the_plan_changed():
     assert reservation_changes(pending, [{"job": "1", "node": "a"}, {"job": "3", "node": "c"}]) == {2: None, 3: "c"}
 
 
-@pytest.mark.parametrize("age_s, outside", [(5, {}), (29, {}), (31, {"CPU": 2})])
-def test_a_victim_ray_just_stopped_is_not_outside_load_while_ray_frees_its_resources(age_s, outside):
-    # Ray still counts the victim's CPU 2 as used on node a; for RELEASE_S they are ours.
-    pending = [row(1, resources='{"CPU": 2}', node="a", requeued_at=NOW - timedelta(seconds=age_s), reason="Resources")]
-    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 0})], [], pending, [], {})
+@pytest.mark.parametrize("age_s, outside", [(0, {}), (5, {}), (29, {}), (31, {"CPU": 2})])
+def test_a_job_that_ended_is_not_outside_load_while_ray_frees_its_resources(age_s, outside):
+    # Ray still counts the ended job's CPU 2 as used on node a; for RELEASE_S they are ours.
+    ended_at = NOW - timedelta(seconds=age_s)
+    if age_s == 0:
+        state, ended = {}, [("a", {"CPU": 2})]
+    else:
+        until = (ended_at + timedelta(seconds=RELEASE_S)).isoformat()
+        state, ended = {RELEASING: {"jobs": [{"node": "a", "resources": {"CPU": 2}, "until": until}]}}, []
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 0})], [], [row(1)], [], state, ended)
     assert snapshot.nodes[0].outside == outside
+    # What the next ticks keep: the entries still within RELEASE_S.
+    assert len(snapshot.state[RELEASING]["jobs"]) == (0 if outside else 1)
+    assert plan(snapshot).placements == ([] if outside else [{"job": "1", "node": "a"}])
+
+
+def test_releasing_keeps_entries_until_release_s_after_they_ended():
+    freeing, document = releasing({}, [("a", {"CPU": 1}), ("b", {"GPU": 1})], NOW)
+    assert freeing == [("a", {"CPU": 1}), ("b", {"GPU": 1})]
+    later, kept = releasing(document, [("c", {"CPU": 2})], NOW + timedelta(seconds=RELEASE_S - 1))
+    assert later == [("a", {"CPU": 1}), ("b", {"GPU": 1}), ("c", {"CPU": 2})]
+    assert releasing(kept, [], NOW + timedelta(seconds=RELEASE_S))[0] == [("c", {"CPU": 2})]

@@ -33,9 +33,6 @@ class PendingRow(NamedTuple):
     # The node it holds room on since it preempted, and since when.
     reserved_node: str | None = None
     reserved_at: datetime | None = None
-    # Where its last attempt ran and when it came back to the queue (a preempted victim's).
-    node: str | None = None
-    requeued_at: datetime | None = None
     max_runtime_s: float | None = None
     # The estimate stored by the last tick (core/estimates.py).
     queue_position: int | None = None
@@ -43,9 +40,12 @@ class PendingRow(NamedTuple):
     estimate_basis: str | None = None
 
 
-# How long after Ray reported a preempted victim stopped its resources count as ours on its node:
-# Ray's view of them lags its report by a few seconds (5 ticks a second apart in the tests here).
+# How long after Ray reported a job of ours ended its resources count as ours on its node: Ray frees
+# them when the job's supervisor exits, a few seconds after it reports the job ended (up to 5 ticks
+# a second apart in the tests here), and meanwhile they are not outside load.
 RELEASE_S = 30.0
+# The group state document that keeps them from one tick to the next.
+RELEASING = "ray.releasing"
 
 _REQUEST = TypeAdapter(ResourceMap)
 _LABELS = TypeAdapter(dict[str, str])
@@ -60,6 +60,16 @@ def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
         return f"{'.'.join(str(part) for part in (field, *error['loc']))}: {error['msg']}"
 
 
+def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> tuple[list[tuple[str, dict]], dict]:
+    """Our jobs whose resources Ray may still count as used, as (node, request): those that ended
+    in this tick (`ended`) and those the group state `document` keeps from earlier ticks, until
+    RELEASE_S after they ended; and the document to keep for the next ticks."""
+    until = (now + timedelta(seconds=RELEASE_S)).isoformat()
+    kept = [entry for entry in document.get("jobs", []) if datetime.fromisoformat(entry["until"]) > now]
+    kept += [{"node": node, "resources": resources, "until": until} for node, resources in ended]
+    return [(entry["node"], entry["resources"]) for entry in kept], {"jobs": kept}
+
+
 def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dict]] = ()
                  ) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
@@ -70,7 +80,7 @@ def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dic
     Our started jobs are those RUNNING: Ray has started their driver and counts its resources as
     used. A SUBMITTED job is accepted but not started, and Ray does not count it yet; the planner
     charges it to its node all the same (as every active job), so it is not outside load either.
-    `releasing`: (node, request) of our jobs Ray has just stopped, whose resources Ray may still
+    `releasing`: (node, request) of our jobs that have just ended, whose resources Ray may still
     count as used for a few seconds (its job supervisor ends after the job): ours as well.
     Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
     started: dict[str, dict[str, int]] = {}
@@ -93,7 +103,7 @@ def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dic
 
 
 def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: list[dict], pending: list[PendingRow],
-                   users: list[dict], state: dict) -> tuple[Snapshot, dict[int, str]]:
+                   users: list[dict], state: dict, ended: list[tuple[str, dict]] = ()) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -104,14 +114,15 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
     there is any. A pending job that names a class the group no longer has cannot be planned; a
     running one counts as of the group's default class. A reservation older than the group's start
-    timeout has ended: the plan leaves it out. A victim Ray stopped less than RELEASE_S ago holds
-    its node's resources in what Ray reports for a few seconds more: not outside load either."""
+    timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
+    (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
+    ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
+    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
     classes = {c["name"] for c in group["priority_classes"]}
     requests: dict[str, dict | str] = {}
     labels: dict[str, dict | str] = {}
-    jobs, invalid, reservations, releasing = [], {}, [], []
+    jobs, invalid, reservations = [], {}, []
     held_since = now - timedelta(seconds=group["start_timeout_s"])
-    stopped_since = now - timedelta(seconds=RELEASE_S)
     for row in pending:
         request = requests.get(row.resources)
         if request is None:
@@ -122,9 +133,6 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
         if isinstance(request, str) or isinstance(label_map, str):
             invalid[row.id] = request if isinstance(request, str) else label_map
             continue
-        # Of pending jobs, only a preempted victim keeps the node it ran on (tick_jobs.requeue_preempted).
-        if row.node is not None and row.requeued_at is not None and row.requeued_at >= stopped_since:
-            releasing.append((row.node, request))
         job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
                "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
         if row.priority_class is not None:
@@ -136,7 +144,9 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
         if row.reserved_node is not None and row.reserved_at >= held_since:
             reservations.append({"job": job["id"], "node": row.reserved_node})
         jobs.append(job)
-    outside = outside_load(nodes, active, releasing)
+    freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
+    state = {**state, RELEASING: kept}
+    outside = outside_load(nodes, active, freeing)
     snapshot = Snapshot.model_validate({
         # The planner's group options are columns of resource_groups of the same names.
         "group": {option: group[option] for option in Group.model_fields},

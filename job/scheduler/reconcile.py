@@ -20,9 +20,10 @@ from job.store import groups, tick_jobs, users
 
 def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
                     now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps,
-                    nodes: list) -> tuple[list[dict], list[dict], list[int]]:
-    """Returns the jobs still active, the group's users with their usage as charged, and the
-    SUBMITTING jobs Ray has not got, to send again. `nodes`: the group's alive Ray nodes, for the
+                    nodes: list) -> tuple[list[dict], list[dict], list[int], list[tuple[str, dict]]]:
+    """Returns the jobs still active, the group's users with their usage as charged, the
+    SUBMITTING jobs Ray has not got, to send again, and (node, request) of the jobs Ray ran that
+    ended (or were preempted) since the last tick. `nodes`: the group's alive Ray nodes, for the
     start timeout."""
     start = start_check(group["start_timeout_s"], nodes, active, ray_jobs)
     decided = reconcile_all(active, ray_jobs, now, start)
@@ -39,7 +40,9 @@ def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, 
     # As reconciled: a job Ray started since the last tick is RUNNING now, and what it holds on
     # its node is ours, not outside load.
     still_active = [{**job, **decided.updates.get(job["id"], {})} for job in active if job["id"] not in decided.gone]
-    return still_active, charged, decided.resend
+    ended = [(job["node"], job["resources"]) for job in active
+             if job["state"] == states.RUNNING and job["node"] and job["id"] in decided.gone]
+    return still_active, charged, decided.resend, ended
 
 
 def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decided: Reconciled, steps: Steps) -> None:

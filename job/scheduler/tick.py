@@ -20,7 +20,7 @@ from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, Finished, estimate
-from job.core.group_snapshot import PendingRow, build_snapshot, reservation_changes
+from job.core.group_snapshot import RELEASING, PendingRow, build_snapshot, reservation_changes
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
@@ -108,13 +108,13 @@ class _GroupTick:
     def run(self, dry_run: bool) -> GroupResult:
         seen = self.observe()
         if dry_run:
-            active, members, resend = seen.active, users.users_of_group(self.conn, self.name), []
+            active, members, resend, ended = seen.active, users.users_of_group(self.conn, self.name), [], []
         else:
-            active, members, resend = reconcile_group(self.conn, self.group, seen.cluster, seen.active,
-                                                      seen.ray_jobs, seen.now, seen.totals, self.result, self.steps,
-                                                      nodes=seen.nodes)
+            active, members, resend, ended = reconcile_group(self.conn, self.group, seen.cluster, seen.active,
+                                                             seen.ray_jobs, seen.now, seen.totals, self.result,
+                                                             self.steps, nodes=seen.nodes)
         self.steps.done("reconcile")
-        decided, pending, invalid, changed = self.plan(seen, active, members)
+        decided, pending, invalid, changed = self.plan(seen, active, members, ended)
         if dry_run:
             self.result.plan = decided.document()
             self.result.placed = len(decided.placements)
@@ -149,15 +149,20 @@ class _GroupTick:
         self.steps.done("observe")
         return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
 
-    def plan(self, seen: _Observed, active: list[dict], members: list[dict]
+    def plan(self, seen: _Observed, active: list[dict], members: list[dict], ended: list[tuple[str, dict]]
              ) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
-        """The plan, the pending rows, those that cannot be planned, and the waiting reasons to write."""
+        """The plan, the pending rows, those that cannot be planned, and the waiting reasons to write.
+        `ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
         # Reading 100k pending rows and building their snapshot make objects that are never cyclic
         # garbage: collecting meanwhile would only rescan them, over and over.
         with _without_gc():
             pending = tick_jobs.pending_jobs(self.conn, self.name)
             state = self.state = groups.group_state(self.conn, self.name)
-            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state)
+            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state, ended)
+            # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
+            # with the plan when they changed.
+            freeing = snapshot.state[RELEASING]
+            self.releasing = {RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {}
             decided = plan(snapshot)
             if seen.node_types is not None:
                 self.demand = plan_demand(snapshot, decided, self.group, seen.node_types)
@@ -194,7 +199,7 @@ class _GroupTick:
         victims = tick_jobs.mark_victims(self.conn, {int(victim): int(p["job"]) for p in decided.preemptions or []
                                                      for victim in p["victims"]}, now)
         tick_jobs.set_reservations(self.conn, reservation_changes(pending, decided.reservations or []), now)
-        groups.save_group_state(self.conn, self.name, decided.state)
+        groups.save_group_state(self.conn, self.name, {**decided.state, **self.releasing})
         self.conn.commit()
         self.steps.done("commit")
         if victims:

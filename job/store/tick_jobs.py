@@ -29,7 +29,7 @@ def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
         """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message,
-                  priority_class, reserved_node, reserved_at, node, requeued_at, max_runtime_s,
+                  priority_class, reserved_node, reserved_at, max_runtime_s,
                   queue_position, estimated_start_at, estimate_basis
            FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
         (group, states.PENDING),
@@ -302,15 +302,14 @@ def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None
 def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str]]) -> list[dict]:
     """Victims Ray reports stopped (id -> (from_state, message)): back to PENDING with reason
     Preempted, their place in the queue (submitted_at) kept, one more preemption and neither an
-    attempt nor a requeue used up. `node` stays where it ran: Ray frees its resources there a
-    few seconds after it reports it stopped, and the tick counts them as ours meanwhile. The next attempt gets the next attempt number. Only jobs still in
+    attempt nor a requeue used up. The next attempt gets the next attempt number. Only jobs still in
     `from_state`. Returns id, user_name, preemptions."""
     if not outcomes:
         return []
     ids = list(outcomes)
     return conn.execute(
         """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
-                  reason = 'Preempted', message = u.message, started_at = NULL, ray_status = NULL,
+                  reason = 'Preempted', message = u.message, node = NULL, started_at = NULL, ray_status = NULL,
                   accepted_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL, updated_at = now()
            FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(messages)s::text[]) AS u(id, from_state, message)
            WHERE jobs.id = u.id AND jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)
