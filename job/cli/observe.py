@@ -12,7 +12,6 @@ from job.core.errors import BadInput
 from job.core.resources import UNIT
 from job.core.units import parse_duration
 from job.serve.report import read_report
-from job.serve.server import Source, make_server
 from job.settings import settings
 from job.store import events as event_rows
 from job.store import jobs as job_rows
@@ -116,6 +115,10 @@ def job_events(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    # The HTTP server and prometheus-client are for this long-lived command only: every short-lived
+    # `tick` process would otherwise import them at its start.
+    from job.serve.server import Source, make_server
+
     if not args.port.isdigit() or not 1 <= int(args.port) <= 65535:
         raise BadInput(f"--port: expected a TCP port from 1 to 65535, got {args.port!r}")
     try:
