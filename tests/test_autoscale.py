@@ -251,3 +251,15 @@ def test_a_job_that_preemption_serves_is_not_asked_for():
     # Without preemption, the urgent job waits for resources too, and is asked for.
     reasons, bundles = waiting(snapshot(nodes=[node], running=batch, pending=pending, **group), [CPU])
     assert reasons["u"][0] == "Resources" and shapes(bundles) == {((("CPU", 4),), ()): 3}
+
+
+def test_a_user_limit_of_zero_is_a_limit_for_the_demand_too():
+    """A user allowed no GPU never waits for a GPU node: no ScalingUp demand for its GPU job."""
+    document = {"group": {"policy": "drf", "selector": "dispersed", "max_resources_per_user": {"GPU": 0}},
+                "now": "2026-11-29T08:00:00Z", "nodes": [{"id": "n1", "resources": {"CPU": 4}}],
+                "pending": [{"id": "g", "user": "ann", "resources": {"CPU": 1, "GPU": 1}}]}
+    snapshot = Snapshot.model_validate(document)
+    decided = plan(snapshot)
+    types = [NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={}, max=2)]
+    autoscale.scale_up(snapshot, decided, types, {})
+    assert autoscale.demand(snapshot, decided, types, {}) == []

@@ -436,3 +436,40 @@ def test_the_plan_command_shows_preemptions_and_reservations(tmp_path, capsys):
     refused = run_cli(capsys, "plan", str(path))
     assert refused.status == 2 and refused.out == ""
     assert refused.err == "error: pending[0].class: 'urgent' is not one of group.priority_classes\n"
+
+
+def test_a_reserving_job_placed_counts_once_in_its_users_score():
+    """Ann's reserving job starts on its node; her next job may still reclaim from Bob: with the
+    started job counted once, her score after (4/8 of the CPUs over 1.5 shares) stays below his
+    without one job (4/8)."""
+    nodes = {name: {"CPU": 2} for name in "abcd"}
+    running = [job(f"r{name}", "bob", 2, "low", name, 60) for name in "bcd"]
+    pending = [job("held", "ann", 2, "low", submitted_at=ago(5)), job("next", "ann", 2, "low", submitted_at=ago(1))]
+    result = run_plan(nodes, running, pending, mode="fairshare", users={"ann": {"shares": 1.5}},
+                      reservations=[{"job": "held", "node": "a"}])
+    assert result["placements"] == [{"job": "held", "node": "a"}]
+    assert list(victims(result)) == ["next"]
+
+
+def test_under_strict_order_a_job_waiting_on_its_reserved_node_holds_back_those_behind():
+    running = [job("r1", "bob", 2, "low", "a", 60, stopping=True)]
+    pending = [job("held", "ann", 2, "high", submitted_at=ago(5)), job("small", "cy", 1, "low", submitted_at=ago(1))]
+    result = run_plan(TWO, running, pending, mode="priority", strict_order=True, policy="fifo",
+                      reservations=[{"job": "held", "node": "a"}])
+    assert reasons(result) == {"held": "Preempting", "small": "Priority"}
+
+
+def test_reclaim_is_decided_after_the_plans_placements():
+    """Ann's high job could reclaim from Cy (2/7 of the CPUs against his 4/7 without one job), but
+    the same plan then places her low GPU job, and her dominant share becomes the whole GPU: had
+    the reclaim gone ahead, Cy's job could reclaim back in the next plan. It does not go ahead."""
+    nodes = {"n0": {"CPU": 6}, "n1": {"CPU": 1, "GPU": 1}}
+    running = [job(f"r{i}", "cy", 2, "high", "n0", 60 + i) for i in range(3)]
+    pending = [{"id": "p1", "user": "ann", "resources": {"CPU": 2}, "class": "high"},
+               {"id": "p0", "user": "ann", "resources": {"CPU": 1, "GPU": 1}, "class": "low"}]
+    result = run_plan(nodes, running, pending, mode="fairshare")
+    assert result["placements"] == [{"job": "p0", "node": "n1"}]
+    assert result["preemptions"] == [] and reasons(result) == {"p1": "Resources"}
+    # Without the GPU job, the same reclaim goes ahead.
+    alone = run_plan(nodes, running, pending[:1], mode="fairshare")
+    assert victims(alone) == {"p1": ["r0"]}

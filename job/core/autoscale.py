@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from job.core.planner import Plan, Snapshot
+from job.core.planner.snapshot import limits_of
 from job.core.resources import Resources, describe, fits
 from job.core.specs import NodeType
 
@@ -155,14 +156,11 @@ class _Limits:
         later = job.get("not_before")
         if later is not None and later > self.snapshot.now:
             return False
-        group, user = self.snapshot.group, self.snapshot.users.get(job["user"])
-        most = user.max_running if user is not None and user.max_running is not None else group.max_running_per_user
+        most, cap = limits_of(self.snapshot.group, self.snapshot.users.get(job["user"]))
         if most is not None and self.running.get(job["user"], 0) >= most:
             return False
-        limits = user.max_resources if user is not None and user.max_resources is not None else group.max_resources_per_user
-        if limits:
+        if cap is not None:
             used = self.used.get(job["user"], {})
-            cap = Resources.of(limits)
             if any(used.get(name, 0) + amount > cap[name] for name, amount in need.items() if name in cap):
                 return False
         return True

@@ -40,8 +40,10 @@ def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, 
     # As reconciled: a job Ray started since the last tick is RUNNING now, and what it holds on
     # its node is ours, not outside load.
     still_active = [{**job, **decided.updates.get(job["id"], {})} for job in active if job["id"] not in decided.gone]
+    # Ray ran their driver: RUNNING at the last tick, or started and ended since (a short job).
     ended = [(job["node"], job["resources"]) for job in active
-             if job["state"] == states.RUNNING and job["node"] and job["id"] in decided.gone]
+             if job["id"] in decided.gone and job["node"]
+             and (job["started_at"] or decided.updates.get(job["id"], {}).get("started_at"))]
     return still_active, charged, decided.resend, ended
 
 

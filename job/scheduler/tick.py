@@ -114,7 +114,7 @@ class _GroupTick:
                                                              seen.ray_jobs, seen.now, seen.totals, self.result,
                                                              self.steps, nodes=seen.nodes)
         self.steps.done("reconcile")
-        decided, pending, invalid, changed = self.plan(seen, active, members, ended)
+        decided, pending, invalid, changed = self.plan(seen, active, members, ended, dry_run)
         if dry_run:
             self.result.plan = decided.document()
             self.result.placed = len(decided.placements)
@@ -149,8 +149,8 @@ class _GroupTick:
         self.steps.done("observe")
         return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
 
-    def plan(self, seen: _Observed, active: list[dict], members: list[dict], ended: list[tuple[str, dict]]
-             ) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
+    def plan(self, seen: _Observed, active: list[dict], members: list[dict], ended: list[tuple[str, dict]],
+             dry_run: bool) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
         """The plan, the pending rows, those that cannot be planned, and the waiting reasons to write.
         `ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
         # Reading 100k pending rows and building their snapshot make objects that are never cyclic
@@ -167,11 +167,13 @@ class _GroupTick:
             if seen.node_types is not None:
                 self.demand = plan_demand(snapshot, decided, self.group, seen.node_types)
             changed = waiting_changes(pending, decided.waiting)
-            recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
-            self.estimates = estimate(snapshot, decided, active, pending,
-                                      [Finished(r["user_name"], r["resources"], r["seconds"]) for r in recent
-                                       if r["seconds"] is not None])
-            self.figures = placement_figures(self.group, members, active, seen.totals, decided.placements, pending)
+            if not dry_run:  # what only the commit writes
+                recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
+                self.estimates = estimate(snapshot, decided, active, pending,
+                                          [Finished(r["user_name"], r["resources"], r["seconds"]) for r in recent
+                                           if r["seconds"] is not None])
+                self.figures = placement_figures(self.group, members, active, seen.totals, decided.placements,
+                                                 pending)
         self.steps.done("plan")
         self.result.running = len(active)
         self.result.waiting = Counter(w["reason"] for w in decided.waiting)

@@ -28,7 +28,7 @@ from job.core.planner.policies import POLICIES, memory
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.resources import Resources, describe, dominant_share, fits, format_amount, to_units
 from job.core.planner.selectors import SELECTORS
-from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot
+from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
 
 # At most this many nodes are named in a message on outside load; the others are counted.
 OUTSIDE_NODES_NAMED = 3
@@ -112,14 +112,13 @@ class _Planner:
         user = self.users.get(name)
         if user is None:
             spec = self.snapshot.users.get(name, DEFAULT_USER)
-            group = self.group
-            limits = spec.max_resources if spec.max_resources is not None else group.max_resources_per_user
+            max_running, max_resources = limits_of(self.group, spec)
             user = self.users[name] = UserState(
                 name=name,
                 shares=spec.shares,
-                memory=memory(group.policy, spec.usage, group.half_life_s),
-                max_running=spec.max_running if spec.max_running is not None else group.max_running_per_user,
-                max_resources=None if limits is None else {r: to_units(a) for r, a in limits.items()},
+                memory=memory(self.group.policy, spec.usage, self.group.half_life_s),
+                max_running=max_running,
+                max_resources=max_resources,
             )
         return user
 
@@ -236,6 +235,15 @@ class _Planner:
         waiting: list[dict] = []
         preemptions: list[dict] = []
         reservations: list[dict] = []
+
+        def preempting(ident: str, shape: Shape, decision: Decision) -> None:
+            self._reserve(decision, shape)
+            preemptions.append({"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]})
+            reservations.append({"job": ident, "node": decision.node.id})
+
+        # Jobs that may reclaim within their class (fairshare), once every placement is made.
+        reclaim = preemptor is not None and preemptor.fairshare
+        reclaiming: list[tuple[dict, Shape, UserState, int]] = []
         # Per reason, per what its message depends on, the entries waiting for that message.
         unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
         blocker = None
@@ -266,11 +274,16 @@ class _Planner:
                         if all(node.free.get(name, 0) >= 0 for name, _ in shape.items):
                             del reserved[ident]
                             user.take(shape, totals)
+                            if preemptor is not None:
+                                preemptor.started(user, shape.need)
                             placed(node)
                             placements.append({"job": ident, "node": node.id})
                             taken = index + 1
                             break
                         reason, subject = "Preempting", node
+                        # It waits for resources, only on its node: behind it, strict order waits too.
+                        if strict:
+                            blocker = ident
                     elif blocker is not None:
                         reason, subject = "Priority", blocker
                     else:
@@ -289,26 +302,33 @@ class _Planner:
                         if decision is None:
                             reason, subject = "Resources", shape
                         else:
-                            self._reserve(decision, shape)
-                            preemptions.append({"job": ident, "node": decision.node.id,
-                                                "victims": [victim.id for victim in decision.victims]})
-                            reservations.append({"job": ident, "node": decision.node.id})
+                            preempting(ident, shape, decision)
                             reason, subject = "Preempting", decision
                         if strict:
                             blocker = ident
                     record = {"job": ident, "reason": reason, "message": ""}
                     waiting.append(record)
+                    if reclaim and reason == "Resources":
+                        reclaiming.append((record, shape, user, value))
                     same = unsaid[reason].get(subject)
                     if same is None:
                         unsaid[reason][subject] = [record]
                     else:
                         same.append(record)
+        for record, shape, user, value in reclaiming:
+            decision = preemptor.victims_for(shape, user, value, reclaim=True)
+            if decision is not None:
+                preempting(record["job"], shape, decision)
+                record["reason"] = "Preempting"
+                unsaid["Preempting"][decision] = [record]
         messages = _Messages(self)
         for reason, by_subject in unsaid.items():
             for subject, records in by_subject.items():
                 text = messages.say(reason, subject)
                 for record in records:
-                    record["message"] = text
+                    # A job that reclaimed after the placements left its first reason's list.
+                    if record["reason"] == reason:
+                        record["message"] = text
         kept = [{"job": ident, "node": held[0].id} for ident, held in reserved.items()]
         if preemptor is None and not self.snapshot.reservations:
             return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())

@@ -19,6 +19,10 @@ node of the job's pool, and a queue of 100k jobs that cannot preempt would other
 such looks. The jobs after them wait for `Resources` and try in a later plan, once those first in
 line are placed (Kueue's scheduler, likewise, preempts for the head of each queue only).
 
+Reclaim within a class is decided after the plan's placements, by the planner's last pass: a
+placement later in the same plan could raise the waiting user's score past the victim's user's,
+and the victim could then preempt back.
+
 Scores after a preemption count the waiting job as running and the victims as gone, so that one
 plan never stops more of a user than the rule allows. A request refused once is not asked again in
 the same plan (refusals are remembered per shape, class and, in fairshare, user), so a queue of
@@ -101,21 +105,29 @@ class Preemptor:
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
         self.attempts = ATTEMPTS
 
-    def victims_for(self, shape: Shape, user: UserState, value: int) -> Decision | None:
+    def started(self, user: UserState, need: Resources) -> None:
+        """A reserving job was placed: the user's `used` holds it now, no longer to come."""
+        gained = self.after[user].gained
+        for name, amount in need.items():
+            gained[name] -= amount
+
+    def victims_for(self, shape: Shape, user: UserState, value: int, reclaim: bool = False) -> Decision | None:
         """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
-        fits no node now; None when no allowed one does. A decision is carried out in the
-        preemptor's picture (victims used up, scores after it) before it is returned."""
-        key = (shape, value, user if self.fairshare else None)
+        fits no node now; None when no allowed one does. Jobs of lower classes only, or with
+        `reclaim` (fairshare), of its own class too. A decision is carried out in the preemptor's
+        picture (victims used up, scores after it) before it is returned."""
+        reclaim = reclaim and self.fairshare
+        key = (shape, value, user if reclaim else None, reclaim)
         if self.budget <= 0 or self.attempts <= 0 or key in self.refused:
             return None
-        if self.lowest_anywhere is None or not self._may_stop(self.lowest_anywhere, value):
+        if self.lowest_anywhere is None or not self._may_stop(self.lowest_anywhere, value, reclaim):
             return None
         self.attempts -= 1
         best, best_rank = None, None
         for node in shape.pool.nodes:
             if not shape.need.fits_in(node.total):
                 continue
-            victims = self._on_node(node, shape, user, value)
+            victims = self._on_node(node, shape, user, value, reclaim)
             if victims is None or len(victims) > self.budget:
                 continue
             rank = (len(victims), max(v.value for v in victims), sum(v.run_s for v in victims), node.id)
@@ -127,11 +139,12 @@ class Preemptor:
         self._carry_out(best, shape, user)
         return best
 
-    def _on_node(self, node: NodeState, shape: Shape, user: UserState, value: int) -> list[Candidate] | None:
+    def _on_node(self, node: NodeState, shape: Shape, user: UserState, value: int, reclaim: bool
+                 ) -> list[Candidate] | None:
         """The victims on `node`, in the order they are taken, until the job fits; None if it
         cannot fit there even with every eligible job stopped."""
         pool = self.candidates.get(node.id)
-        if not pool or not self._may_stop(self.lowest[node.id], value):
+        if not pool or not self._may_stop(self.lowest[node.id], value, reclaim):
             return None
         short = {name: amount - node.free.get(name, 0) for name, amount in shape.items if node.free.get(name, 0) < amount}
         if not short:
@@ -144,14 +157,14 @@ class Preemptor:
             order = sorted(pool, key=lambda c: (c.value, -scores[c.user]))
         else:
             order = pool
-        waiting_score = self._score(user, gain=shape.need) if self.fairshare else 0.0
+        waiting_score = self._score(user, gain=shape.need) if reclaim else 0.0
         taken: list[Candidate] = []
         lost: dict[UserState, dict[str, int]] = {}
         for victim in order:
             if victim.value > value or victim.user is user and victim.value == value:
                 continue
             if victim.value == value:
-                if not self.fairshare:
+                if not reclaim:
                     continue
                 gone = lost.setdefault(victim.user, {})
                 trial = dict(gone)
@@ -168,10 +181,11 @@ class Preemptor:
                 return taken
         return None
 
-    def _may_stop(self, lowest: int, value: int) -> bool:
-        """Whether a job of class `value` may stop one of class `lowest`: a lower class, or in
-        fairshare the same class too."""
-        return lowest < value or self.fairshare and lowest == value
+    @staticmethod
+    def _may_stop(lowest: int, value: int, reclaim: bool) -> bool:
+        """Whether a job of class `value` may stop one of class `lowest`: a lower class, or, when
+        reclaiming, the same class too."""
+        return lowest < value or reclaim and lowest == value
 
     def _score(self, user: UserState, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
         """The user's score (policies: (dominant share + memory) / shares) once the plan's

@@ -20,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from typing_extensions import NotRequired, TypedDict
 
 from job.core.planner.selectors import SELECTORS
+from job.core.resources import to_units
 
 Name = Annotated[str, Field(min_length=1)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
@@ -63,11 +64,6 @@ class Group(_Strict):
     preemption: Preemption = "off"
     min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 600
     max_preemptions: Annotated[int, Field(ge=0)] = 10
-
-    def class_of(self, name: str | None) -> PriorityClass | None:
-        """The class a job names (None: the group's default); None when the group has no such class."""
-        wanted = self.default_class if name is None else name
-        return next((c for c in self.priority_classes if c.name == wanted), None)
 
 
 class Node(_Strict):
@@ -123,6 +119,15 @@ class User(_Strict):
 
 
 DEFAULT_USER = User()
+
+
+def limits_of(group: Group, user: User | None) -> tuple[int | None, dict[str, int] | None]:
+    """A user's most running jobs and most resources (in units), its own where set, else the
+    group's per-user ones. The resources stay a plain dict: a limit of 0 is a limit."""
+    user = user or DEFAULT_USER
+    most = user.max_running if user.max_running is not None else group.max_running_per_user
+    limits = user.max_resources if user.max_resources is not None else group.max_resources_per_user
+    return most, None if limits is None else {name: to_units(amount) for name, amount in limits.items()}
 
 
 class Snapshot(_Strict):
