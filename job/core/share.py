@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from job.core.planner.policies import memory
+from job.core.planner.picture import user_score
 from job.core.resources import dominant_share, to_units
 
 FAIR_POLICIES = ("drf", "fairshare")
@@ -69,7 +70,7 @@ def policy_score(policy: str, dominant: float, usage: float, half_life_s: float,
     policy orders jobs by time, not by user."""
     if policy not in FAIR_POLICIES:
         return None
-    return (dominant + memory(policy, usage, half_life_s)) / shares
+    return user_score(dominant, memory(policy, usage, half_life_s), shares)
 
 
 def totals_of(nodes: Iterable[Mapping]) -> dict[str, int]:

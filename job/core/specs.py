@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
+from job.core.planner.snapshot import PriorityClass, describe_error
 from job.core.planner.snapshot import describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
@@ -330,17 +331,21 @@ class GroupSpec(_Spec):
         classes = [parse_class(item) if isinstance(item, str) else item for item in value]
         if not classes:
             raise ValueError("give at least one class, as NAME=VALUE[:non-preemptible]")
-        names = [c.get("name") for c in classes]
+        checked = []
         for c in classes:
-            if set(c) - {"name", "value", "preemptible"} or not isinstance(c.get("value"), int):
-                raise ValueError(f"{c!r}: a class is a name, an integer value and whether it is preemptible")
-            _check_name(c["name"], NAME, "class")
-            if not -INT32_MAX <= c["value"] <= INT32_MAX:
-                raise ValueError(f"class {c['name']}: value {c['value']} is out of range (at most {INT32_MAX} either way)")
+            try:
+                model = PriorityClass.model_validate(c)
+            except ValidationError as exc:
+                raise ValueError(f"{c!r}: {describe_error(exc)}") from None
+            _check_name(model.name, NAME, "class")
+            if not -INT32_MAX <= model.value <= INT32_MAX:
+                raise ValueError(f"class {model.name}: value {model.value} is out of range (at most {INT32_MAX} either way)")
+            checked.append(model.model_dump())
+        names = [c["name"] for c in checked]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise ValueError(f"class {repeated[0]!r} is given more than once")
-        return [{"name": c["name"], "value": c["value"], "preemptible": c.get("preemptible", True)} for c in classes]
+        return checked
 
     @field_validator("default_class")
     @classmethod

@@ -58,6 +58,12 @@ class Shape:
         self.unschedulable = not any(self.need.fits_in(node.total) for node in self.pool.nodes)
 
 
+def user_score(dominant: float, memory: float, shares: float) -> float:
+    """The fair policies' score of a user, the lowest first: its dominant share and its memory of
+    past use (0 but under fairshare), over its shares."""
+    return (dominant + memory) / shares
+
+
 @dataclass(eq=False, slots=True)
 class UserState:
     name: str
@@ -73,7 +79,7 @@ class UserState:
     dominant: float = 0.0
 
     def score(self) -> float:
-        return (self.dominant + self.memory) / self.shares
+        return user_score(self.dominant, self.memory, self.shares)
 
     def may_take(self, shape: Shape) -> bool:
         """Whether the shape keeps the user within max_resources. Only what the job adds counts:

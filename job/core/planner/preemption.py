@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from job.core.planner.picture import NodeState, Shape, UserState
+from job.core.planner.picture import NodeState, Shape, UserState, user_score
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, dominant_share
 
@@ -197,7 +197,7 @@ class Preemptor:
         for amounts, sign in changes:
             for name, amount in amounts.items():
                 held[name] = held.get(name, 0) + sign * amount
-        return (dominant_share(held, self.totals) + user.memory) / user.shares
+        return user_score(dominant_share(held, self.totals), user.memory, user.shares)
 
     def _carry_out(self, decision: Decision, shape: Shape, user: UserState) -> None:
         self.budget -= len(decision.victims)
