@@ -94,3 +94,13 @@ def _ray_idle_before_each_test(request):
                         f"running?): held per node {busy}")
         time.sleep(0.5)
     yield
+
+
+@pytest.fixture
+def ray(ray_cluster, conn):
+    """The shared test cluster; at the end, whatever this test left running in Ray is stopped, so
+    the next test finds the nodes free."""
+    yield ray_cluster
+    cluster = RayCluster(ray_cluster.address, timeout_s=10.0)
+    for row in conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"):
+        cluster.stop(row["submission_id"])

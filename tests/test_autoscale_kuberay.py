@@ -12,8 +12,7 @@ from job.adapters import kuberay
 from job.core import autoscale
 from job.core.planner import Snapshot, plan
 from job.scheduler.autoscale import group_node_types
-from test_autoscale_ray import info_log  # noqa: F401  (the fixture)
-from test_raycluster import api, kuberay_raycluster, ready_status  # noqa: F401  (api: the fixture)
+from fake_kubernetes import kuberay_raycluster, ready_status
 
 
 def worker_group(name: str, limits: dict, *, params: dict | None = None, **fields) -> dict:

@@ -14,9 +14,8 @@ import pytest
 import requests
 from psycopg.types.json import Jsonb
 
-from job import log
 from job.api import cancel, submit
-from test_tick import add_group, jobs, ray, run_tick  # noqa: F401  (ray: the fixture)
+from tick_helpers import add_group, jobs, run_tick
 
 pytestmark = pytest.mark.ray
 
@@ -47,15 +46,6 @@ def tick_until_requested(conn, address: str, expected: list, timeout: float = 90
         assert time.monotonic() < deadline, (seen, result.demand, [
             requests.get(f"{address}/api/jobs/{sid}", timeout=10).json() for sid in ours_in_ray(address, conn)])
         time.sleep(1)
-
-
-@pytest.fixture
-def info_log():
-    """Log lines at INFO, as text, on stderr: tests read them, and on a failure pytest shows them."""
-    saved = log._logger
-    log.configure("text", "INFO")
-    yield
-    log._logger = saved
 
 
 def test_demand_follows_the_queue_and_clears(ray, conn, info_log):

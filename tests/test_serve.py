@@ -26,7 +26,6 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from cli_helpers import run_cli, run_process
 from fake_ray import FakeRay

@@ -8,75 +8,13 @@ import time
 
 import psycopg
 import pytest
-import requests
 
 from cli_helpers import run_process
-from test_raycluster import api  # noqa: F401  (the fake Kubernetes API fixture)
+from tick_helpers import FINAL, add_group, all_final, jobs, ray_submissions, run_tick, tick_until
 from job.api import submit
-from job.cli.scheduler import tick_config
-from job.scheduler import tick
 from job.store.groups import TICK_LOCK_CLASS
 
 pytestmark = pytest.mark.ray
-
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED", "CANCELLED")
-
-
-def add_group(conn, address, name="main", **options):
-    columns = {"name": name, "ray_address": address, "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
-    conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
-                 list(columns.values()))
-    for user in ("alice", "bob", "carol"):
-        conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (user,))
-
-
-def run_tick(group=None):
-    """One tick with the settings of the environment, as `python -m job tick` runs it."""
-    return tick.run_tick(tick_config(), group)
-
-
-def jobs(conn) -> dict[int, dict]:
-    return {row["id"]: row for row in conn.execute("SELECT * FROM jobs ORDER BY id")}
-
-
-def tick_until(conn, done, timeout=90, group=None):
-    deadline = time.monotonic() + timeout
-    while True:
-        run_tick(group)
-        rows = jobs(conn)
-        if done(rows):
-            return rows
-        assert time.monotonic() < deadline, {i: (r["state"], r["reason"], r["message"]) for i, r in rows.items()}
-        time.sleep(1)
-
-
-def all_final(rows):
-    return all(row["state"] in FINAL for row in rows.values())
-
-
-@pytest.fixture
-def ray(ray_cluster, conn):
-    """The test cluster; at the end, whatever this test left running in Ray is stopped, so the
-    next test finds the nodes free."""
-    yield ray_cluster
-    from job.adapters.ray_cluster import cluster_for
-
-    cluster = cluster_for(ray_cluster.address, 10.0)
-    for row in conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"):
-        cluster.stop(row["submission_id"])
-
-
-def ray_submissions(address, conn) -> dict[int, list[str]]:
-    """Per job id of this database, the submission ids Ray has for it: from Ray's whole job
-    history, which only a test may list."""
-    prefix = conn.execute("SELECT id FROM installation").fetchone()["id"] + "-"
-    found: dict[int, list[str]] = {}
-    for details in requests.get(f"{address}/api/jobs/", timeout=30).json():
-        submission_id = details.get("submission_id") or ""
-        if submission_id.startswith(prefix):
-            found.setdefault(int(submission_id.split("-")[1]), []).append(submission_id)
-    return found
-
 
 def test_submitted_job_runs_on_the_planned_node_and_succeeds(ray, conn):
     add_group(conn, ray.address)
@@ -167,7 +105,7 @@ def test_crash_at_a_failpoint_loses_nothing_and_runs_nothing_twice(ray, conn, fa
     for job_id in ids:
         # One Ray submission, of the first attempt: an intent Ray never got is sent again under its
         # own submission id, not as a new attempt.
-        assert submissions[job_id] == [rows[job_id]["submission_id"]]
+        assert list(submissions[job_id]) == [rows[job_id]["submission_id"]]
         assert rows[job_id]["attempt"] == 1
 
 
@@ -291,7 +229,7 @@ def test_bad_row_fails_that_job_not_the_tick(ray, conn):
     tick_until(conn, all_final)
 
 
-def test_a_raycluster_not_ready_skips_its_group_and_the_others_go_on(ray, conn, api):  # noqa: F811
+def test_a_raycluster_not_ready_skips_its_group_and_the_others_go_on(ray, conn, api):
     add_group(conn, "raycluster://ml/absent", name="absent")
     add_group(conn, "raycluster://ml/starting", name="starting")
     add_group(conn, ray.address, name="main")

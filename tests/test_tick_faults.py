@@ -16,74 +16,16 @@ from pathlib import Path
 
 import psutil
 import pytest
-import requests
 
 from fixtures_ray import HEAD, WORKER_A, WORKER_B
+from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until, wait_for
 from job import log
-from job.adapters.ray_cluster import RayCluster, cluster_for
+from job.adapters.ray_cluster import RayCluster
 from job.api import submit
-from job.cli.scheduler import tick_config
 from job.devtools.local_ray import LocalRayCluster
 from job.scheduler import tick
 
 pytestmark = pytest.mark.ray
-
-FINAL = ("SUCCEEDED", "FAILED", "STOPPED", "CANCELLED")
-ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
-
-
-# --- helpers, in the style of test_tick.py ------------------------------------------------------
-
-
-def add_group(conn, address, name="main", **options):
-    columns = {"name": name, "ray_address": address, "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
-    conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
-                 list(columns.values()))
-    conn.execute("INSERT INTO users (name) VALUES ('alice') ON CONFLICT DO NOTHING")
-
-
-def run_tick(group=None):
-    """One tick with the settings of the environment, as `python -m job tick` runs it."""
-    return tick.run_tick(tick_config(), group)
-
-
-def jobs(conn) -> dict[int, dict]:
-    return {row["id"]: row for row in conn.execute("SELECT * FROM jobs ORDER BY id")}
-
-
-def tick_until(conn, done, timeout=120, group=None, seen=None):
-    """Tick once a second until `done(rows)`; `seen(rows)`, if given, looks at the rows of every tick."""
-    deadline = time.monotonic() + timeout
-    while True:
-        run_tick(group)
-        rows = jobs(conn)
-        if seen is not None:
-            seen(rows)
-        if done(rows):
-            return rows
-        assert time.monotonic() < deadline, {i: (r["state"], r["reason"], r["message"]) for i, r in rows.items()}
-        time.sleep(1)
-
-
-def wait_for(what, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not (found := what()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what.__doc__ or what}"
-        time.sleep(0.5)
-    return found
-
-
-def ray_submissions(address, conn) -> dict[int, dict[str, str]]:
-    """Per job id of this database, the submission ids Ray has for it, with their status: from
-    Ray's whole job history, which only a test may list."""
-    prefix = conn.execute("SELECT id FROM installation").fetchone()["id"] + "-"
-    found: dict[int, dict[str, str]] = {}
-    for details in requests.get(f"{address}/api/jobs/", timeout=30).json():
-        submission_id = details.get("submission_id") or ""
-        if submission_id.startswith(prefix):
-            found.setdefault(int(submission_id.split("-")[1]), {})[submission_id] = details["status"]
-    return found
-
 
 @pytest.fixture
 def requeued(monkeypatch):
@@ -98,16 +40,6 @@ def requeued(monkeypatch):
 
     monkeypatch.setattr(log, "warning", record)
     return lines
-
-
-@pytest.fixture
-def ray(ray_cluster, conn):
-    """The shared test cluster; at the end, whatever this test left running in Ray is stopped, so
-    the next test finds the nodes free."""
-    yield ray_cluster
-    cluster = cluster_for(ray_cluster.address, 10.0)
-    for row in conn.execute("SELECT submission_id FROM jobs WHERE state = ANY(%s)", (list(ACTIVE),)):
-        cluster.stop(row["submission_id"])
 
 
 # --- node death, on a cluster of the test's own ----------------------------------------------------

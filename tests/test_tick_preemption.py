@@ -14,7 +14,7 @@ from cli_helpers import run_process
 from job import log
 from job.adapters.ray_cluster import cluster_for
 from job.api import submit
-from test_tick_faults import FINAL, add_group, jobs, ray, ray_submissions, run_tick, tick_until  # noqa: F401
+from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
 
 pytestmark = pytest.mark.ray
 

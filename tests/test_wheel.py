@@ -4,15 +4,19 @@ job.migrations, read through importlib.resources), and `python -m job migrate` r
 every file to an empty database. Also: job.devtools without the `demo` extra fails at import,
 saying what to install.
 
-The venv sees this interpreter's site-packages (ray and the rest are not installed again) and gets
-the wheel alone (--no-deps); each check asserts that `job` came from the venv, not from the
-repository or its editable install. The build runs on a copy of the tree, isolated as pip builds by
+The venv gets the wheel alone (--no-deps), then a .pth file that appends the site directories of
+the interpreter running pytest (ray and the rest are not installed again): a system Python, a venv
+or a venv inside a container, it sees exactly what that interpreter sees. The .pth lists
+directories and does not process their .pth files, so the running environment's editable `job`
+stays out; each check asserts that `job` came from the venv, not from the repository. The build runs on a copy of the tree, isolated as pip builds by
 default (setuptools from the package index), in a few seconds."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import site
 import subprocess
 import sys
 import time
@@ -74,13 +78,17 @@ def wheel(tmp_path_factory) -> Path:
 def venv(wheel, tmp_path_factory) -> Venv:
     work = tmp_path_factory.mktemp("venv")
     # No pip of its own (ensurepip is the slow part): this interpreter's pip installs into it.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(work / "venv")], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True)
     env = Venv(work / "venv", cwd=work)
-    # --ignore-installed: this interpreter's editable job is visible to the venv, and is not to be
-    # taken for the wheel (nor uninstalled).
-    install = [sys.executable, "-m", "pip", "--python", str(env.python), "install", "--no-deps", "--no-index", "--ignore-installed", str(wheel)]
+    # Installed while the venv is still empty: pip sees no other job to take for the wheel or to
+    # uninstall.
+    install = [sys.executable, "-m", "pip", "--python", str(env.python), "install", "--no-deps", "--no-index", str(wheel)]
     result = subprocess.run(install, cwd=work, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, f"installing the wheel failed:\n{result.stdout}\n{result.stderr}"
+    (env.site_packages / "running-interpreter.pth").write_text("".join(f"{path}\n" for path in site.getsitepackages()))
+    ours = importlib.util.find_spec("ray").origin
+    seen = env.run("-c", "import importlib.util, psycopg; print(importlib.util.find_spec('ray').origin)").stdout.strip()
+    assert seen == ours, f"the venv finds ray at {seen}, this interpreter at {ours}"
     return env
 
 
