@@ -39,9 +39,9 @@ waiting (without preemption; with it, every job goes in as it is):
   out, replaced by one node that stands for them all, held in full (`_nodes`).
 
 Left out, they change no placement: the plan's placements are those of the whole queue on every
-node (tests/test_simulate_engine.py replays traces both ways). Under `strict_order` and `lifo`
-every pending job goes in: a job that waits there changes what the others do, or the order within
-a user is reversed.
+node (tests/test_simulate_engine.py replays traces both ways). Under `strict_order` and a policy
+that does not keep each user's order (`lifo`; the traits of rules.py) every pending job goes in: a
+job that waits there changes what the others do, or the order within a user is reversed.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from job.core.planner import Snapshot, plan
+from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
 from job.core.resources import Resources, dominant_share
 from job.core.simulate.trace import TraceJob
@@ -177,18 +178,19 @@ class _Simulation:
                  start: Start | None):
         self.group = group
         self.every_s = every_s
-        self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
+        policy = POLICIES[group.policy]
+        self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
         self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
         # Under preemption a job that fits nowhere may still make room, and a full node may give
         # it: every pending job, every node and every running job (with its class and start) go
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
-        self.preempting = group.preemption != "off"
+        self.preempting = PREEMPTIONS[group.preemption].preempts
         # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
         # counts below do not tell apart, and from a given start.
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
-        self.exact_queue = group.strict_order or group.policy == "lifo" or self.exact
+        self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         classes = {c.name for c in group.priority_classes}
         for job in jobs:
             if job.klass is not None and job.klass not in classes:
@@ -204,7 +206,7 @@ class _Simulation:
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
         self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
         # Round-robin's state is a position among the nodes: every node must be in every snapshot.
-        self.every_node = group.selector == "roundrobin" or self.exact
+        self.every_node = SELECTORS[group.selector].positional or self.exact
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
