@@ -73,7 +73,7 @@ def test_policy_score(policy, dominant, usage, half_life, shares, expected):
 
 @given(st.floats(0, 1), st.floats(0, 1e6), st.floats(1, 1e5), st.floats(0.1, 100))
 def test_the_score_is_the_planners(dominant, usage, half_life, shares):
-    from job.core.planner.policies import memory
+    from job.core.planner.rules import memory
 
     user = UserState("u", shares, memory("fairshare", usage, half_life), None, None, dominant=dominant)
     assert policy_score("fairshare", dominant, usage, half_life, shares) == pytest.approx(user.score())

@@ -15,7 +15,8 @@ from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import Group, Node, User
 from job.core.resources import Resources, to_units
 from job.core.simulate.cluster import parse_nodes
-from job.core.simulate.engine import EPOCH, NODES_USER, simulate
+from job.core.simulate.compress import NODES_USER
+from job.core.simulate.engine import EPOCH, simulate
 from job.core.simulate.generate import generate
 from job.core.simulate.metrics import jain, summarise, water_fill, windows
 from job.core.simulate.trace import TraceJob

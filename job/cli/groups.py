@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs
+from job.core.planner.rules import POLICY_NAMES, PREEMPTIONS, SELECTOR_NAMES, listed
 from job.core.specs import GroupSpec, NodeType, format_node_type, validated
 from job.core.units import format_duration
 from job.store import groups
@@ -34,8 +35,8 @@ class Option(NamedTuple):
 OPTIONS = [
     Option("--ray-address", "ray_address", "value", None, "http://host:port of the dashboard, or raycluster://namespace/name"),
     Option("--node-label", "node_labels", "pairs", "K=V", "only nodes carrying this label (repeatable)"),
-    Option("--policy", "policy", "value", None, "queue policy: fifo, lifo, drf or fairshare"),
-    Option("--selector", "selector", "value", None, "node selector: legacy, concentrated, dispersed or roundrobin"),
+    Option("--policy", "policy", "value", None, f"queue policy: {listed(POLICY_NAMES)}"),
+    Option("--selector", "selector", "value", None, f"node selector: {listed(SELECTOR_NAMES)}"),
     Option("--resource-priority", "resource_priority", "value", "R1,R2,...", "resource order for node choice, e.g. GPU,CPU,memory"),
     Option("--half-life", "half_life_s", "value", "DURATION", "fair-share usage half life, e.g. 1h (0 plans as drf)"),
     Option("--max-running-per-user", "max_running_per_user", "value", "N", "at most N running jobs per user"),
@@ -54,7 +55,7 @@ OPTIONS = [
             "a priority class; the highest value goes first (repeatable; replaces the list)"),
     Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),
     Option("--preemption", "preemption", "value", None,
-            "off, priority (stop lower classes for higher ones) or fairshare (also reclaim for users below their share)"),
+           listed(tuple(f"{name} ({rule.help})" if rule.preempts else name for name, rule in PREEMPTIONS.items()))),
     Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
     Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
     Option("--autoscale", "autoscale", "value", "on|off",

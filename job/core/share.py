@@ -22,11 +22,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from job.core.planner.policies import memory
 from job.core.planner.picture import user_score
+from job.core.planner.rules import POLICIES, memory
 from job.core.resources import dominant_share, to_units
-
-FAIR_POLICIES = ("drf", "fairshare")
 
 
 @dataclass
@@ -68,7 +66,7 @@ def normalized(values: Mapping[str, float]) -> dict[str, float]:
 def policy_score(policy: str, dominant: float, usage: float, half_life_s: float, shares: float) -> float | None:
     """The planner's score of a user (job/core/planner/picture.py UserState.score), or None when the
     policy orders jobs by time, not by user."""
-    if policy not in FAIR_POLICIES:
+    if not POLICIES[policy].scores_users:
         return None
     return user_score(dominant, memory(policy, usage, half_life_s), shares)
 
@@ -141,7 +139,7 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
         row = rows[int(placement["job"])]
         figure = {"policy": group["policy"], "class": row.priority_class or group.get("default_class"),
                   "node": placement["node"], "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
-        if group["policy"] in FAIR_POLICIES:
+        if POLICIES[group["policy"]].scores_users:
             person = people.get(row.user_name, {})
             shares, usage = person.get("shares", 1.0), person.get("usage", 0.0)
             dominant = dominant_share(held[row.user_name], totals)

@@ -10,12 +10,12 @@ import json
 import re
 from datetime import datetime
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
-from job.core.planner.snapshot import PriorityClass, describe_error
+from job.core.planner.snapshot import Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.planner.snapshot import describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
@@ -293,8 +293,8 @@ class GroupSpec(_Spec):
     name: str
     ray_address: str
     node_labels: dict[str, str] = Field(default_factory=dict)
-    policy: Literal["fifo", "lifo", "drf", "fairshare"] = "fairshare"
-    selector: Literal["legacy", "concentrated", "dispersed", "roundrobin"] = "dispersed"
+    policy: Policy = "fairshare"
+    selector: SelectorName = "dispersed"
     resource_priority: list[str] = Field(default_factory=lambda: list(BUILTIN_RESOURCES))
     half_life_s: float = 3600.0
     max_running_per_user: int | None = Field(default=None, gt=0, le=INT32_MAX)
@@ -313,7 +313,7 @@ class GroupSpec(_Spec):
     priority_classes: list[dict[str, Any]] = Field(default_factory=lambda: [dict(DEFAULT_CLASS)])
     # Checked against the classes even when not given: new classes without `default` need one named.
     default_class: str = Field(default="default", validate_default=True)
-    preemption: Literal["off", "priority", "fairshare"] = "off"
+    preemption: Preemption = "off"
     min_runtime_s: float = Field(default=600.0, ge=0)
     max_preemptions: int = Field(default=10, ge=0, le=10_000)
     # Tell Ray's autoscaler what the queue needs (job/core/autoscale.py).

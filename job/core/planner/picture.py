@@ -6,6 +6,7 @@ on that, and stay exact because of it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from job.core.resources import Resources
@@ -58,6 +59,13 @@ class Shape:
         self.unschedulable = not any(self.need.fits_in(node.total) for node in self.pool.nodes)
 
 
+def add_to(target: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    """`amounts` added to (sign 1) or taken from (-1) the units of `target`, a plain dict that a
+    plan changes in place (free, used, held): a Resources is immutable."""
+    for name, amount in amounts.items():
+        target[name] = target.get(name, 0) + sign * amount
+
+
 def user_score(dominant: float, memory: float, shares: float) -> float:
     """The fair policies' score of a user, the lowest first: its dominant share and its memory of
     past use (0 but under fairshare), over its shares."""
@@ -101,3 +109,14 @@ class UserState:
             if total > 0 and held / total > self.dominant:
                 self.dominant = held / total
         self.running += 1
+
+
+@dataclass(eq=False, slots=True)
+class Reservation:
+    """A pending job that preempted for `node` and holds its room there: its request is off the
+    node's free resources for every other job, and it starts there, and only there."""
+
+    job: str
+    node: NodeState
+    shape: Shape
+    user: UserState

@@ -20,21 +20,20 @@ from __future__ import annotations
 
 import gc
 from datetime import datetime, timezone
-from typing import get_args
 
 from job.core.planner.entries import SHAPE, USER, Entry
-from job.core.planner.picture import NodeState, Pool, Shape, UserState
-from job.core.planner.policies import POLICIES, memory
+from job.core.planner.messages import MESSAGES, Words
+from job.core.planner.picture import NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
-from job.core.resources import Resources, describe, dominant_share, fits, format_amount, to_units
-from job.core.planner.selectors import SELECTORS
+from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
 from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
-
-# At most this many nodes are named in a message on outside load; the others are counted.
-OUTSIDE_NODES_NAMED = 3
+from job.core.resources import Resources, dominant_share, to_units
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
+
+# Why a job waits: its reason, and the subject its message depends on.
+Why = tuple[Reason, object]
 
 
 def plan(snapshot: Snapshot) -> Plan:
@@ -75,6 +74,8 @@ class _Planner:
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
         group = self.group = snapshot.group
+        self.policy = POLICIES[group.policy]
+        self.preemption = PREEMPTIONS[group.preemption]
         priority = group.resource_priority
         kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
         self.nodes = [_node(node, priority, kinds) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
@@ -82,8 +83,7 @@ class _Planner:
         self.outside = any(node.outside for node in self.nodes)
         self.totals: dict[str, int] = {}
         for node in self.nodes:
-            for name, amount in node.total.items():
-                self.totals[name] = self.totals.get(name, 0) + amount
+            add_to(self.totals, node.total)
         self.users: dict[str, UserState] = {}
         self.pools: dict[str, Pool] = {}
         self.shapes: dict[tuple, Shape] = {}
@@ -96,17 +96,31 @@ class _Planner:
         self.candidates: dict[str, list[Candidate]] = {}
         self.going: list[tuple[UserState, Resources]] = []
         self._charge_running()
-        # Reserving jobs by id: [their node, then their entry once read].
-        self.reserved: dict[str, list] = {r["job"]: [r["node"]] for r in snapshot.reservations}
-        self.tiers = self._entries()
-        self._hold_reservations()
+        wanted = {r["job"]: r["node"] for r in snapshot.reservations}
+        reserving: dict[str, Entry] = {}
+        self.tiers = self._entries(wanted, reserving)
+        self.reserved = self._hold_reservations(wanted, reserving)
         requested = set().union(*(shape.names for shape in self.shapes.values())) - set(priority)
         self.order = (*priority, *sorted(requested))
-        selector = SELECTORS[group.selector]
-        self.selector = selector(self.nodes, self.order, selector.State.model_validate(snapshot.state.get(selector.state_name(), {})))
-        coming = [(held[1][USER], held[1][SHAPE].need) for held in self.reserved.values()]
+        rule = self.selector_rule = SELECTORS[group.selector]
+        self.selector = rule.kind(self.nodes, self.order, rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {})))
+        coming = [(held.user, held.shape.need) for held in self.reserved.values()]
         self.preemptor = (Preemptor(group, self.totals, self.candidates, coming, self.going)
-                          if group.preemption != "off" else None)
+                          if self.preemption.preempts else None)
+        self._start_plan()
+
+    def _start_plan(self) -> None:
+        """The plan as it is made, job by job."""
+        self.placements: list[dict] = []
+        self.waiting: list[dict] = []
+        self.preemptions: list[dict] = []
+        self.reservations: list[dict] = []
+        # Jobs that may reclaim within their class (fairshare), once every placement is made.
+        self.reclaiming: list[tuple[dict, Shape, UserState, int]] = []
+        # Per reason, per what its message depends on, the entries waiting for that message.
+        self.unsaid: dict[Reason, dict[object, list[dict]]] = {reason: {} for reason in MESSAGES}
+        # Under strict order, the first job that waits for resources: those after it wait too.
+        self.blocker: str | None = None
 
     def _user(self, name: str) -> UserState:
         user = self.users.get(name)
@@ -126,6 +140,7 @@ class _Planner:
         by_id = {node.id: node for node in self.nodes}
         requests: dict[tuple, Resources] = {}
         group, now = self.group, self.snapshot.now
+        preempts = self.preemption.preempts
         preemptible = {c.name for c in group.priority_classes if c.preemptible}
         for job in self.snapshot.running:
             raw = tuple(job["resources"].items())
@@ -134,18 +149,14 @@ class _Planner:
                 need = requests[raw] = Resources.of(job["resources"])
             user = self.users.get(job["user"]) or self._user(job["user"])
             user.running += 1
-            used = user.used
-            for name, amount in need.items():
-                used[name] = used.get(name, 0) + amount
+            add_to(user.used, need)
             node = by_id.get(job["node"])
             if node is not None:
-                free = node.free
-                for name, amount in need.items():
-                    free[name] = free.get(name, 0) - amount
+                add_to(node.free, need, -1)
                 started = job.get("started_at")
-                if group.preemption != "off" and job.get("stopping"):
+                if preempts and job.get("stopping"):
                     self.going.append((user, need))
-                elif group.preemption != "off" and started is not None:
+                elif preempts and started is not None:
                     run_s = (now - started).total_seconds()
                     name = job.get("class", group.default_class)
                     if run_s >= group.min_runtime_s and name in preemptible:
@@ -154,8 +165,9 @@ class _Planner:
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
 
-    def _entries(self) -> list[tuple[int, list[Entry]]]:
-        """The entries by class value, the highest first."""
+    def _entries(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> list[tuple[int, list[Entry]]]:
+        """The entries by class value, the highest first; those of the jobs in `wanted` (that hold
+        a reservation) also go to `reserving`."""
         entries: list[Entry] = []
         append = entries.append
         shapes = self.shapes
@@ -164,7 +176,6 @@ class _Planner:
         # One class (the usual case): no class to read per job.
         values = self.values if len(self.values) > 1 else None
         tiers: dict[int, list[Entry]] = {self.default_value: entries}
-        reserved = self.reserved
         for position, job in enumerate(self.snapshot.pending):
             labels = job.get("node_labels")
             raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
@@ -187,23 +198,22 @@ class _Planner:
                 if tier is None:
                     tier = tiers[values[job["class"]]] = []
                 tier.append(entry)
-            if reserved and ident in reserved:
-                reserved[ident].append(entry)
+            if wanted and ident in wanted:
+                reserving[ident] = entry
         return sorted(tiers.items(), key=lambda item: -item[0])
 
-    def _hold_reservations(self) -> None:
-        """Each reservation whose job waits and whose node is still there takes the job's request
-        off the node's free resources; the others end here."""
+    def _hold_reservations(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> dict[str, Reservation]:
+        """The reservations that hold, by job: each whose job waits and whose node is still there
+        and big enough takes the job's request off the node's free resources; the others end here."""
         by_id = {node.id: node for node in self.nodes}
-        for ident, held in list(self.reserved.items()):
-            node = by_id.get(held[0])
-            if len(held) < 2 or node is None or not held[1][SHAPE].need.fits_in(node.total):
-                del self.reserved[ident]
+        held: dict[str, Reservation] = {}
+        for ident, node_id in wanted.items():
+            entry, node = reserving.get(ident), by_id.get(node_id)
+            if entry is None or node is None or not entry[SHAPE].need.fits_in(node.total):
                 continue
-            held[0] = node
-            free = node.free
-            for name, amount in held[1][SHAPE].items:
-                free[name] = free.get(name, 0) - amount
+            held[ident] = Reservation(ident, node, entry[SHAPE], entry[USER])
+            add_to(node.free, entry[SHAPE].need, -1)
+        return held
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
@@ -225,115 +235,145 @@ class _Planner:
         return shape
 
     def run(self) -> Plan:
-        strict = self.group.strict_order
-        totals = self.totals
-        select = self.selector.select
-        placed = self.selector.placed
-        reserved = self.reserved
-        preemptor = self.preemptor
-        placements = []
-        waiting: list[dict] = []
-        preemptions: list[dict] = []
-        reservations: list[dict] = []
-
-        def preempting(ident: str, shape: Shape, decision: Decision) -> None:
-            self._reserve(decision, shape)
-            preemptions.append({"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]})
-            reservations.append({"job": ident, "node": decision.node.id})
-
-        # Jobs that may reclaim within their class (fairshare), once every placement is made.
-        reclaim = preemptor is not None and preemptor.fairshare
-        reclaiming: list[tuple[dict, Shape, UserState, int]] = []
-        # Per reason, per what its message depends on, the entries waiting for that message.
-        unsaid: dict[str, dict[object, list[dict]]] = {reason: {} for reason in get_args(Reason)}
-        blocker = None
         for value, entries in self.tiers:
-            runs = POLICIES[self.group.policy](entries)
-            taken = None
-            while True:
-                try:
-                    queue, start = runs.send(taken)
-                except StopIteration:
-                    break
-                taken = len(queue)
-                for index in range(start, taken):
-                    # The entry's fields in the order of entries.py; the first four only sort.
-                    _, _, _, _, ident, later, shape, user = queue[index]
-                    if shape.unschedulable:
-                        reason, subject = "Unschedulable", shape
-                    elif later is not None:
-                        reason, subject = "NotBefore", later
-                    elif user.max_running is not None and user.running >= user.max_running:
-                        reason, subject = "UserJobLimit", user
-                    elif user.max_resources is not None and not user.may_take(shape):
-                        reason, subject = "UserResourceLimit", (user, shape)
-                    elif reserved and ident in reserved:
-                        node = reserved[ident][0]
-                        # Its own request is held off the node's free resources: it fits once
-                        # nothing else is short there.
-                        if all(node.free.get(name, 0) >= 0 for name, _ in shape.items):
-                            del reserved[ident]
-                            user.take(shape, totals)
-                            if preemptor is not None:
-                                preemptor.started(user, shape.need)
-                            placed(node)
-                            placements.append({"job": ident, "node": node.id})
-                            taken = index + 1
-                            break
-                        reason, subject = "Preempting", node
-                        # It waits for resources, only on its node: behind it, strict order waits too.
-                        if strict:
-                            blocker = ident
-                    elif blocker is not None:
-                        reason, subject = "Priority", blocker
-                    else:
-                        node = None if shape.full else select(shape)
-                        if node is not None:
-                            free = node.free
-                            for name, amount in shape.items:
-                                free[name] -= amount
-                            user.take(shape, totals)
-                            placed(node)
-                            placements.append({"job": ident, "node": node.id})
-                            taken = index + 1
-                            break
-                        shape.full = True
-                        decision = None if preemptor is None else preemptor.victims_for(shape, user, value)
-                        if decision is None:
-                            reason, subject = "Resources", shape
-                        else:
-                            preempting(ident, shape, decision)
-                            reason, subject = "Preempting", decision
-                        if strict:
-                            blocker = ident
-                    record = {"job": ident, "reason": reason, "message": ""}
-                    waiting.append(record)
-                    if reclaim and reason == "Resources":
-                        reclaiming.append((record, shape, user, value))
-                    same = unsaid[reason].get(subject)
-                    if same is None:
-                        unsaid[reason][subject] = [record]
-                    else:
-                        same.append(record)
-        for record, shape, user, value in reclaiming:
-            decision = preemptor.victims_for(shape, user, value, reclaim=True)
+            self._tier(value, entries)
+        self._reclaim()
+        self._word()
+        return self._plan()
+
+    def _tier(self, value: int, entries: list[Entry]) -> None:
+        """The jobs of one class value, in the order of the group's policy."""
+        end = 0
+
+        def taken() -> int:
+            return end
+
+        for queue, start in self.policy.order(entries, taken):
+            end = self._walk(queue, start, value)
+
+    def _walk(self, queue: list[Entry], start: int, value: int) -> int:
+        """The entries of a run from `start` on, until one is placed: the index after it, else
+        the run's end. Each is held back (why it waits whatever the nodes), or goes somewhere, or
+        waits for want of room."""
+        held_back, go, wait = self._held_back, self._go, self._wait
+        for index in range(start, len(queue)):
+            # The entry's fields in the order of entries.py; the first four only sort.
+            _, _, _, _, ident, later, shape, user = queue[index]
+            why = held_back(later, shape, user)
+            if why is None:
+                why = go(ident, shape, user, value)
+                if why is None:
+                    return index + 1
+            wait(ident, shape, user, value, why)
+        return len(queue)
+
+    @staticmethod
+    def _held_back(later: datetime | None, shape: Shape, user: UserState) -> Why | None:
+        """Why the job waits whatever the nodes' free resources: its shape, its start time, its
+        user's limits; None when nothing of that holds it."""
+        if shape.unschedulable:
+            return "Unschedulable", shape
+        if later is not None:
+            return "NotBefore", later
+        if user.max_running is not None and user.running >= user.max_running:
+            return "UserJobLimit", user
+        if user.max_resources is not None and not user.may_take(shape):
+            return "UserResourceLimit", (user, shape)
+        return None
+
+    def _go(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
+        """Where the job goes: its reserved node, else the node the selector chooses; None once
+        it is placed, else why it waits (strict order, no room, or preempting to make room)."""
+        reservation = self.reserved.get(ident) if self.reserved else None
+        if reservation is not None:
+            return self._to_reserved(reservation)
+        if self.blocker is not None:
+            return "Priority", self.blocker
+        node = None if shape.full else self.selector.select(shape)
+        if node is not None:
+            free = node.free
+            for name, amount in shape.items:
+                free[name] -= amount
+            self._placed(ident, node, shape, user)
+            return None
+        shape.full = True
+        decision = None if self.preemptor is None else self.preemptor.victims_for(shape, user, value)
+        if self.group.strict_order:
+            self.blocker = ident
+        if decision is None:
+            return "Resources", shape
+        self._preempt(ident, shape, decision)
+        return "Preempting", decision
+
+    def _to_reserved(self, reservation: Reservation) -> Why | None:
+        """A reserving job starts on its node, and only there."""
+        node = reservation.node
+        # Its own request is held off the node's free resources: it fits once nothing else is
+        # short there.
+        if all(node.free.get(name, 0) >= 0 for name in reservation.shape.names):
+            del self.reserved[reservation.job]
+            if self.preemptor is not None:
+                self.preemptor.started(reservation.user, reservation.shape.need)
+            self._placed(reservation.job, node, reservation.shape, reservation.user)
+            return None
+        # It waits for resources, only on its node: behind it, strict order waits too.
+        if self.group.strict_order:
+            self.blocker = reservation.job
+        return "Preempting", node
+
+    def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState) -> None:
+        user.take(shape, self.totals)
+        self.selector.placed(node)
+        self.placements.append({"job": ident, "node": node.id})
+
+    def _wait(self, ident: str, shape: Shape, user: UserState, value: int, why: Why) -> None:
+        reason, subject = why
+        record = {"job": ident, "reason": reason, "message": ""}
+        self.waiting.append(record)
+        if reason == "Resources" and self.preemption.reclaims:
+            self.reclaiming.append((record, shape, user, value))
+        by_subject = self.unsaid[reason]
+        same = by_subject.get(subject)
+        if same is None:
+            by_subject[subject] = [record]
+        else:
+            same.append(record)
+
+    def _reclaim(self) -> None:
+        """Reclaim within a class, after every placement: a later placement of the waiting user
+        could otherwise undo the inequality that allowed it (preemption.py)."""
+        for record, shape, user, value in self.reclaiming:
+            decision = self.preemptor.victims_for(shape, user, value, reclaim=True)
             if decision is not None:
-                preempting(record["job"], shape, decision)
+                self._preempt(record["job"], shape, decision)
                 record["reason"] = "Preempting"
-                unsaid["Preempting"][decision] = [record]
-        messages = _Messages(self)
-        for reason, by_subject in unsaid.items():
+                self.unsaid["Preempting"][decision] = [record]
+
+    def _preempt(self, ident: str, shape: Shape, decision: Decision) -> None:
+        self._reserve(decision, shape)
+        self.preemptions.append({"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]})
+        self.reservations.append({"job": ident, "node": decision.node.id})
+
+    def _word(self) -> None:
+        """Each waiting job's message, once per reason and subject."""
+        words = Words.of(self.group, self.snapshot.now, self.order, self.outside)
+        for reason, by_subject in self.unsaid.items():
+            say = MESSAGES[reason]
             for subject, records in by_subject.items():
-                text = messages.say(reason, subject)
+                text = say(words, subject)
                 for record in records:
                     # A job that reclaimed after the placements left its first reason's list.
                     if record["reason"] == reason:
                         record["message"] = text
-        kept = [{"job": ident, "node": held[0].id} for ident, held in reserved.items()]
-        if preemptor is None and not self.snapshot.reservations:
-            return Plan.model_construct(placements=placements, waiting=waiting, state=self._state())
-        return Plan.model_construct(placements=placements, waiting=waiting, state=self._state(),
-                                    preemptions=preemptions, reservations=kept + reservations)
+
+    def _plan(self) -> Plan:
+        state = self.selector.state_document()
+        state = {} if state is None else {self.selector_rule.state_name: state}
+        if self.preemptor is None and not self.snapshot.reservations:
+            return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state)
+        kept = [{"job": held.job, "node": held.node.id} for held in self.reserved.values()]
+        return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state,
+                                    preemptions=self.preemptions, reservations=kept + self.reservations)
 
     def _reserve(self, decision: Decision, shape: Shape) -> None:
         """Holds the room the job will need on the decision's node once its victims stop: of what
@@ -342,134 +382,8 @@ class _Planner:
         node = decision.node
         freed: dict[str, int] = {}
         for victim in decision.victims:
-            for name, amount in victim.need.items():
-                freed[name] = freed.get(name, 0) + amount
+            add_to(freed, victim.need)
         free = node.free
         for name, amount in shape.items:
             free[name] -= max(amount - freed.get(name, 0), 0)
         self.selector.placed(node)
-
-    def _state(self) -> dict[str, dict]:
-        document = self.selector.state_document()
-        return {} if document is None else {self.selector.state_name(): document}
-
-
-class _Messages:
-    """Why jobs wait, in words. Each message depends only on its subject (the shape for Resources,
-    the user for UserJobLimit...), so 100k waiting jobs share a handful of them. They are written
-    after the plan: "free" means free after it."""
-
-    def __init__(self, planner: _Planner):
-        self.planner = planner
-        self.group = planner.group.name
-        self.rank = {name: index for index, name in enumerate(planner.order)}
-        # The most of a resource on any node of a pool, total or free, by (pool, "total" or
-        # "free", name): the shapes of one pool share them.
-        self.maxima: dict[tuple[Pool, str, str], int] = {}
-        # The nodes of a pool with outside load, by id: the shapes of one pool share them.
-        self.loaded: dict[Pool, list[NodeState]] = {}
-        # Class names by value, for messages (classes of one value read as one).
-        self.classes = {}
-        for c in planner.group.priority_classes:
-            self.classes[c.value] = "/".join(filter(None, (self.classes.get(c.value), c.name)))
-
-    def say(self, reason: str, subject) -> str:
-        return getattr(self, reason)(subject)
-
-    def _in_order(self, amounts) -> list[tuple[str, int]]:
-        return sorted(amounts, key=lambda item: self.rank[item[0]])
-
-    def _needs(self, shape: Shape) -> str:
-        labels = f" on a node labelled {shape.pool.key}" if shape.pool.key else ""
-        return f"needs {describe(self._in_order(shape.items))}{labels}"
-
-    def _most(self, shape: Shape, held: str) -> list[tuple[str, int]]:
-        most = []
-        for name, _ in self._in_order(shape.items):
-            key = (shape.pool, held, name)
-            amount = self.maxima.get(key)
-            if amount is None:
-                amount = self.maxima[key] = max(getattr(node, held).get(name, 0) for node in shape.pool.nodes)
-            most.append((name, amount))
-        return most
-
-    def _short(self, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        return [(name, amount) for (name, amount), (_, need) in zip(most, self._in_order(shape.items)) if amount < need]
-
-    def Unschedulable(self, shape: Shape) -> str:
-        where = f"group {self.group}" + (f" labelled {shape.pool.key}" if shape.pool.key else "")
-        if not shape.pool.nodes:
-            return f"{self._needs(shape)}; no node of {where}"
-        most = self._most(shape, "total")
-        short = self._short(shape, most)
-        if short:
-            return f"{self._needs(shape)}; no node of {where} has more than {describe(short)}"
-        return f"{self._needs(shape)}; no single node of {where} has all of it (the most of each on any node: {describe(most)})"
-
-    def Resources(self, shape: Shape) -> str:
-        most = self._most(shape, "free")
-        where = "node labelled " + shape.pool.key if shape.pool.key else "node"
-        if self._short(shape, most):
-            return f"{self._needs(shape)}; the most free on any {where} is {describe(most)}{self._outside(shape)}"
-        return (f"{self._needs(shape)}; no {where} has all of it free at once (the most free of each on any node: "
-                f"{describe(most)}){self._outside(shape)}")
-
-    def _outside(self, shape: Shape) -> str:
-        """` (work outside the queue holds CPU 2 on node a; CPU 1 on node b)`: the nodes of the pool
-        that would take the shape now but for outside load, by id, each with what outside load
-        holds of the resources the shape is short of there; "" when there are none. At most
-        OUTSIDE_NODES_NAMED are named, the others counted (`; and more on 4 other nodes`)."""
-        if not self.planner.outside:
-            return ""
-        loaded = self.loaded.get(shape.pool)
-        if loaded is None:
-            loaded = self.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside]
-        need = self._in_order(shape.items)
-        held = []
-        for node in loaded:
-            free, outside = node.free, node.outside
-            if fits(need, free):
-                continue
-            if all(free.get(name, 0) + outside.get(name, 0) >= amount for name, amount in need):
-                held.append((node, [(name, outside[name]) for name, amount in need if free.get(name, 0) < amount]))
-        if not held:
-            return ""
-        named = "; ".join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
-        others = len(held) - OUTSIDE_NODES_NAMED
-        more = f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else ""
-        return f" (work outside the queue holds {named}{more})"
-
-    def NotBefore(self, start: datetime) -> str:
-        left = int((start - self.planner.snapshot.now).total_seconds())
-        return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {_duration(left)}"
-
-    def UserJobLimit(self, user: UserState) -> str:
-        return f"user {user.name} has {user.running} jobs running or starting, the most allowed is {user.max_running}"
-
-    def UserResourceLimit(self, subject: tuple[UserState, Shape]) -> str:
-        user, shape = subject
-        limits = user.max_resources
-        over = [
-            f"{name} {format_amount(name, user.used.get(name, 0))} of at most {format_amount(name, limits[name])}"
-            for name, amount in self._in_order(shape.items)
-            if name in limits and user.used.get(name, 0) + amount > limits[name]
-        ]
-        return f"{self._needs(shape)}; user {user.name} already uses {', '.join(over)}"
-
-    def Preempting(self, subject: NodeState | Decision) -> str:
-        if isinstance(subject, NodeState):
-            return f"node {subject.id} is held for it while the jobs stopped to make room for it end"
-        victims = ", ".join(f"{victim.id} ({victim.user.name}, {self.classes[victim.value]}, ran {_duration(int(victim.run_s))})"
-                            for victim in subject.victims)
-        return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
-
-    def Priority(self, blocker: str) -> str:
-        return f"strict order: waits behind job {blocker}, which is first in line and waits for resources"
-
-
-def _duration(seconds: int) -> str:
-    days, seconds = divmod(max(seconds, 1), 86_400)
-    hours, seconds = divmod(seconds, 3_600)
-    minutes, seconds = divmod(seconds, 60)
-    parts = [f"{value}{unit}" for value, unit in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if value]
-    return " ".join(parts[:2])

@@ -37,7 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from job.core.planner.picture import NodeState, Shape, UserState, user_score
+from job.core.planner.picture import NodeState, Shape, UserState, add_to, user_score
+from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, dominant_share
 
@@ -79,7 +80,7 @@ class Preemptor:
         carried out: `coming`, the requests of pending jobs holding a reservation, as running, and
         `going`, those of running jobs being stopped, as gone; else the next plans would take a
         user's stopping jobs for still held, and stop more of them."""
-        self.fairshare = group.preemption == "fairshare"
+        self.reclaims = PREEMPTIONS[group.preemption].reclaims
         self.budget = group.max_preemptions
         self.totals = totals
         # Each node's candidates in the order victims are taken, but for fairshare's user scores,
@@ -99,24 +100,20 @@ class Preemptor:
         self.after: dict[UserState, _After] = {}
         for changes, side in ((coming, "gained"), (going, "lost")):
             for user, need in changes:
-                held = getattr(self.after.setdefault(user, _After()), side)
-                for name, amount in need.items():
-                    held[name] = held.get(name, 0) + amount
+                add_to(getattr(self.after.setdefault(user, _After()), side), need)
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
         self.attempts = ATTEMPTS
 
     def started(self, user: UserState, need: Resources) -> None:
         """A reserving job was placed: the user's `used` holds it now, no longer to come."""
-        gained = self.after[user].gained
-        for name, amount in need.items():
-            gained[name] -= amount
+        add_to(self.after[user].gained, need, -1)
 
     def victims_for(self, shape: Shape, user: UserState, value: int, reclaim: bool = False) -> Decision | None:
         """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
         fits no node now; None when no allowed one does. Jobs of lower classes only, or with
         `reclaim` (fairshare), of its own class too. A decision is carried out in the preemptor's
         picture (victims used up, scores after it) before it is returned."""
-        reclaim = reclaim and self.fairshare
+        reclaim = reclaim and self.reclaims
         key = (shape, value, user if reclaim else None, reclaim)
         if self.budget <= 0 or self.attempts <= 0 or key in self.refused:
             return None
@@ -152,7 +149,7 @@ class Preemptor:
         held = self.held[node.id]
         if any(held.get(name, 0) < amount for name, amount in short.items()):
             return None
-        if self.fairshare:
+        if self.reclaims:
             scores = {c.user: self._score(c.user) for c in pool}
             order = sorted(pool, key=lambda c: (c.value, -scores[c.user]))
         else:
@@ -168,8 +165,7 @@ class Preemptor:
                     continue
                 gone = lost.setdefault(victim.user, {})
                 trial = dict(gone)
-                for name, amount in victim.need.items():
-                    trial[name] = trial.get(name, 0) + amount
+                add_to(trial, victim.need)
                 if not waiting_score < self._score(victim.user, loss=trial):
                     continue
                 lost[victim.user] = trial
@@ -195,8 +191,7 @@ class Preemptor:
         changes = [(after.gained, 1), (after.lost, -1)] if after else []
         changes += [(gain or {}, 1), (loss or {}, -1)]
         for amounts, sign in changes:
-            for name, amount in amounts.items():
-                held[name] = held.get(name, 0) + sign * amount
+            add_to(held, amounts, sign)
         return user_score(dominant_share(held, self.totals), user.memory, user.shares)
 
     def _carry_out(self, decision: Decision, shape: Shape, user: UserState) -> None:
@@ -205,18 +200,13 @@ class Preemptor:
         gone = {id(victim) for victim in decision.victims}
         self.candidates[decision.node.id] = [c for c in pool if id(c) not in gone]
         self.held[decision.node.id] = _sum(self.candidates[decision.node.id])
-        gained = self.after.setdefault(user, _After()).gained
-        for name, amount in shape.items:
-            gained[name] = gained.get(name, 0) + amount
+        add_to(self.after.setdefault(user, _After()).gained, shape.need)
         for victim in decision.victims:
-            lost = self.after.setdefault(victim.user, _After()).lost
-            for name, amount in victim.need.items():
-                lost[name] = lost.get(name, 0) + amount
+            add_to(self.after.setdefault(victim.user, _After()).lost, victim.need)
 
 
 def _sum(pool: list[Candidate]) -> dict[str, int]:
     total: dict[str, int] = {}
     for candidate in pool:
-        for name, amount in candidate.need.items():
-            total[name] = total.get(name, 0) + amount
+        add_to(total, candidate.need)
     return total

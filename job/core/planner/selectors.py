@@ -3,7 +3,7 @@
 A selector answers `select(shape)` with a node whose free resources cover the shape, or None when
 none does, and hears about every placement through `placed(node)` (after the node's free resources
 changed). Its state between ticks is a pydantic model with an empty default, stored in the group
-state under `state_name`.
+state under its rule's `state_name`. The selectors are declared, with their traits, in rules.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ class RoundRobinState(BaseModel):
 
 
 class Selector:
-    name: ClassVar[str]
     State: ClassVar[type[BaseModel]] = NoState
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
@@ -38,10 +37,6 @@ class Selector:
         # job asks for would only make every comparison longer.
         self.order = order
         self.state = state
-
-    @classmethod
-    def state_name(cls) -> str:
-        return f"selector.{cls.name}"
 
     def select(self, shape: Shape) -> NodeState | None:
         raise NotImplementedError
@@ -61,7 +56,6 @@ def _extras(node: NodeState, shape: Shape) -> int:
 class Legacy(Selector):
     """Fewest extras, then the largest total capacity, whatever runs there, then the smaller id."""
 
-    name = "legacy"
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
@@ -168,7 +162,6 @@ class _ByFree(Selector):
 class Dispersed(_ByFree):
     """Spread: the most free capacity."""
 
-    name = "dispersed"
     sign = -1
 
     # A placement only lowers a node's free resources, so its key (negated) only grows: an entry
@@ -180,7 +173,6 @@ class Dispersed(_ByFree):
 class Concentrated(_ByFree):
     """Pack: the least free capacity that still fits."""
 
-    name = "concentrated"
     sign = 1
     # The node's current entry was pushed when it changed (see `_fresh`); one out of date is left
     # over.
@@ -215,7 +207,6 @@ class RoundRobin(Selector):
     """The pool's nodes sorted by id; from the stored index of the pool, going round, the first
     that fits; the index becomes its position + 1."""
 
-    name = "roundrobin"
     State = RoundRobinState
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: RoundRobinState):
@@ -244,6 +235,3 @@ class RoundRobin(Selector):
 
     def state_document(self) -> dict:
         return RoundRobinState(next_index=dict(sorted(self._next.items()))).model_dump(mode="json")
-
-
-SELECTORS: dict[str, type[Selector]] = {s.name: s for s in (Legacy, Concentrated, Dispersed, RoundRobin)}

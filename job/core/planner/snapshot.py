@@ -19,19 +19,20 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator, with_config
 from typing_extensions import NotRequired, TypedDict
 
-from job.core.planner.selectors import SELECTORS
+from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
 from job.core.resources import to_units
 
 Name = Annotated[str, Field(min_length=1)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 ResourceMap = dict[Name, Amount]
-Policy = Literal["fifo", "lifo", "drf", "fairshare"]
-SelectorName = Literal["legacy", "concentrated", "dispersed", "roundrobin"]
+# The rules' names, as rules.py declares them.
+Policy = Literal[POLICY_NAMES]
+SelectorName = Literal[SELECTOR_NAMES]
 # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
 # that a node type of an autoscaling cluster can hold.
 Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
                  "Preempting", "ScalingUp"]
-Preemption = Literal["off", "priority", "fairshare"]
+Preemption = Literal[PREEMPTION_NAMES]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 
@@ -149,7 +150,7 @@ class Snapshot(_Strict):
             for index, job in enumerate(self.pending):
                 if job.get("not_before") is not None:
                     raise ValueError(f"now: required, since pending[{index}].not_before is set")
-            if self.group.preemption != "off":
+            if PREEMPTIONS[self.group.preemption].preempts:
                 raise ValueError(f"now: required, since group.preemption is {self.group.preemption!r}")
         classes = {c.name for c in self.group.priority_classes}
         _first_repeat("group.priority_classes", [c.name for c in self.group.priority_classes], ".name")
@@ -162,9 +163,9 @@ class Snapshot(_Strict):
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         selector = SELECTORS[self.group.selector]
         try:
-            selector.State.model_validate(self.state.get(selector.state_name(), {}))
+            selector.kind.State.model_validate(self.state.get(selector.state_name, {}))
         except ValidationError as exc:
-            raise ValueError(f"state.{selector.state_name()}.{describe_error(exc)}") from None
+            raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
         return self
 
 

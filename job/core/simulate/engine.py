@@ -20,28 +20,11 @@ its resources back and waits again in its place in the queue; placed again, it r
 time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
 skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 
-The snapshot is the planner's own, built for a cost that does not grow with the jobs running or
-waiting (without preemption; with it, every job goes in as it is):
-
-- our running jobs are given as two sets of running entries that the planner adds up as it
-  does single jobs: per node, one entry holding what they hold there, charged to a user of its
-  own that has no pending job (so the node's free resources are right); per user with a job in
-  the snapshot, one entry holding what its jobs hold, on a node outside the group, which the
-  planner charges to the user (its dominant share) and to no node. Where a per-user job limit
-  applies, the user has one entry per running job (the others empty), so that the planner counts
-  them. The dominant shares of users without a job to plan order nothing.
-- pending jobs that this plan cannot place are left out. Of a shape (a distinct request) k jobs
-  at most can be placed, k being the copies of it that the nodes' free resources hold, node by
-  node (for the first TRACKED_SHAPES shapes of the trace; beyond, what is free on all nodes
-  together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
-  age), so at most its first k are: the others are left out, and all of a shape with k = 0.
-- nodes without room for the least of each resource that any of these jobs asks for are left
-  out, replaced by one node that stands for them all, held in full (`_nodes`).
-
-Left out, they change no placement: the plan's placements are those of the whole queue on every
-node (tests/test_simulate_engine.py replays traces both ways). Under `strict_order` and `lifo`
-every pending job goes in: a job that waits there changes what the others do, or the order within
-a user is reversed.
+The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
+jobs that cannot be placed and nodes without room left out. Under `strict_order` and a policy that
+does not keep each user's order (`lifo`; the traits of core/planner/rules.py) every pending job
+goes in: a job that waits there changes what the others do, or the order within a user is
+reversed. Round-robin counts positions (a `positional` selector): it gets every node.
 """
 
 from __future__ import annotations
@@ -53,21 +36,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from job.core.planner import Snapshot, plan
+from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
+from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share
+from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, room_nodes,
+                                        user_entries)
 from job.core.simulate.trace import TraceJob
 from job.core.usage import charge_usage
 
 # The virtual clock's origin: trace times are seconds after it.
 EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
-# The node that holds the users' running jobs in the snapshot, not a node of the group; and the
-# user that holds the nodes' running jobs, which has no job of its own.
-_USERS_NODE = "simulation:users"
-NODES_USER = "simulation:nodes"
-# Shapes whose copies on each node are counted; later ones are bounded by the group's free total.
-TRACKED_SHAPES = 64
-# The node that stands for the nodes left out of a snapshot, for want of room.
-_FULL_NODE = "simulation:full"
 
 
 @dataclass(eq=False, slots=True)
@@ -146,20 +125,10 @@ class Start:
     reservations: list[dict] = field(default_factory=list)
 
 
-def _add(target: dict[str, int], need: Resources, sign: int) -> None:
-    for name, amount in need.items():
-        target[name] = target.get(name, 0) + sign * amount
-
-
 def _ready(record: JobRecord) -> float:
     """When the job may first be planned: its submission, or its not_before if later."""
     job = record.job
     return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
-
-
-def _copies(free: dict[str, int], need: Resources) -> int:
-    """How many jobs of `need` fit in `free` side by side."""
-    return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
 
 
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
@@ -172,39 +141,44 @@ def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[
     return _Simulation(jobs, nodes, group, users or {}, every_s, start).run()
 
 
+def _check_classes(jobs: list[TraceJob], group: Group) -> None:
+    classes = {c.name for c in group.priority_classes}
+    for job in jobs:
+        if job.klass is not None and job.klass not in classes:
+            raise ValueError(f"job {job.id}: class {job.klass!r} is not one of the group's priority classes "
+                             f"({', '.join(sorted(classes))})")
+
+
 class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
                  start: Start | None):
         self.group = group
         self.every_s = every_s
-        self.half_life_s = group.half_life_s if group.policy == "fairshare" else 0.0
+        policy = POLICIES[group.policy]
+        self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
         self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
         # Under preemption a job that fits nowhere may still make room, and a full node may give
         # it: every pending job, every node and every running job (with its class and start) go
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
-        self.preempting = group.preemption != "off"
+        self.preempting = PREEMPTIONS[group.preemption].preempts
         # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
         # counts below do not tell apart, and from a given start.
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
-        self.exact_queue = group.strict_order or group.policy == "lifo" or self.exact
-        classes = {c.name for c in group.priority_classes}
-        for job in jobs:
-            if job.klass is not None and job.klass not in classes:
-                raise ValueError(f"job {job.id}: class {job.klass!r} is not one of the group's priority classes "
-                                 f"({', '.join(sorted(classes))})")
+        self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
+        _check_classes(jobs, group)
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
         self.totals: dict[str, int] = {}
         for total in self.node_totals.values():
-            _add(self.totals, total, 1)
+            add_to(self.totals, total)
         self.free = dict(self.totals)
         self.nodes = nodes
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
         self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
         # Round-robin's state is a position among the nodes: every node must be in every snapshot.
-        self.every_node = group.selector == "roundrobin" or self.exact
+        self.every_node = SELECTORS[group.selector].positional or self.exact
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
@@ -295,15 +269,15 @@ class _Simulation:
                 record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
                 if all(node.labels.get(key) == value for key, value in labels.items()))
             if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
-                copies = self.copies[record.need] = {node: _copies(free, record.need) for node, free in self.free_on.items()}
-                self.fit[record.need] = sum(copies.values())
+                counts = self.copies[record.need] = {node: copies(free, record.need) for node, free in self.free_on.items()}
+                self.fit[record.need] = sum(counts.values())
         if not schedulable:
             record.unschedulable = True
             return
         if job.user == NODES_USER:
             raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
         user = self._user(job.user)
-        _add(user.wanted, record.need, 1)
+        add_to(user.wanted, record.need)
         touched.add(user)
         record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                           "submitted_at": self.epoch + timedelta(seconds=job.submit_s)}
@@ -330,26 +304,8 @@ class _Simulation:
             del queues[record.job.user]
         self.pending_count -= 1
 
-    def _candidates(self) -> list[dict]:
-        jobs: list[dict] = []
-        free = self.free
-        for need, queues in self.waiting.items():
-            if not queues:
-                continue
-            if self.exact_queue:
-                for queue in queues.values():
-                    jobs.extend(entry[-1] for entry in queue)
-                continue
-            fit = self.fit.get(need)
-            if fit is None:
-                fit = _copies(free, need)
-            if fit > 0:
-                for queue in queues.values():
-                    jobs.extend(entry[-1] for entry in queue[:fit])
-        return jobs
-
     def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
-        pending = self._candidates()
+        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue)
         if not pending:
             return
         now = self.epoch + timedelta(seconds=now_s)
@@ -385,40 +341,11 @@ class _Simulation:
         self.reservations = result.reservations or []
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
-        """The nodes for the snapshot, and the running entries of what our jobs hold on them.
-
-        A node without room for the least of every resource that any of these jobs asks for takes
-        none of them: it is left out, and its totals go to one node that stands for all those left
-        out, held in full, so that the group's totals (the dominant shares) stay the same. The
-        planner's node order is by id, so leaving nodes out changes no preference between the
-        others; round-robin counts positions, so it gets every node."""
+        """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
         if self.every_node:
             return self.nodes, list(self.node_entries.values())
-        least: dict[str, int] | None = None
-        for need in {self.by_id[job["id"]].need for job in pending}:
-            if least is None:
-                least = dict(need.items())
-            else:
-                least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
-        least_items = tuple(least.items()) if least else ()
-        nodes, held, full = [], [], {}
-        entries = self.node_entries
-        # A plain loop with break/else: this runs over every node at every plan.
-        for node, free, total in self.node_list:
-            for name, amount in least_items:
-                if free.get(name, 0) < amount:
-                    _add(full, total, 1)
-                    break
-            else:
-                nodes.append(node)
-                entry = entries.get(node.id)
-                if entry is not None:
-                    held.append(entry)
-        if full:
-            amounts = Resources(full).amounts()
-            nodes.append(Node.model_construct(id=_FULL_NODE, resources=amounts, labels={}, outside={}))
-            held.append({"id": f"{_FULL_NODE}:running", "user": NODES_USER, "node": _FULL_NODE, "resources": amounts})
-        return nodes, held
+        needs = {self.by_id[job["id"]].need for job in pending}
+        return room_nodes(needs, self.node_list, self.node_entries)
 
     def _charge(self, user: UserRecord, now_s: float) -> None:
         """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
@@ -461,7 +388,7 @@ class _Simulation:
             record.stopping = record.running["stopping"] = job.stopping
             if job.stopping:
                 self.victims.append(record)
-            _add(self._user(job.job.user).wanted, record.need, 1)
+            add_to(self._user(job.job.user).wanted, record.need)
             self._hold(record, 1, 0.0, touched)
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
@@ -469,7 +396,7 @@ class _Simulation:
         del self.running[record.job.id]
         record.running = None
         record.stopping = False
-        _add(self._user(record.job.user).wanted, record.need, -1)
+        add_to(self._user(record.job.user).wanted, record.need, -1)
         self.outcome.events += 1
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
@@ -493,19 +420,18 @@ class _Simulation:
             self._charge_user(record, sign, now_s, touched)
             return
         held = self.held_on[record.node]
-        _add(held, need, sign)
+        add_to(held, need, sign)
         free = self.free_on[record.node]
-        _add(free, need, -sign)
-        for shape, copies in self.copies.items():
-            now_there = _copies(free, shape)
-            if now_there != copies[record.node]:
-                self.fit[shape] += now_there - copies[record.node]
-                copies[record.node] = now_there
-        _add(self.free, need, -sign)
-        amounts = Resources(held).amounts()
-        if amounts:
-            self.node_entries[record.node] = {"id": f"{record.node}:running", "user": NODES_USER, "node": record.node,
-                                              "resources": amounts}
+        add_to(free, need, -sign)
+        for shape, counts in self.copies.items():
+            now_there = copies(free, shape)
+            if now_there != counts[record.node]:
+                self.fit[shape] += now_there - counts[record.node]
+                counts[record.node] = now_there
+        add_to(self.free, need, -sign)
+        entry = node_entry(record.node, held)
+        if entry is not None:
+            self.node_entries[record.node] = entry
         else:
             self.node_entries.pop(record.node, None)
         self._charge_user(record, sign, now_s, touched)
@@ -515,14 +441,10 @@ class _Simulation:
         need = record.need
         user = self._user(record.job.user)
         self._charge(user, now_s)
-        _add(user.held, need, sign)
+        add_to(user.held, need, sign)
         user.running += sign
         user.held_share = dominant_share(user.held, self.totals)
-        amounts = Resources(user.held).amounts()
-        user.entries = [{"id": f"{user.name}:running", "user": user.name, "node": _USERS_NODE, "resources": amounts}] if amounts else []
-        if self.limited and user.running > 1:
-            user.entries += [{"id": f"{user.name}:running:{n}", "user": user.name, "node": _USERS_NODE, "resources": {}}
-                             for n in range(1, user.running)]
+        user.entries = user_entries(user.name, user.held, user.running, self.limited)
         touched.add(user)
 
     def _mark(self, user: UserRecord, now_s: float) -> None:

@@ -1,0 +1,165 @@
+"""Why jobs wait, in words. Each message depends only on its subject (the shape for Resources, the
+user for UserJobLimit...), so 100k waiting jobs share a handful of them. They are written after the
+plan: "free" means free after it. `MESSAGES` gives each reason its function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from job.core.planner.picture import NodeState, Pool, Shape, UserState
+from job.core.planner.preemption import Decision
+from job.core.planner.snapshot import Group, Reason
+from job.core.resources import describe, fits, format_amount
+
+# At most this many nodes are named in a message on outside load; the others are counted.
+OUTSIDE_NODES_NAMED = 3
+
+
+@dataclass(eq=False, slots=True)
+class Words:
+    """What the messages of one plan share."""
+
+    group: str
+    now: datetime | None
+    # Each resource's place in the plan's comparison order: amounts are said in that order.
+    rank: dict[str, int]
+    # Whether any node has outside load: only then is it looked for.
+    outside: bool
+    # Class names by value (classes of one value read as one).
+    classes: dict[int, str]
+    # The most of a resource on any node of a pool, total or free, by (pool, "total" or "free",
+    # name): the shapes of one pool share them.
+    maxima: dict[tuple[Pool, str, str], int] = field(default_factory=dict)
+    # The nodes of a pool with outside load, by id: the shapes of one pool share them.
+    loaded: dict[Pool, list[NodeState]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, group: Group, now: datetime | None, order: tuple[str, ...], outside: bool) -> Words:
+        classes: dict[int, str] = {}
+        for c in group.priority_classes:
+            classes[c.value] = "/".join(filter(None, (classes.get(c.value), c.name)))
+        return cls(group.name, now, {name: index for index, name in enumerate(order)}, outside, classes)
+
+    def in_order(self, amounts) -> list[tuple[str, int]]:
+        return sorted(amounts, key=lambda item: self.rank[item[0]])
+
+    def most(self, shape: Shape, held: str) -> list[tuple[str, int]]:
+        """The most of each resource of the shape on any node of its pool, `held` "total" or "free"."""
+        most = []
+        for name, _ in self.in_order(shape.items):
+            key = (shape.pool, held, name)
+            amount = self.maxima.get(key)
+            if amount is None:
+                amount = self.maxima[key] = max(getattr(node, held).get(name, 0) for node in shape.pool.nodes)
+            most.append((name, amount))
+        return most
+
+
+def _needs(words: Words, shape: Shape) -> str:
+    labels = f" on a node labelled {shape.pool.key}" if shape.pool.key else ""
+    return f"needs {describe(words.in_order(shape.items))}{labels}"
+
+
+def _short(words: Words, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    return [(name, amount) for (name, amount), (_, need) in zip(most, words.in_order(shape.items)) if amount < need]
+
+
+def unschedulable(words: Words, shape: Shape) -> str:
+    where = f"group {words.group}" + (f" labelled {shape.pool.key}" if shape.pool.key else "")
+    if not shape.pool.nodes:
+        return f"{_needs(words, shape)}; no node of {where}"
+    most = words.most(shape, "total")
+    short = _short(words, shape, most)
+    if short:
+        return f"{_needs(words, shape)}; no node of {where} has more than {describe(short)}"
+    return f"{_needs(words, shape)}; no single node of {where} has all of it (the most of each on any node: {describe(most)})"
+
+
+def resources(words: Words, shape: Shape) -> str:
+    most = words.most(shape, "free")
+    where = "node labelled " + shape.pool.key if shape.pool.key else "node"
+    if _short(words, shape, most):
+        return f"{_needs(words, shape)}; the most free on any {where} is {describe(most)}{_outside(words, shape)}"
+    return (f"{_needs(words, shape)}; no {where} has all of it free at once (the most free of each on any node: "
+            f"{describe(most)}){_outside(words, shape)}")
+
+
+def _outside(words: Words, shape: Shape) -> str:
+    """` (work outside the queue holds CPU 2 on node a; CPU 1 on node b)`: the nodes of the pool
+    that would take the shape now but for outside load, by id, each with what outside load holds
+    of the resources the shape is short of there; "" when there are none. At most
+    OUTSIDE_NODES_NAMED are named, the others counted (`; and more on 4 other nodes`)."""
+    if not words.outside:
+        return ""
+    loaded = words.loaded.get(shape.pool)
+    if loaded is None:
+        loaded = words.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside]
+    need = words.in_order(shape.items)
+    held = []
+    for node in loaded:
+        free, outside = node.free, node.outside
+        if fits(need, free):
+            continue
+        if all(free.get(name, 0) + outside.get(name, 0) >= amount for name, amount in need):
+            held.append((node, [(name, outside[name]) for name, amount in need if free.get(name, 0) < amount]))
+    if not held:
+        return ""
+    named = "; ".join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
+    others = len(held) - OUTSIDE_NODES_NAMED
+    more = f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else ""
+    return f" (work outside the queue holds {named}{more})"
+
+
+def not_before(words: Words, start: datetime) -> str:
+    left = int((start - words.now).total_seconds())
+    return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {_duration(left)}"
+
+
+def user_job_limit(words: Words, user: UserState) -> str:
+    return f"user {user.name} has {user.running} jobs running or starting, the most allowed is {user.max_running}"
+
+
+def user_resource_limit(words: Words, subject: tuple[UserState, Shape]) -> str:
+    user, shape = subject
+    limits = user.max_resources
+    over = [
+        f"{name} {format_amount(name, user.used.get(name, 0))} of at most {format_amount(name, limits[name])}"
+        for name, amount in words.in_order(shape.items)
+        if name in limits and user.used.get(name, 0) + amount > limits[name]
+    ]
+    return f"{_needs(words, shape)}; user {user.name} already uses {', '.join(over)}"
+
+
+def preempting(words: Words, subject: NodeState | Decision) -> str:
+    if isinstance(subject, NodeState):
+        return f"node {subject.id} is held for it while the jobs stopped to make room for it end"
+    victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, ran {_duration(int(victim.run_s))})"
+                        for victim in subject.victims)
+    return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
+
+
+def priority(words: Words, blocker: str) -> str:
+    return f"strict order: waits behind job {blocker}, which is first in line and waits for resources"
+
+
+# ScalingUp is not the planner's (job/core/autoscale.py gives it after the plan).
+MESSAGES: dict[Reason, Callable[[Words, Any], str]] = {
+    "Unschedulable": unschedulable,
+    "NotBefore": not_before,
+    "UserJobLimit": user_job_limit,
+    "UserResourceLimit": user_resource_limit,
+    "Resources": resources,
+    "Preempting": preempting,
+    "Priority": priority,
+}
+
+
+def _duration(seconds: int) -> str:
+    days, seconds = divmod(max(seconds, 1), 86_400)
+    hours, seconds = divmod(seconds, 3_600)
+    minutes, seconds = divmod(seconds, 60)
+    parts = [f"{value}{unit}" for value, unit in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if value]
+    return " ".join(parts[:2])

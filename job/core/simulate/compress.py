@@ -1,0 +1,119 @@
+"""The simulator's compressed snapshot: the planner's own, built for a cost that does not grow
+with the jobs running or waiting (without preemption; with it, every job goes in as it is):
+
+- our running jobs are given as two sets of running entries that the planner adds up as it
+  does single jobs: per node, one entry holding what they hold there, charged to a user of its
+  own that has no pending job (so the node's free resources are right); per user with a job in
+  the snapshot, one entry holding what its jobs hold, on a node outside the group, which the
+  planner charges to the user (its dominant share) and to no node. Where a per-user job limit
+  applies, the user has one entry per running job (the others empty), so that the planner counts
+  them. The dominant shares of users without a job to plan order nothing.
+- pending jobs that this plan cannot place are left out. Of a shape (a distinct request) k jobs
+  at most can be placed, k being the copies of it that the nodes' free resources hold, node by
+  node (for the first TRACKED_SHAPES shapes of the trace; beyond, what is free on all nodes
+  together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
+  age), so at most its first k are: the others are left out, and all of a shape with k = 0.
+- nodes without room for the least of each resource that any of these jobs asks for are left
+  out, replaced by one node that stands for them all, held in full (`room_nodes`).
+
+Left out, they change no placement: the plan's placements are those of the whole queue on every
+node (tests/test_simulate_engine.py replays traces both ways). Which rules allow which of these
+shortcuts is said by their traits (core/planner/rules.py); the engine asks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from job.core.planner.picture import add_to
+from job.core.planner.snapshot import Node
+from job.core.resources import Resources
+
+# The node that holds the users' running jobs in the snapshot, not a node of the group; and the
+# user that holds the nodes' running jobs, which has no job of its own.
+USERS_NODE = "simulation:users"
+NODES_USER = "simulation:nodes"
+# Shapes whose copies on each node are counted; later ones are bounded by the group's free total.
+TRACKED_SHAPES = 64
+# The node that stands for the nodes left out of a snapshot, for want of room.
+FULL_NODE = "simulation:full"
+
+
+def copies(free: dict[str, int], need: Resources) -> int:
+    """How many jobs of `need` fit in `free` side by side."""
+    return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
+
+
+def candidates(waiting: dict[Resources, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
+               every_job: bool) -> list[dict]:
+    """The pending jobs this plan may place, from `waiting` (per shape, per user, the user's
+    queue of keys ending with the job), `fit` (the copies the nodes hold of each tracked shape)
+    and the group's `free` total; with `every_job`, all of them."""
+    jobs: list[dict] = []
+    for need, queues in waiting.items():
+        if not queues:
+            continue
+        if every_job:
+            for queue in queues.values():
+                jobs.extend(entry[-1] for entry in queue)
+            continue
+        most = fit.get(need)
+        if most is None:
+            most = copies(free, need)
+        if most > 0:
+            for queue in queues.values():
+                jobs.extend(entry[-1] for entry in queue[:most])
+    return jobs
+
+
+def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int], Resources]],
+               entries: dict[str, dict]) -> tuple[list[Node], list[dict]]:
+    """The nodes for the snapshot, and the running entries of what our jobs hold on them.
+
+    `needs`: the requests of the jobs to plan; `nodes`: each node, its free units and its totals;
+    `entries`: per node with jobs of ours running, its running entry. A node without room for the
+    least of every resource that any of the jobs asks for takes none of them: it is left out, and
+    its totals go to one node that stands for all those left out, held in full, so that the
+    group's totals (the dominant shares) stay the same. The planner's node order is by id, so
+    leaving nodes out changes no preference between the others."""
+    least: dict[str, int] | None = None
+    for need in needs:
+        if least is None:
+            least = dict(need.items())
+        else:
+            least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
+    least_items = tuple(least.items()) if least else ()
+    kept, held, full = [], [], {}
+    # A plain loop with break/else: this runs over every node at every plan.
+    for node, free, total in nodes:
+        for name, amount in least_items:
+            if free.get(name, 0) < amount:
+                add_to(full, total)
+                break
+        else:
+            kept.append(node)
+            entry = entries.get(node.id)
+            if entry is not None:
+                held.append(entry)
+    if full:
+        amounts = Resources(full).amounts()
+        kept.append(Node.model_construct(id=FULL_NODE, resources=amounts, labels={}, outside={}))
+        held.append({"id": f"{FULL_NODE}:running", "user": NODES_USER, "node": FULL_NODE, "resources": amounts})
+    return kept, held
+
+
+def node_entry(node: str, held: dict[str, int]) -> dict | None:
+    """The running entry of what our jobs hold on `node`, charged to NODES_USER; None for nothing."""
+    amounts = Resources(held).amounts()
+    return {"id": f"{node}:running", "user": NODES_USER, "node": node, "resources": amounts} if amounts else None
+
+
+def user_entries(user: str, held: dict[str, int], running: int, limited: bool) -> list[dict]:
+    """The running entries of what `user`'s jobs hold, on USERS_NODE: one holding it all, and
+    where a per-user job limit applies (`limited`), an empty one per other running job."""
+    amounts = Resources(held).amounts()
+    entries = [{"id": f"{user}:running", "user": user, "node": USERS_NODE, "resources": amounts}] if amounts else []
+    if limited and running > 1:
+        entries += [{"id": f"{user}:running:{n}", "user": user, "node": USERS_NODE, "resources": {}}
+                    for n in range(1, running)]
+    return entries
