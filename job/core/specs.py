@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
 from job.core.planner.snapshot import PriorityClass, describe_error
-from job.core.planner.snapshot import describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
