@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from job.cli.groups import OPTIONS, add_options, option_fields
+from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
 from job.core.errors import BadInput
@@ -162,7 +162,7 @@ def _switch(value: str, text: str) -> bool:
 
 def _group(fields: dict, where: str) -> Group:
     try:
-        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **fields})
+        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **read_fields(fields)})
     except BadInput as exc:
         raise BadInput(f"{where}: {exc}") from None
     return Group(**{field: getattr(spec, field) for field in Group.model_fields if field != "name"})
