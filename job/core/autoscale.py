@@ -24,6 +24,7 @@ from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone: those the cluster growing would let run.
 WAITS_FOR_RESOURCES = ("Resources", "ScalingUp")
+_NOTHING = Resources()
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:
@@ -139,7 +140,7 @@ class _Limits:
     def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
         self.snapshot = snapshot
         self.running: dict[str, int] = {}
-        self.used: dict[str, dict[str, int]] = {}
+        self.used: dict[str, Resources] = {}
         for job in snapshot.running:
             self.add(job["user"], request(job)[0])
         for placement in plan.placements:
@@ -148,9 +149,7 @@ class _Limits:
 
     def add(self, user: str, need: Resources) -> None:
         self.running[user] = self.running.get(user, 0) + 1
-        used = self.used.setdefault(user, {})
-        for name, amount in need.items():
-            used[name] = used.get(name, 0) + amount
+        self.used[user] = self.used.get(user, _NOTHING) + need
 
     def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
         later = job.get("not_before")
@@ -159,11 +158,7 @@ class _Limits:
         most, cap = limits_of(self.snapshot.group, self.snapshot.users.get(job["user"]))
         if most is not None and self.running.get(job["user"], 0) >= most:
             return False
-        if cap is not None:
-            used = self.used.get(job["user"], {})
-            if any(used.get(name, 0) + amount > cap[name] for name, amount in need.items() if name in cap):
-                return False
-        return True
+        return cap is None or need.within(cap, self.used.get(job["user"], _NOTHING))
 
 
 def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:

@@ -72,6 +72,33 @@ class Resources(Mapping[str, int]):
     def fits_in(self, available: Mapping[str, int]) -> bool:
         return fits(self._units.items(), available)
 
+    def within(self, limits: Mapping[str, int], held: Mapping[str, int]) -> bool:
+        """Whether `held` plus this request stays within `limits` on every resource this asks for:
+        a resource `limits` does not name is not limited, and one limited to 0 is (so `limits` is a
+        plain dict, not a Resources)."""
+        return all(held.get(name, 0) + amount <= limits[name] for name, amount in self._units.items() if name in limits)
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        return self._plus(other, 1)
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        return self._plus(other, -1)
+
+    def _plus(self, other: Mapping[str, int], sign: int) -> Resources:
+        units = dict(self._units)
+        for name, amount in other.items():
+            units[name] = units.get(name, 0) + sign * amount
+        return Resources(units)
+
+    @classmethod
+    def total(cls, parts: Iterable[Mapping[str, int]]) -> Resources:
+        """The sum of many, added up in one map rather than one Resources per step."""
+        units: dict[str, int] = {}
+        for part in parts:
+            for name, amount in part.items():
+                units[name] = units.get(name, 0) + amount
+        return cls(units)
+
     def dominant_share(self, totals: Mapping[str, int]) -> float:
         return dominant_share(self, totals)
 
