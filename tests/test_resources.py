@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from job.core.resources import Resources
+from job.core.resources import Resources, accumulate
 
 A = Resources.of({"CPU": 2, "memory": 1024})
 B = Resources.of({"CPU": 0.5, "GPU": 1})
@@ -31,3 +31,11 @@ def test_within_limits_counts_only_what_is_asked_and_limited():
     # GPU is over its limit of 0 already, but this request asks for none: only CPU is checked.
     assert Resources.of({"CPU": 1, "memory": 2**40}).within(limits, held)
     assert not B.within(limits, Resources())
+
+
+def test_accumulate_in_place():
+    free = {"CPU": 40_000}
+    accumulate(free, Resources.of({"CPU": 1.5, "GPU": 1}), -1)
+    assert free == {"CPU": 25_000, "GPU": -10_000}
+    accumulate(free, {"GPU": 10_000})
+    assert free == {"CPU": 25_000, "GPU": 0}

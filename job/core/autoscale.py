@@ -19,12 +19,11 @@ from typing import Any
 
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import limits_of
-from job.core.resources import Resources, describe, fits
+from job.core.resources import Resources, accumulate, describe, fits
 from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone: those the cluster growing would let run.
 WAITS_FOR_RESOURCES = ("Resources", "ScalingUp")
-_NOTHING = Resources()
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:
@@ -111,7 +110,7 @@ class _Bins:
         while index < len(nodes):
             labels, free = nodes[index]
             if fits(need.items(), free) and all(labels.get(k) == v for k, v in selector):
-                self._charge(free, need)
+                accumulate(free, need, -1)
                 self.start[key] = index
                 return True
             index += 1
@@ -121,16 +120,11 @@ class _Bins:
             if count and node_type.holds(need, dict(selector)):
                 entry[1] -= 1
                 free = dict(Resources.of(node_type.resources).items())
-                self._charge(free, need)
+                accumulate(free, need, -1)
                 nodes.append((node_type.labels, free))
                 self.start[key] = len(nodes) - 1
                 return True
         return False
-
-    @staticmethod
-    def _charge(free: dict[str, int], need: Resources) -> None:
-        for name, amount in need.items():
-            free[name] = free.get(name, 0) - amount
 
 
 class _Limits:
@@ -140,7 +134,7 @@ class _Limits:
     def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
         self.snapshot = snapshot
         self.running: dict[str, int] = {}
-        self.used: dict[str, Resources] = {}
+        self.used: dict[str, dict[str, int]] = {}
         for job in snapshot.running:
             self.add(job["user"], request(job)[0])
         for placement in plan.placements:
@@ -149,7 +143,7 @@ class _Limits:
 
     def add(self, user: str, need: Resources) -> None:
         self.running[user] = self.running.get(user, 0) + 1
-        self.used[user] = self.used.get(user, _NOTHING) + need
+        accumulate(self.used.setdefault(user, {}), need)
 
     def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
         later = job.get("not_before")
@@ -158,7 +152,7 @@ class _Limits:
         most, cap = limits_of(self.snapshot.group, self.snapshot.users.get(job["user"]))
         if most is not None and self.running.get(job["user"], 0) >= most:
             return False
-        return cap is None or need.within(cap, self.used.get(job["user"], _NOTHING))
+        return cap is None or need.within(cap, self.used.get(job["user"], {}))
 
 
 def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:
@@ -185,12 +179,12 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         need = request(job)[0]
         free = bins.by_id.get(job["node"])
         if free is not None:
-            bins._charge(free, need)
+            accumulate(free, need, -1)
         count(need, group_selector)
     placed = {placement["job"]: placement["node"] for placement in plan.placements}
     for ident, node in placed.items():
         need, selector = request(pending[ident])
-        bins._charge(bins.by_id[node], need)
+        accumulate(bins.by_id[node], need, -1)
         count(need, selector)
     asked = 0
     full: set[tuple] = set()

@@ -86,8 +86,7 @@ class Resources(Mapping[str, int]):
 
     def _plus(self, other: Mapping[str, int], sign: int) -> Resources:
         units = dict(self._units)
-        for name, amount in other.items():
-            units[name] = units.get(name, 0) + sign * amount
+        accumulate(units, other, sign)
         return Resources(units)
 
     @classmethod
@@ -95,8 +94,7 @@ class Resources(Mapping[str, int]):
         """The sum of many, added up in one map rather than one Resources per step."""
         units: dict[str, int] = {}
         for part in parts:
-            for name, amount in part.items():
-                units[name] = units.get(name, 0) + amount
+            accumulate(units, part)
         return cls(units)
 
     def dominant_share(self, totals: Mapping[str, int]) -> float:
@@ -107,6 +105,13 @@ class Resources(Mapping[str, int]):
 
     def __str__(self) -> str:
         return describe(self._units.items())
+
+
+def accumulate(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    """`into` plus `amounts` times `sign`, in place: the running sums of the fast paths (a node's
+    free resources as jobs are packed, a user's held ones), where a new Resources per job costs."""
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + sign * amount
 
 
 def fits(need: Iterable[tuple[str, int]], available: Mapping[str, int]) -> bool:
