@@ -25,13 +25,14 @@ from plan import snapshot  # noqa: E402
 
 from job.core import autoscale  # noqa: E402
 from job.core.planner import Snapshot, plan  # noqa: E402
+from job.cli.options import parse_node_type  # noqa: E402
 from job.core.specs import parse_node_types  # noqa: E402
 
 GIB = 2**30
-TYPES = parse_node_types([
+TYPES = parse_node_types([parse_node_type(text) for text in (
     "cpu=CPU:128,memory:512GiB@ray.io/node-group=cpu:max=1000",
     "gpu=CPU:96,GPU:8,memory:1024GiB,licence:4@ray.io/node-group=gpu@ray.io/accelerator-type=A100:max=200",
-])
+)])
 
 
 def run(pending: int, repeat: int) -> None:

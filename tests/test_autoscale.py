@@ -1,5 +1,6 @@
-"""The pure parts of autoscaling (job/core/autoscale.py): node types as `--node-type` writes them,
-`ScalingUp` against `Unschedulable`, and the demand computed from a snapshot and its plan."""
+"""The pure parts of autoscaling (job/core/autoscale.py): node types as `--node-type` writes them
+(job/cli/options.py), `ScalingUp` against `Unschedulable`, and the demand computed from a snapshot
+and its plan."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from job.cli.options import format_node_type, parse_node_type, read_fields
 from job.core import autoscale
-from job.core.specs import NodeType
 from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources
-from job.core.specs import GroupSpec, format_node_type, parse_node_types, validated
+from job.core.specs import GroupSpec, NodeType, parse_node_types, validated
 
 GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
 CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
@@ -27,10 +28,10 @@ CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
      {"name": "spot", "resources": {"CPU": 2, "special": 0.5}, "labels": {"market": "spot"}, "max": 10}),
 ])
 def test_node_type_text(text, fields):
-    [parsed] = parse_node_types([text])
+    [parsed] = parse_node_types([parse_node_type(text)])
     assert parsed.model_dump(exclude={"min"}) == fields
     # What `group show` prints reads back the same.
-    assert parse_node_types([format_node_type(parsed)]) == [parsed]
+    assert parse_node_types([parse_node_type(format_node_type(parsed))]) == [parsed]
 
 
 @pytest.mark.parametrize(("text", "error"), [
@@ -53,7 +54,7 @@ def test_node_type_text(text, fields):
 ])
 def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
     with pytest.raises(BadInput, match="^node_types: ") as refused:
-        validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", "node_types": [text]})
+        validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "node_types": [text]}))
     assert error in str(refused.value)
 
 
@@ -66,15 +67,15 @@ def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
 ])
 def test_group_autoscale_options_are_checked(fields, error):
     with pytest.raises(BadInput) as refused:
-        validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", **fields})
+        validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", **fields}))
     assert str(refused.value).startswith(error)
 
 
 def test_group_autoscale_options_accepted():
-    spec = validated(GroupSpec, {"name": "g", "ray_address": "http://ray:8265", "autoscale": "on",
-                                 "node_types": ["gpu=CPU:8,GPU:1@pool=gpu:max=2"]})
+    spec = validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "autoscale": "on",
+                                             "node_types": ["gpu=CPU:8,GPU:1@pool=gpu:max=2"]}))
     assert spec.autoscale is True and spec.node_types == [GPU.model_dump()]
-    assert validated(GroupSpec, {"name": "g", "ray_address": "raycluster://ml/shared", "autoscale": "on"}).autoscale
+    assert validated(GroupSpec, read_fields({"name": "g", "ray_address": "raycluster://ml/shared", "autoscale": "on"})).autoscale
 
 
 def snapshot(nodes=(), running=(), pending=(), users=None, **group) -> Snapshot:

@@ -1,4 +1,4 @@
-"""Memory sizes as people type them, and the one way amounts are shown."""
+"""Memory sizes as people type them, and the one way amounts and durations are shown."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 
 from job.cli.output import format_resources
-from job.core.units import parse_memory
+from job.core.units import format_duration, parse_duration, parse_memory
 
 KIB, MIB, GIB, TIB, PIB = 2**10, 2**20, 2**30, 2**40, 2**50
 
@@ -90,3 +90,24 @@ def test_refused_sizes(text, message):
 ])
 def test_format_resources_shows_amounts_as_messages_do(resources, text):
     assert format_resources(resources) == text
+
+
+@pytest.mark.parametrize("seconds, parts, text", [
+    (0, 4, "0s"),
+    (45, 4, "45s"),
+    (0.5, 4, "0.5s"),
+    (245, 4, "4m5s"),
+    (600, 4, "10m"),
+    (3600 + 5, 4, "1h5s"),
+    (86400 + 3 * 3600 + 25 * 60 + 7, 4, "1d3h25m7s"),
+    (5400 + 45, 2, "1h30m"),
+    (3900, 2, "1h5m"),
+    (86400 + 7, 2, "1d7s"),
+])
+def test_format_duration(seconds, parts, text):
+    assert format_duration(seconds, parts) == text
+
+
+@pytest.mark.parametrize("seconds", [0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 10 * 86400 + 1])
+def test_a_duration_shown_reads_back(seconds):
+    assert parse_duration(format_duration(seconds)) == seconds

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import NamedTuple
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
-from job.cli.parsing import command, database, pairs
-from job.core.planner.rules import POLICY_NAMES, PREEMPTIONS, SELECTOR_NAMES, listed
-from job.core.specs import GroupSpec, NodeType, format_node_type, validated
+from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
+from job.cli.parsing import command, database
+from job.core.specs import GroupSpec, NodeType, validated
 from job.core.units import format_duration
 from job.store import groups
 
@@ -23,77 +22,13 @@ def register(sub) -> None:
     command(actions, "remove", remove, "remove a group without active jobs").add_argument("name")
 
 
-class Option(NamedTuple):
-    flag: str
-    field: str  # of GroupSpec
-    kind: str  # "value", "pairs" (repeatable K=V), "list" (repeatable) or "switch" (--x / --no-x)
-    metavar: str | None
-    help: str
-
-
-# Every option of `group add` and `group set`: an option not given leaves the field as it is.
-OPTIONS = [
-    Option("--ray-address", "ray_address", "value", None, "http://host:port of the dashboard, or raycluster://namespace/name"),
-    Option("--node-label", "node_labels", "pairs", "K=V", "only nodes carrying this label (repeatable)"),
-    Option("--policy", "policy", "value", None, f"queue policy: {listed(POLICY_NAMES)}"),
-    Option("--selector", "selector", "value", None, f"node selector: {listed(SELECTOR_NAMES)}"),
-    Option("--resource-priority", "resource_priority", "value", "R1,R2,...", "resource order for node choice, e.g. GPU,CPU,memory"),
-    Option("--half-life", "half_life_s", "value", "DURATION", "fair-share usage half life, e.g. 1h (0 plans as drf)"),
-    Option("--max-running-per-user", "max_running_per_user", "value", "N", "at most N running jobs per user"),
-    Option("--max-resources-per-user", "max_resources_per_user", "pairs", "NAME=AMOUNT", "per-user resource cap (repeatable)"),
-    Option("--strict-order", "strict_order", "switch", None, "a job that waits for resources blocks those behind it"),
-    Option("--pending-timeout", "pending_timeout_s", "value", "DURATION", "fail jobs pending longer than this"),
-    Option("--max-attempts", "max_attempts", "value", "N", "submissions Ray may refuse before a job fails"),
-    Option("--max-requeues", "max_requeues", "value", "N",
-            "requeues for infrastructure faults (lost, supervisor failed, node died or busy) before a job fails"),
-    Option("--start-timeout", "start_timeout_s", "value", "DURATION",
-            "requeue a job Ray has not started this long for lack of free resources on its node (default 5m)"),
-    Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
-    Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
-            "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
-    Option("--priority-class", "priority_classes", "list", "NAME=VALUE[:non-preemptible]",
-            "a priority class; the highest value goes first (repeatable; replaces the list)"),
-    Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),
-    Option("--preemption", "preemption", "value", None,
-           listed(tuple(f"{name} ({rule.help})" if rule.preempts else name for name, rule in PREEMPTIONS.items()))),
-    Option("--min-runtime", "min_runtime_s", "value", "DURATION", "never stop a job before it ran this long (default 10m)"),
-    Option("--max-preemptions", "max_preemptions", "value", "N", "at most N jobs stopped per tick (default 10)"),
-    Option("--autoscale", "autoscale", "value", "on|off",
-            "tell Ray's autoscaler what the queue needs, so that the cluster grows and shrinks with it (default off)"),
-    Option("--node-type", "node_types", "list", "NAME=CPU:8,GPU:1,memory:32GiB[@LABEL=VALUE...]:max=N",
-            "a kind of node an http:// group's cluster can add (repeatable; replaces the list; "
-            "a raycluster:// group's are read from its RayCluster)"),
-]
-
-
 def _options(parser: argparse.ArgumentParser, adding: bool) -> None:
     parser.add_argument("name", help="resource group name")
     add_options(parser, OPTIONS, required=("ray_address",) if adding else ())
 
 
-def add_options(parser: argparse.ArgumentParser, options: list[Option], required: tuple[str, ...] = ()) -> None:
-    """The options as command-line flags (`python -m job simulate` takes the planner's)."""
-    for option in options:
-        if option.kind == "switch":
-            parser.add_argument(option.flag, dest=option.field, action=argparse.BooleanOptionalAction, default=None,
-                                help=option.help)
-        else:
-            parser.add_argument(option.flag, dest=option.field, action="store" if option.kind == "value" else "append",
-                                metavar=option.metavar, help=option.help, required=option.field in required)
-
-
-def option_fields(args: argparse.Namespace, options: list[Option]) -> dict:
-    """The GroupSpec fields of the options given (the others are left out)."""
-    fields = {}
-    for option in options:
-        value = getattr(args, option.field)
-        if value is not None:
-            fields[option.field] = pairs(value, option.flag) if option.kind == "pairs" else value
-    return fields
-
-
 def add(args: argparse.Namespace) -> int:
-    spec = validated(GroupSpec, {"name": args.name, **option_fields(args, OPTIONS)})
+    spec = validated(GroupSpec, {"name": args.name, **read_fields(option_fields(args, OPTIONS))})
     with database() as conn:
         groups.insert_group(conn, spec)
     print(f"group {spec.name} added: policy={spec.policy} selector={spec.selector} ray_address={spec.ray_address}")
@@ -103,7 +38,7 @@ def add(args: argparse.Namespace) -> int:
 def update(args: argparse.Namespace) -> int:
     with database() as conn:
         current = groups.get_group(conn, args.name, for_update=True)
-        spec = validated(GroupSpec, {**{field: current[field] for field in GroupSpec.model_fields}, **option_fields(args, OPTIONS)})
+        spec = validated(GroupSpec, {**{field: current[field] for field in GroupSpec.model_fields}, **read_fields(option_fields(args, OPTIONS))})
         groups.update_group(conn, spec)
     print(f"group {spec.name} updated: policy={spec.policy} selector={spec.selector} ray_address={spec.ray_address}")
     return 0

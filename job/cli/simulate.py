@@ -8,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
-from job.cli.groups import OPTIONS, add_options, option_fields
+from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
 from job.core.errors import BadInput
 from job.core.planner.snapshot import Group
-from job.core.resources import Resources, format_amount
+from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json
 from job.core.simulate.engine import simulate
 from job.core.simulate.generate import generate
@@ -66,11 +66,8 @@ def run(args: argparse.Namespace) -> int:
         plot.check(args.plot)
     configurations = _configurations(args)
     nodes = _nodes(args.nodes)
-    totals = {}
-    for node in nodes:
-        for name, amount in node.resources.items():
-            totals[name] = totals.get(name, 0) + amount
-    trace = _trace(args, totals)
+    totals = Resources.total(Resources.of(node.resources) for node in nodes)
+    trace = _trace(args, totals.amounts())
     source = args.trace or "generated trace"
     results = []
     for name, group in configurations:
@@ -91,12 +88,11 @@ def run(args: argparse.Namespace) -> int:
     users = len({job.user for job in trace.jobs})
     if args.json:
         print_json({"trace": {"jobs": len(trace.jobs), "users": users, "skipped": trace.skipped},
-                    "nodes": len(nodes), "totals": totals, "every_s": every_s, "window_s": window_s,
+                    "nodes": len(nodes), "totals": totals.amounts(), "every_s": every_s, "window_s": window_s,
                     "configurations": [{key: value for key, value in result.items() if key != "shares"} for result in results]})
         return 0
-    described = ", ".join(f"{name} {format_amount(name, units)}" for name, units in Resources.of(totals).items())
     print(f"{len(trace.jobs)} jobs from {users} users" + (f" ({trace.skipped} skipped)" if trace.skipped else "")
-          + f" on {len(nodes)} nodes ({described}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
+          + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
     print_table([_row(result, totals) for result in results], _columns(totals))
     if args.plot:
         print(f"plot written to {args.plot}")
@@ -162,7 +158,7 @@ def _switch(value: str, text: str) -> bool:
 
 def _group(fields: dict, where: str) -> Group:
     try:
-        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **fields})
+        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **read_fields(fields)})
     except BadInput as exc:
         raise BadInput(f"{where}: {exc}") from None
     return Group(**{field: getattr(spec, field) for field in Group.model_fields if field != "name"})
@@ -178,7 +174,7 @@ def _nodes(text: str) -> list:
     return parse_nodes(text)
 
 
-def _trace(args: argparse.Namespace, totals: dict) -> Trace:
+def _trace(args: argparse.Namespace, totals: dict[str, float]) -> Trace:
     if (args.trace is None) == (args.generate is None):
         raise BadInput("simulate: give a TRACE file or --generate N, not both" if args.trace else
                        "simulate: give a TRACE file or --generate N")
@@ -197,13 +193,13 @@ def _trace(args: argparse.Namespace, totals: dict) -> Trace:
     return trace
 
 
-def _columns(totals: dict) -> list[str]:
+def _columns(totals: Resources) -> list[str]:
     return ["configuration", "wait_mean", "wait_p50", "wait_p95", "completion_mean", "slowdown", "makespan",
             *(f"use_{name}" for name in totals), "jain", "jain_windows", "deviation_max", "deviation_mean",
             "preemptions", "lost", "events_per_s"]
 
 
-def _row(result: dict, totals: dict) -> dict:
+def _row(result: dict, totals: Resources) -> dict:
     figures = result["figures"]
 
     def duration(value: float | None) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import limits_of
-from job.core.resources import Resources, describe, fits
+from job.core.resources import Resources, accumulate, describe, fits
 from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone: those the cluster growing would let run.
@@ -110,7 +110,7 @@ class _Bins:
         while index < len(nodes):
             labels, free = nodes[index]
             if fits(need.items(), free) and all(labels.get(k) == v for k, v in selector):
-                self._charge(free, need)
+                accumulate(free, need, -1)
                 self.start[key] = index
                 return True
             index += 1
@@ -120,16 +120,11 @@ class _Bins:
             if count and node_type.holds(need, dict(selector)):
                 entry[1] -= 1
                 free = dict(Resources.of(node_type.resources).items())
-                self._charge(free, need)
+                accumulate(free, need, -1)
                 nodes.append((node_type.labels, free))
                 self.start[key] = len(nodes) - 1
                 return True
         return False
-
-    @staticmethod
-    def _charge(free: dict[str, int], need: Resources) -> None:
-        for name, amount in need.items():
-            free[name] = free.get(name, 0) - amount
 
 
 class _Limits:
@@ -148,9 +143,7 @@ class _Limits:
 
     def add(self, user: str, need: Resources) -> None:
         self.running[user] = self.running.get(user, 0) + 1
-        used = self.used.setdefault(user, {})
-        for name, amount in need.items():
-            used[name] = used.get(name, 0) + amount
+        accumulate(self.used.setdefault(user, {}), need)
 
     def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
         later = job.get("not_before")
@@ -159,11 +152,7 @@ class _Limits:
         most, cap = limits_of(self.snapshot.group, self.snapshot.users.get(job["user"]))
         if most is not None and self.running.get(job["user"], 0) >= most:
             return False
-        if cap is not None:
-            used = self.used.get(job["user"], {})
-            if any(used.get(name, 0) + amount > cap[name] for name, amount in need.items() if name in cap):
-                return False
-        return True
+        return cap is None or need.within(cap, self.used.get(job["user"], {}))
 
 
 def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:
@@ -190,12 +179,12 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         need = request(job)[0]
         free = bins.by_id.get(job["node"])
         if free is not None:
-            bins._charge(free, need)
+            accumulate(free, need, -1)
         count(need, group_selector)
     placed = {placement["job"]: placement["node"] for placement in plan.placements}
     for ident, node in placed.items():
         need, selector = request(pending[ident])
-        bins._charge(bins.by_id[node], need)
+        accumulate(bins.by_id[node], need, -1)
         count(need, selector)
     asked = 0
     full: set[tuple] = set()

@@ -72,6 +72,31 @@ class Resources(Mapping[str, int]):
     def fits_in(self, available: Mapping[str, int]) -> bool:
         return fits(self._units.items(), available)
 
+    def within(self, limits: Mapping[str, int], held: Mapping[str, int]) -> bool:
+        """Whether `held` plus this request stays within `limits` on every resource this asks for:
+        a resource `limits` does not name is not limited, and one limited to 0 is (so `limits` is a
+        plain dict, not a Resources)."""
+        return all(held.get(name, 0) + amount <= limits[name] for name, amount in self._units.items() if name in limits)
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        return self._plus(other, 1)
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        return self._plus(other, -1)
+
+    def _plus(self, other: Mapping[str, int], sign: int) -> Resources:
+        units = dict(self._units)
+        accumulate(units, other, sign)
+        return Resources(units)
+
+    @classmethod
+    def total(cls, parts: Iterable[Mapping[str, int]]) -> Resources:
+        """The sum of many, added up in one map rather than one Resources per step."""
+        units: dict[str, int] = {}
+        for part in parts:
+            accumulate(units, part)
+        return cls(units)
+
     def dominant_share(self, totals: Mapping[str, int]) -> float:
         return dominant_share(self, totals)
 
@@ -80,6 +105,13 @@ class Resources(Mapping[str, int]):
 
     def __str__(self) -> str:
         return describe(self._units.items())
+
+
+def accumulate(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
+    """`into` plus `amounts` times `sign`, in place: the running sums of the fast paths (a node's
+    free resources as jobs are packed, a user's held ones), where a new Resources per job costs."""
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + sign * amount
 
 
 def fits(need: Iterable[tuple[str, int]], available: Mapping[str, int]) -> bool:

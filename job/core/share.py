@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from job.core.planner.picture import user_score
 from job.core.planner.rules import POLICIES, memory
-from job.core.resources import dominant_share, to_units
+from job.core.resources import Resources, dominant_share
 
 
 @dataclass
@@ -73,11 +73,7 @@ def policy_score(policy: str, dominant: float, usage: float, half_life_s: float,
 
 def totals_of(nodes: Iterable[Mapping]) -> dict[str, int]:
     """The group's total units per resource, from the nodes a tick recorded ({"resources": ...})."""
-    totals: Counter = Counter()
-    for node in nodes:
-        for name, amount in node["resources"].items():
-            totals[name] += to_units(amount)
-    return dict(totals)
+    return dict(Resources.total(Resources.of(node["resources"]) for node in nodes))
 
 
 def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str, float],
@@ -100,11 +96,10 @@ def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str,
         entry = row(user)
         entry.pending += count
         entry.waiting[reason] += count
-    held: dict[str, Counter] = defaultdict(Counter)
+    held: dict[str, Resources] = defaultdict(Resources)
     for user, resources in active:
         row(user).running += 1
-        for name, amount in resources.items():
-            held[user][name] += to_units(amount)
+        held[user] += Resources.of(resources)
     shares = {user: entry.shares for user, entry in rows.items()}
     normal_shares = normalized(shares)
     entitled = entitlements(shares, [user for user, entry in rows.items() if entry.active])
@@ -129,11 +124,10 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
     text, priority, submitted_at)."""
     rows = {row.id: row for row in pending}
     people = {member["name"]: member for member in members}
-    held: dict[str, Counter] = defaultdict(Counter)
+    held: dict[str, Resources] = defaultdict(Resources)
     for job in active:
-        for name, amount in job["resources"].items():
-            held[job["user_name"]][name] += to_units(amount)
-    requests: dict[str, dict[str, int]] = {}
+        held[job["user_name"]] += Resources.of(job["resources"])
+    requests: dict[str, Resources] = {}
     figures = {}
     for placement in placements:
         row = rows[int(placement["job"])]
@@ -147,6 +141,6 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
                           score=round(policy_score(group["policy"], dominant, usage, group["half_life_s"], shares), 6))
         figures[row.id] = figure
         if row.resources not in requests:
-            requests[row.resources] = {name: to_units(amount) for name, amount in json.loads(row.resources).items()}
-        held[row.user_name].update(requests[row.resources])
+            requests[row.resources] = Resources.of(json.loads(row.resources))
+        held[row.user_name] += requests[row.resources]
     return figures

@@ -1,22 +1,21 @@
 """What people may ask for: the validated shapes of a job, a resource group and a user.
 
 One set of models serves the CLI and the Python function `job.api.submit`, so both refuse the
-same input with the same message. Strings as typed on a command line are accepted wherever a
-number, duration or size is expected."""
+same input with the same message. Strings are accepted wherever a number, duration or size is
+expected ('2h', '4GiB'); the syntax of command-line options themselves is read in job/cli/options.py."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
 from job.core.planner.snapshot import Policy, Preemption, PriorityClass, SelectorName, describe_error
-from job.core.planner.snapshot import describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
@@ -239,39 +238,17 @@ class NodeType(BaseModel):
         return f"{self.name} ({describe(Resources.of(self.resources).items())}{labels}; at most {self.max})"
 
 
-def parse_node_type(text: str) -> dict[str, Any]:
-    """`NAME=CPU:8,GPU:1,memory:32GiB[@label=value...]:max=N`, as `--node-type` takes it, to the
-    fields of a NodeType (which checks them)."""
-    head, sep_max, most = text.rpartition(":max=")
-    if not sep_max or not most.strip().isdigit():
-        raise ValueError(f"{text!r}: ends with :max=N, the most nodes of this type (e.g. :max=4)")
-    name, sep, body = head.partition("=")
-    if not sep or not name.strip():
-        raise ValueError(f"{text!r}: expected NAME=RESOURCES[@LABEL=VALUE...]:max=N, e.g. gpu=CPU:8,GPU:1@pool=gpu:max=4")
-    amounts, *label_parts = body.split("@")
-    try:
-        resources = parse_pairs(filter(None, (part.strip() for part in amounts.split(","))), ":", "NAME:AMOUNT")
-    except ValueError as exc:
-        raise ValueError(f"{text!r}: resources: {exc}") from None
-    try:
-        labels = parse_pairs(label_parts, "=", "@KEY=VALUE")
-    except ValueError as exc:
-        raise ValueError(f"{text!r}: labels: {exc}") from None
-    return {"name": name.strip(), "resources": resources, "labels": labels, "max": int(most)}
-
-
 def parse_node_types(value: Any) -> list[NodeType]:
-    """A group's node types from `--node-type` texts or their stored JSON; names are unique."""
+    """A group's node types from their fields (as stored, or read from `--node-type`); names are unique."""
     if not isinstance(value, list):
         raise ValueError("must be a list of node types")
     types = []
-    for item in value:
-        fields = parse_node_type(item) if isinstance(item, str) else item
+    for fields in value:
         try:
             types.append(NodeType.model_validate(fields))
         except ValidationError as exc:
             name = fields.get("name") if isinstance(fields, dict) else None
-            raise ValueError(f"node type {name or item!r}: {describe_error(exc)}") from None
+            raise ValueError(f"node type {name or fields!r}: {describe_error(exc)}") from None
     if len(types) > MAX_NODE_TYPES:
         raise ValueError(f"at most {MAX_NODE_TYPES} node types, got {len(types)}")
     names = [t.name for t in types]
@@ -279,14 +256,6 @@ def parse_node_types(value: Any) -> list[NodeType]:
         if names.count(name) > 1:
             raise ValueError(f"node type {name!r} is given more than once")
     return types
-
-
-def format_node_type(node_type: NodeType) -> str:
-    """The `--node-type` text of a node type (memory in bytes: exact, and read back the same)."""
-    amounts = ",".join(f"{name}:{amount:g}" if name != "memory" else f"{name}:{int(amount)}"
-                       for name, amount in node_type.resources.items())
-    labels = "".join(f"@{k}={v}" for k, v in node_type.labels.items())
-    return f"{node_type.name}={amounts}{labels}:max={node_type.max}"
 
 
 class GroupSpec(_Spec):
@@ -324,11 +293,10 @@ class GroupSpec(_Spec):
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
 
-    @field_validator("priority_classes", mode="before")
+    @field_validator("priority_classes")
     @classmethod
-    def _classes(cls, value: Any) -> list[dict[str, Any]]:
-        """`NAME=VALUE[:non-preemptible]` texts (the CLI) or {name, value, preemptible} (the database)."""
-        classes = [parse_class(item) if isinstance(item, str) else item for item in value]
+    def _classes(cls, classes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """{name, value, preemptible} each, as stored or read from `--priority-class`."""
         if not classes:
             raise ValueError("give at least one class, as NAME=VALUE[:non-preemptible]")
         checked = []
@@ -366,15 +334,6 @@ class GroupSpec(_Spec):
                 raise ValueError(f"{key!r} is not a runtime_env key (lower-case letters, digits and '_')")
         return sorted(set(keys))
 
-    @field_validator("autoscale", mode="before")
-    @classmethod
-    def _on_off(cls, value: Any) -> bool:
-        if isinstance(value, str):
-            if value.strip().lower() not in ("on", "off"):
-                raise ValueError(f"{value!r}: use on or off")
-            return value.strip().lower() == "on"
-        return value
-
     @field_validator("node_types", mode="before")
     @classmethod
     def _node_types(cls, value: Any, info: ValidationInfo) -> list[dict[str, Any]]:
@@ -395,10 +354,9 @@ class GroupSpec(_Spec):
             return value
         raise ValueError(f"{value!r}: use http://host:port (the Ray dashboard) or raycluster://namespace/name")
 
-    @field_validator("resource_priority", mode="before")
+    @field_validator("resource_priority")
     @classmethod
-    def _priority(cls, value: Any) -> list[str]:
-        names = [name.strip() for name in value.split(",")] if isinstance(value, str) else list(value)
+    def _priority(cls, names: list[str]) -> list[str]:
         if not names or any(not name for name in names):
             raise ValueError("give resource names separated by commas, e.g. GPU,CPU,memory")
         if len(set(names)) != len(names):
@@ -417,15 +375,6 @@ class GroupSpec(_Spec):
 
 
 DEFAULT_CLASS = {"name": "default", "value": 0, "preemptible": True}
-
-
-def parse_class(text: str) -> dict[str, Any]:
-    """`high=10` or `system=100:non-preemptible` as {name, value, preemptible}."""
-    name, equals, rest = text.partition("=")
-    value, colon, flag = rest.partition(":")
-    if not equals or not re.fullmatch(r"[+-]?\d{1,10}", value.strip()) or (colon and flag != "non-preemptible"):
-        raise ValueError(f"{text!r}: give NAME=VALUE or NAME=VALUE:non-preemptible, e.g. high=10")
-    return {"name": name.strip(), "value": int(value), "preemptible": not colon}
 
 
 class UserSpec(_Spec):

@@ -1,4 +1,5 @@
-"""Parsing of the quantities people type: durations, memory sizes, times, resource amounts."""
+"""Parsing of the quantities people type: durations, memory sizes, times, resource amounts; and
+durations and times written back for people."""
 
 from __future__ import annotations
 
@@ -99,15 +100,18 @@ def parse_time(text: str | datetime) -> datetime:
     return moment.astimezone(timezone.utc)
 
 
-def format_duration(seconds: float) -> str:
+def format_duration(seconds: float, parts: int = 4) -> str:
+    """`45s`, `4m5s`, `1d2h`, as parse_duration reads them back: the one way durations are shown.
+    At most `parts` units, the largest first: a message that says `in 1h30m` rather than down to
+    the second is rewritten less often."""
     if seconds < 60:
         return f"{seconds:g}s"
-    parts = []
+    written = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, seconds = divmod(seconds, size)
         if count:
-            parts.append(f"{int(count)}{unit}")
-    return "".join(parts)
+            written.append(f"{int(count)}{unit}")
+    return "".join(written[:parts])
 
 
 def time_of_day(moment: datetime, now: datetime) -> str:

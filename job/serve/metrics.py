@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from job.core import states
-from job.core.resources import UNIT
+from job.core.resources import UNIT, Resources
 from job.serve.report import Report
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -78,9 +78,7 @@ def _groups(report: Report) -> Iterator[Metric]:
         name = group["name"]
         for resource, units in sorted(group["totals"].items()):
             total.add_metric([name, resource], units / UNIT)
-        used: Counter = Counter()
-        for row in report.shares.get(name, []):
-            used.update(row.held)
+        used = Resources.total(row.held for row in report.shares.get(name, []))
         for resource, units in sorted(used.items()):
             held.add_metric([name, resource], units / UNIT)
         if group["ticked_at"] is not None:

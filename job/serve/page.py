@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from html import escape
 
-from job.core.resources import describe, to_units
+from job.core.resources import Resources, describe
 from job.core.units import format_duration, time_of_day
 from job.core.share import UserShare
 from job.serve.report import Report
@@ -66,13 +66,14 @@ def _nodes(group: dict) -> str:
         return "<p class=muted>No node seen yet.</p>"
     lines = ["<div class=scroll><table><tr><th>node</th><th>resources</th><th>in use</th></tr>"]
     for node in group["nodes"]:
-        total = {name: to_units(amount) for name, amount in node["resources"].items()}
+        total = Resources.of(node["resources"])
         if node["free"] is None:
             used = "unknown"
         else:
-            free = {name: to_units(amount) for name, amount in node["free"].items()}
-            used = describe((name, units - free.get(name, 0)) for name, units in total.items())
-        lines.append(f"<tr><td>{escape(node['id'][:12])}</td><td>{escape(describe(total.items()))}</td>"
+            # Every resource of the node, those none of is in use too (`CPU 0`).
+            in_use = total - Resources.of(node["free"])
+            used = describe((name, in_use.get(name)) for name in total)
+        lines.append(f"<tr><td>{escape(node['id'][:12])}</td><td>{escape(str(total))}</td>"
                      f"<td>{escape(used)}</td></tr>")
     lines.append("</table></div>")
     return "".join(lines)
@@ -120,7 +121,7 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
     for job in jobs:
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
         shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
-        request = describe((name, to_units(amount)) for name, amount in job["resources"].items())
+        request = str(Resources.of(job["resources"]))
         waited = format_duration(round(max((now - job["submitted_at"]).total_seconds(), 0)))
         basis = job["estimate_basis"]
         starts = ("-" if basis is None else "unknown" if job["estimated_start_at"] is None
