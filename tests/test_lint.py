@@ -3,6 +3,7 @@ name used but never defined, or an import shadowed by another, fails the run tha
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,39 @@ def test_the_rules_catch_an_undefined_name_and_a_shadowed_import(tmp_path):
     result = _ruff("--config", str(ROOT / "pyproject.toml"), "bad.py", cwd=tmp_path)
     assert result.returncode == 1
     assert "F821" in result.stdout and "F811" in result.stdout, result.stdout
+
+
+_CITED = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)\b")
+
+
+def _citations(root: Path) -> dict[str, set[str]]:
+    """Every Markdown file the code and docs name, with where: README.md, docs/planner.md, or,
+    inside docs/, a file of docs/ by its own name."""
+    found: dict[str, set[str]] = {}
+    for folder in ("job", "docs", "tests", "bench", "k8s", "sql"):
+        for path in (root / folder).rglob("*"):
+            if path.suffix in (".py", ".md", ".sql", ".yaml", ".json") and "__pycache__" not in path.parts:
+                for name in _CITED.findall(path.read_text(errors="replace")):
+                    found.setdefault(name, set()).add(str(path.relative_to(root)))
+    for name in _CITED.findall((root / "README.md").read_text()):
+        found.setdefault(name, set()).add("README.md")
+    return found
+
+
+def _missing(root: Path) -> list[str]:
+    def exists(name: str, where: set[str]) -> bool:
+        return (root / name).is_file() or all(w.startswith("docs/") and (root / "docs" / name).is_file() for w in where)
+    return sorted(f"{name} (cited in {', '.join(sorted(where))})" for name, where in _citations(root).items()
+                  if not exists(name, where) and name != "docs/a/b.md")
+
+
+def test_the_code_and_docs_cite_only_files_of_the_repository():
+    assert _missing(ROOT) == []
+
+
+def test_a_citation_of_a_file_not_in_the_repository_is_found(tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "README.md").write_text("see docs/planner.md\n")
+    absent = "DESIGN" + ".md"  # spelled apart, or this file would cite it
+    (tmp_path / "job" / "a.py").write_text(f'"""As {absent} says."""\n')
+    assert _missing(tmp_path) == [f"{absent} (cited in job/a.py)", "docs/planner.md (cited in README.md)"]

@@ -97,7 +97,7 @@ def test_messages_say_what_is_needed_and_what_stands_in_the_way():
     assert messages["5"] == "needs CPU 4, memory 16 GiB; no single node of group g has all of it (the most of each on any node: CPU 4, memory 32 GiB)"
     assert messages["6"] == "user cap has 1 jobs running or starting, the most allowed is 1"
     assert messages["7"] == "needs memory 5 GiB; user lim already uses memory 0 B of at most 4 GiB"
-    assert messages["8"] == "not to start before 2026-11-29T09:30:00Z, in 1h 30m"
+    assert messages["8"] == "not to start before 2026-11-29T09:30:00Z, in 1h30m"
     assert messages["9"] == "strict order: waits behind job 2, which is first in line and waits for resources"
 
 

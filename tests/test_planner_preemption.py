@@ -155,7 +155,7 @@ def test_the_room_a_preemption_frees_is_held_from_later_jobs_of_the_plan():
 def test_preempting_message_names_victims_and_node():
     result = run_plan(TWO, [job("r1", "bob", 2, "low", "a", 65), job("r2", "bob", 2, "low", "b", 90)], [job("h", "ann", 2, "high")])
     (waiting,) = result["waiting"]
-    assert waiting["message"] == "stopping 1 job on node a to make room for it: r1 (bob, low, ran 1h 5m)"
+    assert waiting["message"] == "stopping 1 job on node a to make room for it: r1 (bob, low, ran 1h5m)"
 
 
 def test_classes_order_the_queue_before_the_policy():

@@ -1,5 +1,5 @@
 """Helpers for the planner tests: short snapshot builders, and a reference planner written straight
-from DESIGN.md (slow and obvious) that the real planner must agree with."""
+from docs/planner.md (slow and obvious) that the real planner must agree with."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def run(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
 
 
 def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
-    """What DESIGN.md says the plan is, computed the slow way: every choice scans everything."""
+    """What docs/planner.md says the plan is, computed the slow way: every choice scans everything."""
     snap = Snapshot.model_validate(document)
     group = snap.group
     priority = list(group.resource_priority)

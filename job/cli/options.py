@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 from job.cli.parsing import pairs
 from job.core.errors import BadInput
 from job.core.planner.rules import POLICY_NAMES, PREEMPTIONS, SELECTOR_NAMES, listed
-from job.core.specs import NodeType, parse_pairs
+from job.core.specs import NodeType
+from job.core.units import parse_pairs
 
 
 def parse_class(text: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from job.core.errors import BadInput, PermissionDenied
-from job.core.specs import parse_pairs
+from job.core.units import parse_pairs
 from job.core.units import parse_duration
 from job.settings import settings
 from job.store.connection import session

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -68,19 +68,6 @@ def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
         except ValueError as exc:
             raise ValueError(f"{name}: {exc}") from None
     return parsed
-
-
-def parse_pairs(items: Iterable[str], separator: str, form: str) -> dict[str, str]:
-    """Items written KEY<separator>VALUE as a map; ValueError naming the item that is not."""
-    result: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition(separator)
-        if not sep or not key.strip():
-            raise ValueError(f"expected {form}, got {item!r}")
-        if key.strip() in result:
-            raise ValueError(f"{key.strip()!r} given twice")
-        result[key.strip()] = value.strip()
-    return result
 
 
 def parse_labels(labels: dict[str, Any]) -> dict[str, str]:

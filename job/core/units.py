@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
@@ -118,3 +119,16 @@ def time_of_day(moment: datetime, now: datetime) -> str:
     """A time to come, as people read one: 14:20 UTC within the next day from `now`, else with its date."""
     moment = moment.astimezone(timezone.utc)
     return moment.strftime("%H:%M UTC" if moment - now < timedelta(days=1) else "%Y-%m-%d %H:%M UTC")
+
+
+def parse_pairs(items: Iterable[str], separator: str, form: str) -> dict[str, str]:
+    """Items written KEY<separator>VALUE as a map; ValueError naming the item that is not."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition(separator)
+        if not sep or not key.strip():
+            raise ValueError(f"expected {form}, got {item!r}")
+        if key.strip() in result:
+            raise ValueError(f"{key.strip()!r} given twice")
+        result[key.strip()] = value.strip()
+    return result

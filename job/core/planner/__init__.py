@@ -1,4 +1,4 @@
-"""The planner, pure code: `plan(snapshot) -> Plan` (see PLAN-FORMAT.md). Imports nothing that does
+"""The planner, pure code: `plan(snapshot) -> Plan` (docs/planner.md: the rules and the JSON). Imports nothing that does
 I/O (no psycopg, ray or kubernetes), so the tick and `python -m job plan` share it."""
 
 from job.core.planner.planner import plan

@@ -13,6 +13,7 @@ from job.core.planner.picture import NodeState, Pool, Shape, UserState
 from job.core.planner.preemption import Decision
 from job.core.planner.snapshot import Group, Reason
 from job.core.resources import describe, fits, format_amount
+from job.core.units import format_duration
 
 # At most this many nodes are named in a message on outside load; the others are counted.
 OUTSIDE_NODES_NAMED = 3
@@ -115,7 +116,7 @@ def _outside(words: Words, shape: Shape) -> str:
 
 def not_before(words: Words, start: datetime) -> str:
     left = int((start - words.now).total_seconds())
-    return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {_duration(left)}"
+    return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {format_duration(max(left, 1), parts=2)}"
 
 
 def user_job_limit(words: Words, user: UserState) -> str:
@@ -136,7 +137,7 @@ def user_resource_limit(words: Words, subject: tuple[UserState, Shape]) -> str:
 def preempting(words: Words, subject: NodeState | Decision) -> str:
     if isinstance(subject, NodeState):
         return f"node {subject.id} is held for it while the jobs stopped to make room for it end"
-    victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, ran {_duration(int(victim.run_s))})"
+    victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, ran {format_duration(max(int(victim.run_s), 1), parts=2)})"
                         for victim in subject.victims)
     return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
 
@@ -155,11 +156,3 @@ MESSAGES: dict[Reason, Callable[[Words, Any], str]] = {
     "Preempting": preempting,
     "Priority": priority,
 }
-
-
-def _duration(seconds: int) -> str:
-    days, seconds = divmod(max(seconds, 1), 86_400)
-    hours, seconds = divmod(seconds, 3_600)
-    minutes, seconds = divmod(seconds, 60)
-    parts = [f"{value}{unit}" for value, unit in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if value]
-    return " ".join(parts[:2])

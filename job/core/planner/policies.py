@@ -1,4 +1,4 @@
-"""Queue policies: the order in which the planner considers pending jobs (DESIGN.md, "Choosing the
+"""Queue policies: the order in which the planner considers pending jobs (docs/planner.md, "Choosing the
 next job").
 
 Each policy takes the planner's entries (entries.py) in any order. Sorted, they are the fifo order

@@ -1,4 +1,4 @@
-"""Node selectors: which candidate node a chosen job goes to (DESIGN.md, "Choosing the node").
+"""Node selectors: which candidate node a chosen job goes to (docs/planner.md, "Choosing the node").
 
 A selector answers `select(shape)` with a node whose free resources cover the shape, or None when
 none does, and hears about every placement through `placed(node)` (after the node's free resources

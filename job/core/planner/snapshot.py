@@ -1,4 +1,4 @@
-"""The planner's interface, exactly as PLAN-FORMAT.md: a snapshot in, a plan out.
+"""The planner's interface, exactly as docs/planner.md ("Snapshot", "Plan"): a snapshot in, a plan out.
 
 Building: `Snapshot.model_validate(dict)` (or `model_validate_json(text)`) is the way in, for the
 tick as for files; it checks every field and names the bad one. The long lists (`running`,

@@ -19,7 +19,8 @@ import csv
 from dataclasses import dataclass, field
 
 from job.core.errors import BadInput
-from job.core.specs import parse_pairs, parse_resources
+from job.core.specs import parse_resources
+from job.core.units import parse_pairs
 from job.core.units import parse_duration
 
 
