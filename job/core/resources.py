@@ -107,6 +107,13 @@ class Resources(Mapping[str, int]):
         return describe(self._units.items())
 
 
+def footprint(job: Mapping[str, object]) -> Resources:
+    """A job's whole footprint: its driver's request (`resources`) and each of its `bundles`, each
+    rounded to units on its own, as Ray does. Whoever counts what a job holds counts this."""
+    parts = [job["resources"], *(job.get("bundles") or ())]
+    return Resources.total(Resources.of(part) for part in parts)
+
+
 def accumulate(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:
     """`into` plus `amounts` times `sign`, in place: the running sums of the fast paths (a node's
     free resources as jobs are packed, a user's held ones), where a new Resources per job costs."""

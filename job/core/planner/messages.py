@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from job.core.planner.picture import NodeState, Pool, Shape, UserState
+from job.core.planner.gang import first_fit, on_empty
+from job.core.planner.picture import Gang, NodeState, Pool, Shape, UserState, add_to
 from job.core.planner.preemption import Decision
 from job.core.planner.snapshot import Group, Reason
 from job.core.resources import describe, fits, format_amount
@@ -61,7 +62,59 @@ class Words:
 
 def _needs(words: Words, shape: Shape) -> str:
     labels = f" on a node labelled {shape.pool.key}" if shape.pool.key else ""
+    if shape.gang is not None:
+        return f"needs {_parts(words, shape.gang)}{labels.replace(' a node', ' nodes')}"
     return f"needs {describe(words.in_order(shape.items))}{labels}"
+
+
+# How each strategy places the bundles, said after them.
+_STRATEGY_WORDS = {"PACK": "", "SPREAD": " spread over nodes", "STRICT_PACK": " on one node",
+                   "STRICT_SPREAD": " on separate nodes"}
+
+
+def _parts(words: Words, gang: Gang) -> str:
+    """`CPU 1 for its driver and 2 bundles of CPU 2 on separate nodes`: equal bundles in a row
+    are counted."""
+    runs: list[list] = []
+    for bundle in gang.bundles:
+        if runs and runs[-1][0] is bundle:
+            runs[-1][1] += 1
+        else:
+            runs.append([bundle, 1])
+    said = " and ".join(f"{count} bundle{'s' if count > 1 else ''} of {describe(words.in_order(bundle.items))}"
+                        for bundle, count in runs)
+    driver = f"{describe(words.in_order(gang.driver.items))} for its driver and " if gang.driver.items else ""
+    return f"{driver}{said}{_STRATEGY_WORDS[gang.strategy]}"
+
+
+def _gang_missing(words: Words, shape: Shape, held: str) -> str:
+    """What keeps the gang off the pool's nodes, their free resources (`held` "free") or their
+    totals ("total"): the first of its strategy's needs that no node, or too few, meet."""
+    gang, nodes = shape.gang, shape.pool.nodes
+    when = " even when empty" if held == "total" else ""
+    if gang.strategy == "STRICT_PACK":
+        most = words.most(gang.together, held)
+        if _short(words, gang.together, most):
+            return (f"its bundles need {describe(words.in_order(gang.together.items))} on one node; the most "
+                    f"{'free ' if held == 'free' else ''}on any node is {describe(most)}")
+    elif gang.strategy == "STRICT_SPREAD":
+        room = sum(1 for node in nodes if any(fits(b.items, getattr(node, held)) for b in gang.bundles))
+        if room < len(gang.bundles):
+            nodes_with_room = "no node has" if room == 0 else "1 node has" if room == 1 else f"{room} nodes have"
+            return f"{nodes_with_room} room{when}"
+    else:
+        copies = on_empty(nodes, held)
+        fitted = sum(1 for bundle in gang.bundles if _take_first(bundle, copies))
+        if fitted < len(gang.bundles):
+            return f"the nodes have room for {fitted} of its {len(gang.bundles)} bundles{when}"
+    return f"its bundles and its driver do not all fit at once{when}"
+
+
+def _take_first(shape: Shape, nodes: list[NodeState]) -> bool:
+    node = first_fit(shape, nodes)
+    if node is not None:
+        add_to(node.free, shape.need, -1)
+    return node is not None
 
 
 def _short(words: Words, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -72,6 +125,8 @@ def unschedulable(words: Words, shape: Shape) -> str:
     where = f"group {words.group}" + (f" labelled {shape.pool.key}" if shape.pool.key else "")
     if not shape.pool.nodes:
         return f"{_needs(words, shape)}; no node of {where}"
+    if shape.gang is not None:
+        return f"{_needs(words, shape)}; in group {words.group}, {_gang_missing(words, shape, 'total')}"
     most = words.most(shape, "total")
     short = _short(words, shape, most)
     if short:
@@ -80,6 +135,8 @@ def unschedulable(words: Words, shape: Shape) -> str:
 
 
 def resources(words: Words, shape: Shape) -> str:
+    if shape.gang is not None:
+        return f"{_needs(words, shape)}; {_gang_missing(words, shape, 'free')}"
     most = words.most(shape, "free")
     where = "node labelled " + shape.pool.key if shape.pool.key else "node"
     if _short(words, shape, most):

@@ -52,11 +52,26 @@ class Shape:
     unschedulable: bool = field(init=False)
     # Set once no node can take the shape: true until the end of the plan.
     full: bool = False
+    # A job with bundles: `need` is then its whole footprint, which the gang places part by part.
+    gang: Gang | None = None
 
     def __post_init__(self) -> None:
         self.items = tuple(self.need.items())
         self.names = frozenset(self.need)
-        self.unschedulable = not any(self.need.fits_in(node.total) for node in self.pool.nodes)
+        # A gang is spread over nodes: whether empty nodes hold it is the gang's own question.
+        self.unschedulable = self.gang is None and not any(self.need.fits_in(node.total) for node in self.pool.nodes)
+
+
+@dataclass(eq=False, slots=True)
+class Gang:
+    """A job's driver and bundles, placed all or nothing (gang.py), each part a plain shape of the
+    job's pool."""
+
+    driver: Shape
+    bundles: tuple[Shape, ...]
+    strategy: str
+    # Every bundle as one request: STRICT_PACK's only way, and PACK's first try.
+    together: Shape
 
 
 def add_to(target: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:

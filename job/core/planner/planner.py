@@ -22,12 +22,13 @@ import gc
 from datetime import datetime, timezone
 
 from job.core.planner.entries import SHAPE, USER, Entry
+from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.messages import MESSAGES, Words
-from job.core.planner.picture import NodeState, Pool, Reservation, Shape, UserState, add_to
+from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
 from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
-from job.core.resources import Resources, dominant_share, to_units
+from job.core.resources import Resources, dominant_share, footprint, to_units
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
@@ -91,6 +92,7 @@ class _Planner:
         self.interned: dict[tuple[Resources, str], Shape] = {}
         self.values = {c.name: c.value for c in group.priority_classes}
         self.default_value = self.values[group.default_class]
+        self.preemptible = {c.name for c in group.priority_classes if c.preemptible}
         # Running jobs that may be stopped, by node id, and those being stopped (user, request):
         # filled only when the group preempts.
         self.candidates: dict[str, list[Candidate]] = {}
@@ -139,31 +141,55 @@ class _Planner:
     def _charge_running(self) -> None:
         by_id = {node.id: node for node in self.nodes}
         requests: dict[tuple, Resources] = {}
-        group, now = self.group, self.snapshot.now
         preempts = self.preemption.preempts
-        preemptible = {c.name for c in group.priority_classes if c.preemptible}
         for job in self.snapshot.running:
+            user = self.users.get(job["user"]) or self._user(job["user"])
+            user.running += 1
+            if "bundles" in job:
+                self._charge_gang(job, user, by_id)
+                continue
             raw = tuple(job["resources"].items())
             need = requests.get(raw)
             if need is None:
                 need = requests[raw] = Resources.of(job["resources"])
-            user = self.users.get(job["user"]) or self._user(job["user"])
-            user.running += 1
             add_to(user.used, need)
             node = by_id.get(job["node"])
             if node is not None:
                 add_to(node.free, need, -1)
-                started = job.get("started_at")
-                if preempts and job.get("stopping"):
-                    self.going.append((user, need))
-                elif preempts and started is not None:
-                    run_s = (now - started).total_seconds()
-                    name = job.get("class", group.default_class)
-                    if run_s >= group.min_runtime_s and name in preemptible:
-                        self.candidates.setdefault(node.id, []).append(
-                            Candidate(job["id"], user, self.values[name], need, started, run_s))
+                if preempts:
+                    self._may_be_victim(job, user, need, {node.id: need})
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
+
+    def _charge_gang(self, job: dict, user: UserState, by_id: dict[str, NodeState]) -> None:
+        """A running job with bundles holds its driver's request on its node and each bundle on the
+        bundle's node; its user is charged the whole footprint."""
+        need = footprint(job)
+        add_to(user.used, need)
+        here: dict[str, dict[str, int]] = {}
+        for node_id, part in zip([job["node"], *job["bundle_nodes"]], [job["resources"], *job["bundles"]]):
+            if node_id in by_id:
+                add_to(here.setdefault(node_id, {}), Resources.of(part))
+        for node_id, amounts in here.items():
+            add_to(by_id[node_id].free, amounts, -1)
+        if here and self.preemption.preempts:
+            self._may_be_victim(job, user, need, {node_id: Resources(amounts) for node_id, amounts in here.items()})
+
+    def _may_be_victim(self, job: dict, user: UserState, need: Resources, holds: dict[str, Resources]) -> None:
+        """A running job of a group that preempts: being stopped already, it is going; old enough
+        and of a preemptible class, a candidate on each node it holds something on (`holds`)."""
+        group = self.group
+        started = job.get("started_at")
+        if job.get("stopping"):
+            self.going.append((user, need))
+        elif started is not None:
+            run_s = (self.snapshot.now - started).total_seconds()
+            name = job.get("class", group.default_class)
+            if run_s >= group.min_runtime_s and name in self.preemptible:
+                nodes = tuple(holds)
+                for node_id, here in holds.items():
+                    self.candidates.setdefault(node_id, []).append(
+                        Candidate(job["id"], user, self.values[name], need, started, run_s, here, nodes))
 
     def _entries(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> list[tuple[int, list[Entry]]]:
         """The entries by class value, the highest first; those of the jobs in `wanted` (that hold
@@ -179,6 +205,9 @@ class _Planner:
         for position, job in enumerate(self.snapshot.pending):
             labels = job.get("node_labels")
             raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
+            bundles = job.get("bundles")
+            if bundles:
+                raw = (None, raw, tuple(tuple(bundle.items()) for bundle in bundles), job.get("bundle_strategy", "PACK"))
             shape = shapes.get(raw) or self._new_shape(raw, job)
             submitted = job.get("submitted_at")
             ident = job["id"]
@@ -217,8 +246,8 @@ class _Planner:
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
-        # labels with them (the two cannot be equal: items start with a name, not a tuple).
-        need = Resources.of(job["resources"])
+        # labels with them (the two cannot be equal: items start with a name, not a tuple), and
+        # for a job with bundles (None, that, its bundles' items, its strategy).
         labels = job.get("node_labels") or {}
         pool_key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         pool = self.pools.get(pool_key)
@@ -228,10 +257,26 @@ class _Planner:
                 labels=labels,
                 nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())],
             )
-        shape = self.interned.get((need, pool_key))
-        if shape is None:
-            shape = self.interned[(need, pool_key)] = Shape(need=need, pool=pool)
+        bundles = job.get("bundles")
+        shape = self._gang_shape(job, pool) if bundles else self._plain(Resources.of(job["resources"]), pool)
         self.shapes[raw] = shape
+        return shape
+
+    def _plain(self, need: Resources, pool: Pool) -> Shape:
+        shape = self.interned.get((need, pool.key))
+        if shape is None:
+            shape = self.interned[(need, pool.key)] = Shape(need=need, pool=pool)
+        return shape
+
+    def _gang_shape(self, job: dict, pool: Pool) -> Shape:
+        """The shape of a job with bundles: its whole footprint, and its parts as plain shapes of
+        its pool (which plain jobs of the same request share)."""
+        bundles = tuple(self._plain(Resources.of(bundle), pool) for bundle in job["bundles"])
+        gang = Gang(driver=self._plain(Resources.of(job["resources"]), pool), bundles=bundles,
+                    strategy=job.get("bundle_strategy", "PACK"),
+                    together=self._plain(Resources.total(bundle.need for bundle in bundles), pool))
+        shape = Shape(need=footprint(job), pool=pool, gang=gang)
+        shape.unschedulable = place(gang, on_empty(pool.nodes), first_fit) is None
         return shape
 
     def run(self) -> Plan:
@@ -289,6 +334,8 @@ class _Planner:
             return self._to_reserved(reservation)
         if self.blocker is not None:
             return "Priority", self.blocker
+        if shape.gang is not None:
+            return self._go_gang(ident, shape, user, value)
         node = None if shape.full else self.selector.select(shape)
         if node is not None:
             free = node.free
@@ -305,6 +352,28 @@ class _Planner:
         self._preempt(ident, shape, decision)
         return "Preempting", decision
 
+    def _go_gang(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
+        """A job with bundles: placed whole where its strategy and the selector allow, else it
+        waits, or preempts for its whole footprint on one node where its strategy allows that."""
+        gang = shape.gang
+        nodes = None if shape.full else place(gang, shape.pool.nodes, self.selector.pick)
+        if nodes is not None:
+            for part, node in zip((*gang.bundles, gang.driver), nodes):
+                self.selector.placed(node)
+                self.selector.picked(part, node)
+            self._placed(ident, nodes[-1], shape, user, nodes[:-1])
+            return None
+        # Free resources only go down: what did not fit now will not fit later in the plan.
+        shape.full = True
+        one_node = gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1
+        decision = self.preemptor.victims_for(shape, user, value) if self.preemptor and one_node else None
+        if self.group.strict_order:
+            self.blocker = ident
+        if decision is None:
+            return "Resources", shape
+        self._preempt(ident, shape, decision)
+        return "Preempting", decision
+
     def _to_reserved(self, reservation: Reservation) -> Why | None:
         """A reserving job starts on its node, and only there."""
         node = reservation.node
@@ -314,17 +383,23 @@ class _Planner:
             del self.reserved[reservation.job]
             if self.preemptor is not None:
                 self.preemptor.started(reservation.user, reservation.shape.need)
-            self._placed(reservation.job, node, reservation.shape, reservation.user)
+            gang = reservation.shape.gang
+            here = None if gang is None else [node] * len(gang.bundles)
+            self._placed(reservation.job, node, reservation.shape, reservation.user, here)
             return None
         # It waits for resources, only on its node: behind it, strict order waits too.
         if self.group.strict_order:
             self.blocker = reservation.job
         return "Preempting", node
 
-    def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState) -> None:
+    def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState,
+                bundle_nodes: list[NodeState] | None = None) -> None:
         user.take(shape, self.totals)
         self.selector.placed(node)
-        self.placements.append({"job": ident, "node": node.id})
+        if bundle_nodes is None:
+            self.placements.append({"job": ident, "node": node.id})
+        else:
+            self.placements.append({"job": ident, "node": node.id, "bundle_nodes": [n.id for n in bundle_nodes]})
 
     def _wait(self, ident: str, shape: Shape, user: UserState, value: int, why: Why) -> None:
         reason, subject = why

@@ -53,9 +53,14 @@ class Candidate:
     id: str
     user: UserState
     value: int  # its class's value
-    need: Resources
+    need: Resources  # its whole footprint: what its user stops holding
     started_at: datetime
     run_s: float  # how long it has run: the work its stop loses
+    # What it holds on the node it is a candidate on: its need, but for a job with bundles on
+    # several nodes, a candidate on each of them.
+    here: Resources
+    # Every node it is a candidate on: stopped, it is no candidate anywhere.
+    nodes: tuple[str, ...]
 
 
 @dataclass(eq=False, slots=True)
@@ -170,7 +175,7 @@ class Preemptor:
                     continue
                 lost[victim.user] = trial
             taken.append(victim)
-            for name, amount in victim.need.items():
+            for name, amount in victim.here.items():
                 if name in short:
                     short[name] -= amount
             if all(amount <= 0 for amount in short.values()):
@@ -196,10 +201,10 @@ class Preemptor:
 
     def _carry_out(self, decision: Decision, shape: Shape, user: UserState) -> None:
         self.budget -= len(decision.victims)
-        pool = self.candidates[decision.node.id]
-        gone = {id(victim) for victim in decision.victims}
-        self.candidates[decision.node.id] = [c for c in pool if id(c) not in gone]
-        self.held[decision.node.id] = _sum(self.candidates[decision.node.id])
+        gone = {victim.id for victim in decision.victims}
+        for node in {node for victim in decision.victims for node in victim.nodes}:
+            self.candidates[node] = [c for c in self.candidates[node] if c.id not in gone]
+            self.held[node] = _sum(self.candidates[node])
         add_to(self.after.setdefault(user, _After()).gained, shape.need)
         for victim in decision.victims:
             add_to(self.after.setdefault(victim.user, _After()).lost, victim.need)
@@ -208,5 +213,5 @@ class Preemptor:
 def _sum(pool: list[Candidate]) -> dict[str, int]:
     total: dict[str, int] = {}
     for candidate in pool:
-        add_to(total, candidate.need)
+        add_to(total, candidate.here)
     return total

@@ -9,6 +9,7 @@ state under its rule's `state_name`. The selectors are declared, with their trai
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Annotated, ClassVar
 
@@ -44,6 +45,19 @@ class Selector:
     def placed(self, node: NodeState) -> None:
         """The node's free resources just went down."""
 
+    def pick(self, shape: Shape, nodes: Sequence[NodeState]) -> NodeState | None:
+        """Among `nodes`, the one the selector prefers that fits the shape, changing nothing it
+        keeps: a gang's parts are chosen so (gang.py), and may all be given back."""
+        fitting = [node for node in nodes if fits(shape.items, node.free)]
+        return min(fitting, key=lambda node: self.preference(node, shape)) if fitting else None
+
+    def preference(self, node: NodeState, shape: Shape) -> tuple:
+        """The node's rank for the shape, the lowest first, as `select` orders nodes."""
+        raise NotImplementedError
+
+    def picked(self, shape: Shape, node: NodeState) -> None:
+        """A gang's part of this shape went to the node, once the whole gang is placed."""
+
     def state_document(self) -> dict | None:
         """The state as it stands after the plan; None when the selector keeps none."""
         return self.state.model_dump(mode="json") if type(self.state).model_fields else None
@@ -64,6 +78,9 @@ class Legacy(Selector):
         # Per shape: its pool in preference order, and where the first node that may still fit is.
         # The order never changes, and nodes before the cursor can no longer fit the shape.
         self._ranking: dict[Shape, tuple[list[NodeState], list[int]]] = {}
+
+    def preference(self, node: NodeState, shape: Shape) -> tuple:
+        return _extras(node, shape), self._rank[node]
 
     def select(self, shape: Shape) -> NodeState | None:
         ranking = self._ranking.get(shape)
@@ -155,6 +172,10 @@ class _ByFree(Selector):
         index = self._index[node]
         self._keys[index] = self._packing.key(node.free, index)
 
+    def preference(self, node: NodeState, shape: Shape) -> tuple:
+        free, sign = node.free, self.sign
+        return _extras(node, shape), tuple(sign * free.get(name, 0) for name in self.order), node.id
+
     def _fresh(self, shape: Shape) -> list[int]:
         raise NotImplementedError
 
@@ -232,6 +253,17 @@ class RoundRobin(Selector):
             del open_[index]
             start = position
         return None
+
+    def pick(self, shape: Shape, nodes: Sequence[NodeState]) -> NodeState | None:
+        ring = shape.pool.nodes
+        start = self._next.get(shape.pool.key, 0) % len(ring)
+        position = {node: index for index, node in enumerate(ring)}
+        fitting = [node for node in nodes if fits(shape.items, node.free)]
+        # Going round from the stored index: positions before it come after the others.
+        return min(fitting, key=lambda node: (position[node] < start, position[node])) if fitting else None
+
+    def picked(self, shape: Shape, node: NodeState) -> None:
+        self._next[shape.pool.key] = shape.pool.nodes.index(node) + 1
 
     def state_document(self) -> dict:
         return RoundRobinState(next_index=dict(sorted(self._next.items()))).model_dump(mode="json")

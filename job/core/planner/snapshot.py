@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator, with_config
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
@@ -33,6 +33,21 @@ SelectorName = Literal[SELECTOR_NAMES]
 Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
                  "Preempting", "ScalingUp"]
 Preemption = Literal[PREEMPTION_NAMES]
+# Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
+BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+# Far more bundles than any gang of workers needs, few enough that one job cannot make a plan slow.
+MAX_BUNDLES = 64
+
+
+def _asks_for_something(bundle: dict[str, float]) -> dict[str, float]:
+    # Ray refuses a bundle of nothing: refused here, where the field can be named.
+    if not any(amount > 0 for amount in bundle.values()):
+        raise ValueError("a bundle must ask for some resource")
+    return bundle
+
+
+Bundle = Annotated[ResourceMap, AfterValidator(_asks_for_something)]
+Bundles = Annotated[list[Bundle], Field(min_length=1, max_length=MAX_BUNDLES)]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 
@@ -88,6 +103,10 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
     "started_at": NotRequired[AwareDatetime | None],
     # Asked to stop already: its resources are still held, and it is never chosen again.
     "stopping": NotRequired[bool],
+    # Its bundles and the node each is held on, one per bundle: its whole footprint is held there.
+    "bundles": NotRequired[Bundles],
+    "bundle_strategy": NotRequired[BundleStrategy],
+    "bundle_nodes": NotRequired[list[Name]],
 }))
 
 
@@ -100,6 +119,9 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
     "not_before": NotRequired[AwareDatetime | None],
     "node_labels": NotRequired[dict[str, str]],
     "class": NotRequired[Name],
+    # What its work needs beside the driver, placed all or nothing with it (docs/planner.md, "Bundles").
+    "bundles": NotRequired[Bundles],
+    "bundle_strategy": NotRequired[BundleStrategy],
 }))
 
 
@@ -161,12 +183,23 @@ class Snapshot(_Strict):
                 if job.get("class", self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
+        for index, job in enumerate(self.running):
+            _held_bundles(f"running[{index}]", job)
         selector = SELECTORS[self.group.selector]
         try:
             selector.kind.State.model_validate(self.state.get(selector.state_name, {}))
         except ValidationError as exc:
             raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
         return self
+
+
+def _held_bundles(field: str, job: dict) -> None:
+    """A running job's bundles each name the node they are held on, and only bundles do."""
+    nodes, bundles = job.get("bundle_nodes"), job.get("bundles")
+    if nodes is None and bundles is not None:
+        raise ValueError(f"{field}.bundle_nodes: required, since {field}.bundles is set")
+    if nodes is not None and len(nodes) != len(bundles or ()):
+        raise ValueError(f"{field}.bundle_nodes: {len(nodes)} nodes for {len(bundles or ())} bundles, one per bundle")
 
 
 def _first_repeat(field: str, values: list[str], suffix: str = "") -> None:
@@ -182,6 +215,8 @@ def _first_repeat(field: str, values: list[str], suffix: str = "") -> None:
 class Placement(TypedDict):
     job: str
     node: str
+    # A job with bundles only: the node of each bundle, in the order of its bundles.
+    bundle_nodes: NotRequired[list[str]]
 
 
 class Waiting(TypedDict):
