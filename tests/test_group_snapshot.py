@@ -9,15 +9,17 @@ from typing import NamedTuple
 
 import pytest
 
+from job.core.group import GroupConfig
 from job.core.group_snapshot import RELEASE_S, RELEASING, PendingRow, build_snapshot, releasing, reservation_changes
 from job.core.planner import plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 GIB = 2**30
-GROUP = {"name": "g", "policy": "fifo", "selector": "dispersed", "resource_priority": ["GPU", "CPU", "memory"], "half_life_s": 0,
-         "max_running_per_user": None, "max_resources_per_user": None, "strict_order": False,
-         "priority_classes": [{"name": "default", "value": 0, "preemptible": True}], "default_class": "default",
-         "preemption": "off", "min_runtime_s": 600, "max_preemptions": 10, "start_timeout_s": 300}
+GROUP = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", selector="dispersed",
+                    resource_priority=["GPU", "CPU", "memory"], half_life_s=0, max_running_per_user=None,
+                    max_resources_per_user=None, strict_order=False,
+                    priority_classes=[{"name": "default", "value": 0, "preemptible": True}], default_class="default",
+                    preemption="off", min_runtime_s=600, max_preemptions=10, start_timeout_s=300)
 
 
 class Node(NamedTuple):
@@ -104,9 +106,9 @@ def test_the_plan_keeps_outside_load_free():
 
 # --- Priority classes, reservations and victims being stopped -----------------------------------
 
-CLASSES_GROUP = {**GROUP, "priority_classes": [{"name": "low", "value": 0, "preemptible": True},
-                                               {"name": "high", "value": 10, "preemptible": True}],
-                 "default_class": "low", "preemption": "priority", "start_timeout_s": 300}
+CLASSES_GROUP = GroupConfig(**{**GROUP.options(), "priority_classes": [{"name": "low", "value": 0, "preemptible": True},
+                                                                       {"name": "high", "value": 10, "preemptible": True}],
+                                 "default_class": "low", "preemption": "priority", "start_timeout_s": 300})
 
 
 def row(ident: int, **fields) -> PendingRow:

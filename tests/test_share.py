@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from job.core.group_snapshot import PendingRow
 from job.core.planner.picture import UserState
+from job.core.group import GroupConfig
 from job.core.share import entitlements, group_shares, normalized, placement_figures, policy_score, totals_of
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -106,7 +107,7 @@ def _pending(job_id: int, user: str, cpus: int, priority: int = 0) -> PendingRow
 
 
 def test_placement_figures_count_the_plans_earlier_placements():
-    group = {"name": "g", "policy": "fairshare", "half_life_s": 3600.0}
+    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fairshare", half_life_s=3600.0)
     members = [{"name": "alice", "shares": 1.0, "usage": 0.0}, {"name": "bob", "shares": 2.0, "usage": 3600.0}]
     active = [{"user_name": "bob", "resources": {"CPU": 2}}]
     pending = [_pending(1, "alice", 4), _pending(2, "alice", 4), _pending(3, "bob", 1)]
@@ -121,7 +122,9 @@ def test_placement_figures_count_the_plans_earlier_placements():
 
 
 def test_placement_figures_under_fifo_are_the_order_it_used():
-    group = {"name": "g", "policy": "fifo", "half_life_s": 3600.0, "default_class": "normal"}
+    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", half_life_s=3600.0,
+                        priority_classes=[{"name": "normal", "value": 0}, {"name": "high", "value": 1}],
+                        default_class="normal")
     figures = placement_figures(group, [], [], {}, [{"job": 7, "node": "n"}, {"job": 8, "node": "n"}],
                                 [_pending(7, "alice", 1, priority=5), _pending(8, "bob", 1)._replace(priority_class="high")])
     assert figures == {7: {"policy": "fifo", "class": "normal", "node": "n", "priority": 5, "submitted_at": T0.isoformat()},

@@ -9,8 +9,9 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
+from job.core.group import GroupConfig
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import Group, ResourceMap
+from job.core.planner.snapshot import ResourceMap
 from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, to_units
 
@@ -102,7 +103,7 @@ def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dic
     return found
 
 
-def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: list[dict], pending: list[PendingRow],
+def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[dict], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = ()) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
@@ -118,11 +119,11 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
     either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
-    classes = {c["name"] for c in group["priority_classes"]}
+    classes = group.class_names
     requests: dict[str, dict | str] = {}
     labels: dict[str, dict | str] = {}
     jobs, invalid, reservations = [], {}, []
-    held_since = now - timedelta(seconds=group["start_timeout_s"])
+    held_since = now - timedelta(seconds=group.start_timeout_s)
     for row in pending:
         request = requests.get(row.resources)
         if request is None:
@@ -137,7 +138,7 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
                "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
         if row.priority_class is not None:
             if row.priority_class not in classes:
-                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group['name']!r} "
+                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
             job["class"] = row.priority_class
@@ -148,8 +149,7 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     state = {**state, RELEASING: kept}
     outside = outside_load(nodes, active, freeing)
     snapshot = Snapshot.model_validate({
-        # The planner's group options are columns of resource_groups of the same names.
-        "group": {option: group[option] for option in Group.model_fields},
+        "group": group.planner_group(),
         "now": now,
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels,
                    **({"outside": outside[n.id]} if n.id in outside else {})} for n in nodes],

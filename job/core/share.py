@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from job.core.group import GroupConfig
 from job.core.planner.policies import memory
 from job.core.planner.picture import user_score
 from job.core.resources import dominant_share, to_units
@@ -122,7 +123,7 @@ def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str,
     return [rows[user] for user in sorted(rows)]
 
 
-def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterable[Mapping],
+def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[Mapping],
                       totals: Mapping[str, int], placements: Iterable[Mapping], pending: Iterable) -> dict[int, dict]:
     """What put each placed job first, in the plan's order: under drf and fairshare its user's
     shares, usage, dominant share and score just before the planner took it (the jobs placed
@@ -139,14 +140,14 @@ def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterab
     figures = {}
     for placement in placements:
         row = rows[int(placement["job"])]
-        figure = {"policy": group["policy"], "class": row.priority_class or group.get("default_class"),
+        figure = {"policy": group.policy, "class": group.job_class(row.priority_class),
                   "node": placement["node"], "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
-        if group["policy"] in FAIR_POLICIES:
+        if group.policy in FAIR_POLICIES:
             person = people.get(row.user_name, {})
             shares, usage = person.get("shares", 1.0), person.get("usage", 0.0)
             dominant = dominant_share(held[row.user_name], totals)
             figure.update(shares=shares, usage=round(usage, 3), dominant_share=round(dominant, 6),
-                          score=round(policy_score(group["policy"], dominant, usage, group["half_life_s"], shares), 6))
+                          score=round(policy_score(group.policy, dominant, usage, group.half_life_s, shares), 6))
         figures[row.id] = figure
         if row.resources not in requests:
             requests[row.resources] = {name: to_units(amount) for name, amount in json.loads(row.resources).items()}

@@ -11,6 +11,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.core import states
+from job.core.group import GroupConfig
 from job.core.reconcile import Reconciled, reconcile_all, start_check
 from job.core.resources import to_units
 from job.core.usage import charge_users
@@ -18,21 +19,21 @@ from job.scheduler.report import GroupResult, Steps
 from job.store import groups, tick_jobs, users
 
 
-def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
+def reconcile_group(conn: psycopg.Connection, group: GroupConfig, cluster: RayCluster, active: list[dict], ray_jobs: dict,
                     now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps,
                     nodes: list) -> tuple[list[dict], list[dict], list[int], list[tuple[str, dict]]]:
     """Returns the jobs still active, the group's users with their usage as charged, the
     SUBMITTING jobs Ray has not got, to send again, and (node, request) of the jobs Ray ran that
     ended (or were preempted) since the last tick. `nodes`: the group's alive Ray nodes, for the
     start timeout."""
-    start = start_check(group["start_timeout_s"], nodes, active, ray_jobs)
+    start = start_check(group.start_timeout_s, nodes, active, ray_jobs)
     decided = reconcile_all(active, ray_jobs, now, start)
-    _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
+    _ask_ray_to_stop(group.name, cluster, active, decided, steps)
     _write(conn, group, active, decided)
     result.finished = len(decided.finished)
-    if group["pending_timeout_s"] is not None:
-        for row in tick_jobs.fail_pending_timeouts(conn, group["name"], group["pending_timeout_s"], now):
-            log.event("job_finished", group=group["name"], job=row["id"], user=row["user_name"], state=states.FAILED,
+    if group.pending_timeout_s is not None:
+        for row in tick_jobs.fail_pending_timeouts(conn, group.name, group.pending_timeout_s, now):
+            log.event("job_finished", group=group.name, job=row["id"], user=row["user_name"], state=states.FAILED,
                       reason="PendingTimeout")
             result.finished += 1
     charged = charge(conn, group, active, totals, now)
@@ -70,15 +71,15 @@ def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decide
             decided.gone.discard(job_id)
 
 
-def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: Reconciled) -> None:
-    name = group["name"]
+def _write(conn: psycopg.Connection, group: GroupConfig, active: list[dict], decided: Reconciled) -> None:
+    name = group.name
     written = set(tick_jobs.update_jobs(conn, decided.updates, from_states=states.ACTIVE))
     # Every requeue the reconciliation decides is an infrastructure fault: counted against the
     # group's max_requeues, not its max_attempts (those count Ray's refusals, in the submit step).
-    for row in tick_jobs.requeue_infra(conn, decided.requeue, group["max_requeues"]):
+    for row in tick_jobs.requeue_infra(conn, decided.requeue, group.max_requeues):
         _, reason, message = decided.requeue[row["id"]]
         log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
-                    reason=reason, message=message, requeues=row["requeues"], max_requeues=group["max_requeues"])
+                    reason=reason, message=message, requeues=row["requeues"], max_requeues=group.max_requeues)
     for row in tick_jobs.requeue_preempted(conn, decided.preempted):
         log.event("requeued", group=name, job=row["id"], user=row["user_name"], state=states.PENDING,
                   reason="Preempted", message=decided.preempted[row["id"]][1], preemptions=row["preemptions"])
@@ -93,11 +94,11 @@ def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: R
                       runtime_s=round(runtime, 1) if runtime is not None else None)
 
 
-def charge(conn: psycopg.Connection, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> list[dict]:
+def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[dict], totals: dict[str, int], now: datetime) -> list[dict]:
     """Charge each user the dominant share its jobs held since the last charge, decayed by the half
     life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
-    since = group["usage_charged_at"]
-    members = users.users_of_group(conn, group["name"])
+    since = group.usage_charged_at
+    members = users.users_of_group(conn, group.name)
     usage: dict[str, float] = {}
     if since is not None:
         elapsed = max((now - since).total_seconds(), 0.0)
@@ -106,10 +107,10 @@ def charge(conn: psycopg.Connection, group: dict, ran: list[dict], totals: dict[
             for resource, amount in job["resources"].items():
                 held[job["user_name"]][resource] += to_units(amount)
         usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed,
-                             group["half_life_s"])
-    if not groups.charge_usage(conn, group["name"], usage, since, now):
+                             group.half_life_s)
+    if not groups.charge_usage(conn, group.name, usage, since, now):
         # The group's row is read under the tick's lock, so only a tick that ignored the lock
         # can have charged meanwhile; its charge stands, and this interval is not counted twice.
-        log.warning("usage_not_charged", group=group["name"], message="another tick charged this interval")
+        log.warning("usage_not_charged", group=group.name, message="another tick charged this interval")
         return members
     return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in members]

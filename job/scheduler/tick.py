@@ -19,6 +19,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
+from job.core.group import GroupConfig
 from job.core.estimates import RECENT, Finished, estimate
 from job.core.group_snapshot import RELEASING, PendingRow, build_snapshot, reservation_changes
 from job.core.planner import Plan, plan
@@ -53,11 +54,11 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
             result = tick_group(config, group, installation, dry_run=dry_run)
         except ClusterNotReady as exc:
             # A RayCluster still being created or resumed is expected: skipped, like a held lock.
-            result = GroupResult(group["name"], "skipped", cause=str(exc))
-            log.warning("group_skipped", group=group["name"], reason="ClusterNotReady", message=str(exc))
+            result = GroupResult(group.name, "skipped", cause=str(exc))
+            log.warning("group_skipped", group=group.name, reason="ClusterNotReady", message=str(exc))
         except (JobError, OSError, psycopg.Error) as exc:
-            result = GroupResult(group["name"], "failed", cause=str(exc))
-            log.error("group_failed", group=group["name"], cause=str(exc))
+            result = GroupResult(group.name, "failed", cause=str(exc))
+            log.error("group_failed", group=group.name, cause=str(exc))
         result.seconds = time.perf_counter() - began
         results.append(result)
     if not dry_run:
@@ -65,8 +66,8 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
     return results
 
 
-def tick_group(config: TickConfig, group: dict, installation: str, *, dry_run: bool = False) -> GroupResult:
-    name = group["name"]
+def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry_run: bool = False) -> GroupResult:
+    name = group.name
     with connect(config.database_url, counting=True) as conn:
         if not dry_run and not groups.try_lock(conn, name):
             conn.commit()
@@ -99,9 +100,9 @@ class _Observed:
 class _GroupTick:
     """One group's tick under its lock, step by step."""
 
-    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: dict, installation: str):
+    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
-        self.name = group["name"]
+        self.name = group.name
         self.steps = Steps()
         self.result = GroupResult(self.name, "ticked")
 
@@ -134,9 +135,9 @@ class _GroupTick:
     def observe(self) -> _Observed:
         """Ray's nodes of the group, and our active jobs as Ray sees them."""
         # First: a group whose node types cannot be read fails before any call to Ray.
-        types = group_node_types(self.group) if self.group["autoscale"] else None
-        cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
-        nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
+        types = group_node_types(self.group) if self.group.autoscale else None
+        cluster = cluster_of(self.group.ray_address, self.config.ray_timeout_s)
+        nodes = self.steps.ray(cluster.nodes, self.group.node_labels, self.group.use_head_node)
         active = tick_jobs.active_jobs(self.conn, self.name)
         # Each active job looked up by its own submission id: never Ray's whole history.
         ray_jobs = self.steps.ray(cluster.jobs, [job["submission_id"] for job in active])
@@ -215,7 +216,6 @@ class _GroupTick:
         if not victims:
             return
         by_id = {row.id: row for row in pending}
-        default = self.group["default_class"]
         told = {}
         for victim in victims:
             if not self.steps.ray(cluster.stop, victim["submission_id"]):
@@ -224,8 +224,8 @@ class _GroupTick:
             told[victim["id"]] = f"being stopped to make room for job {by.id}"
             lost = (now - victim["started_at"]).total_seconds() if victim["started_at"] else 0.0
             log.event("preempted", group=self.name, job=victim["id"], user=victim["user_name"],
-                      job_class=victim["priority_class"] or default, node=victim["node"], by_job=by.id,
-                      by_user=by.user_name, by_class=by.priority_class or default, run_time_lost_s=round(lost, 1))
+                      job_class=self.group.job_class(victim["priority_class"]), node=victim["node"], by_job=by.id,
+                      by_user=by.user_name, by_class=self.group.job_class(by.priority_class), run_time_lost_s=round(lost, 1))
         failpoint("after-stop", self.config.failpoint)
         tick_jobs.victims_stopping(self.conn, told)
         self.conn.commit()
@@ -236,7 +236,7 @@ class _GroupTick:
         submitted, refused = self.steps.ray(submit_intents, cluster, self.group, intents, self.config.submit_concurrency)
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
-        for row in tick_jobs.return_to_pending(self.conn, refused, self.group["max_attempts"]):
+        for row in tick_jobs.return_to_pending(self.conn, refused, self.group.max_attempts):
             log.warning("submit_refused", group=self.name, job=row["id"], user=row["user_name"], state=row["state"],
                         message=refused[row["id"]][2])
         self.conn.commit()
@@ -250,7 +250,7 @@ class _GroupTick:
             if intent["id"] in accepted:
                 user = by_name.get(intent["user_name"], {})
                 log.event("placed", group=self.name, job=intent["id"], user=intent["user_name"], node=intent["node"],
-                          attempt=intent["attempt"], policy=self.group["policy"], selector=self.group["selector"],
+                          attempt=intent["attempt"], policy=self.group.policy, selector=self.group.selector,
                           shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
 
 
