@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
 from job.core.planner.policies import memory
 from job.core.planner.picture import user_score
 from job.core.resources import dominant_share, to_units
@@ -123,25 +124,27 @@ def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str,
     return [rows[user] for user in sorted(rows)]
 
 
-def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[Mapping],
-                      totals: Mapping[str, int], placements: Iterable[Mapping], pending: Iterable) -> dict[int, dict]:
+def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[ActiveJob],
+                      totals: Mapping[str, int], placements: Iterable[tuple[int, str]], pending: Iterable
+                      ) -> dict[int, dict]:
     """What put each placed job first, in the plan's order: under drf and fairshare its user's
     shares, usage, dominant share and score just before the planner took it (the jobs placed
     earlier in the plan counted, as the planner counts them); under fifo and lifo its priority and
-    submission time; always its class (classes go first, highest value first). `pending`: the tick's PendingRow-like rows (id, user_name, resources as JSON
-    text, priority, submitted_at)."""
+    submission time; always its class (classes go first, highest value first). `placements`:
+    Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources as
+    JSON text, priority, submitted_at)."""
     rows = {row.id: row for row in pending}
     people = {member["name"]: member for member in members}
     held: dict[str, Counter] = defaultdict(Counter)
     for job in active:
-        for name, amount in job["resources"].items():
-            held[job["user_name"]][name] += to_units(amount)
+        for name, amount in job.resources.items():
+            held[job.user_name][name] += to_units(amount)
     requests: dict[str, dict[str, int]] = {}
     figures = {}
-    for placement in placements:
-        row = rows[int(placement["job"])]
+    for job_id, node in placements:
+        row = rows[job_id]
         figure = {"policy": group.policy, "class": group.job_class(row.priority_class),
-                  "node": placement["node"], "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
+                  "node": node, "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
         if group.policy in FAIR_POLICIES:
             person = people.get(row.user_name, {})
             shares, usage = person.get("shares", 1.0), person.get("usage", 0.0)
