@@ -335,14 +335,14 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
     now = datetime.now(timezone.utc)
     with psycopg.connect(db.url(SCHEDULER), row_factory=dict_row) as conn:
         installation = call(groups.installation_id, conn)
-        assert [g["name"] for g in call(groups.groups, conn, None)] == [GROUP]
+        assert [g.name for g in call(groups.groups, conn, None)] == [GROUP]
         assert call(groups.try_lock, conn, GROUP)
         group = call(groups.get_group, conn, GROUP)
         assert len(call(tick_jobs.active_jobs, conn, GROUP)) == 3 and len(call(tick_jobs.pending_jobs, conn, GROUP)) == 3
         assert {u["name"] for u in call(users.users_of_group, conn, GROUP)} == {ALICE, BOB}
         call(groups.group_state, conn, GROUP)
         call(groups.save_group_state, conn, GROUP, {"roundrobin": {"next": 1}})
-        assert call(groups.charge_usage, conn, GROUP, {ALICE: 1.0, BOB: 2.0}, group["usage_charged_at"], now)
+        assert call(groups.charge_usage, conn, GROUP, {ALICE: 1.0, BOB: 2.0}, group.usage_charged_at, now)
         call(tick_jobs.fail_pending_timeouts, conn, GROUP, 60.0, now + timedelta(days=1))
         call(tick_jobs.update_jobs, conn, {active[2]: {column: None for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                            | {"state": states.RUNNING}})
