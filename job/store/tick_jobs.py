@@ -17,25 +17,28 @@ from job.core.jobs import ActiveJob, Intent, Moved, Victim
 from job.core.states import Reason
 
 
+def _select(fields: tuple[str, ...], computed: dict[str, str]) -> str:
+    """The select list of a row type's fields: each its column, or the expression of `computed`."""
+    return ", ".join(f"{computed[name]} AS {name}" if name in computed else name for name in fields)
+
+
+# The typed rows' fields are the columns read, so that a new field is read once it is in its row.
+_ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
+    # Whether Ray builds something for it before the driver starts (env_vars alone: no).
+    "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
+_PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text"})
+
+
 def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
     return conn.cursor(row_factory=class_row(ActiveJob)).execute(
-        """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
-                  reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at,
-                  requeues, accepted_at, priority_class, preempted_at, preempted_by,
-                  -- Whether Ray builds something for it before the driver starts (env_vars alone: no).
-                  runtime_env - 'env_vars' - 'config' <> '{}'::jsonb AS builds_runtime_env
-           FROM jobs WHERE group_name = %s AND state = ANY(%s)
-           ORDER BY id""",
+        f"SELECT {_ACTIVE} FROM jobs WHERE group_name = %s AND state = ANY(%s) ORDER BY id",
         (group, list(states.ACTIVE)),
     ).fetchall()
 
 
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
-        """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message,
-                  priority_class, reserved_node, reserved_at, max_runtime_s,
-                  queue_position, estimated_start_at, estimate_basis
-           FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
+        f"SELECT {_PENDING} FROM jobs WHERE group_name = %s AND state = %s ORDER BY id",
         (group, states.PENDING),
     ).fetchall()
 
@@ -270,8 +273,7 @@ def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetim
         """jobs.state = ANY(%(from)s)
              AND jobs.preempted_at IS NULL AND jobs.cancel_requested_at IS NULL""",
         {"now": now, "from": states.MARK_VICTIM.sources},
-        returning="""jobs.id, jobs.user_name, jobs.priority_class, jobs.node, jobs.started_at, jobs.submission_id,
-                     jobs.preempted_by""")).fetchall()
+        returning=", ".join(f"jobs.{column}" for column in Victim.__dataclass_fields__))).fetchall()
 
 
 def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None:
