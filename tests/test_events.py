@@ -98,7 +98,7 @@ def test_each_write_records_its_event_and_a_message_refresh_none(queue, database
     placed = conn.execute("SELECT node, attempt FROM job_events WHERE job_id = %s AND kind = 'placed' ORDER BY id",
                           (job,)).fetchall()
     assert [(row["node"], row["attempt"]) for row in placed] == [("node-a", 1), ("node-b", 2), ("node-a", 3)]
-    assert intent["attempt"] == 1
+    assert intent.attempt == 1
     totals = {(row["kind"], row["reason"]): row["count"] for row in conn.execute(
         "SELECT kind, reason, sum(count) AS count FROM job_event_totals WHERE group_name = 'main' GROUP BY 1, 2")}
     assert totals[("placed", "Submitting")] == 3 and totals[("requeued", "InfraFailure")] == 1

@@ -9,15 +9,18 @@ from typing import NamedTuple
 
 import pytest
 
-from job.core.group_snapshot import RELEASE_S, RELEASING, PendingRow, build_snapshot, releasing, reservation_changes
+from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
+from job.core.group_snapshot import RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing, reservation_changes
 from job.core.planner import plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 GIB = 2**30
-GROUP = {"name": "g", "policy": "fifo", "selector": "dispersed", "resource_priority": ["GPU", "CPU", "memory"], "half_life_s": 0,
-         "max_running_per_user": None, "max_resources_per_user": None, "strict_order": False,
-         "priority_classes": [{"name": "default", "value": 0, "preemptible": True}], "default_class": "default",
-         "preemption": "off", "min_runtime_s": 600, "max_preemptions": 10, "start_timeout_s": 300}
+GROUP = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", selector="dispersed",
+                    resource_priority=["GPU", "CPU", "memory"], half_life_s=0, max_running_per_user=None,
+                    max_resources_per_user=None, strict_order=False,
+                    priority_classes=[{"name": "default", "value": 0, "preemptible": True}], default_class="default",
+                    preemption="off", min_runtime_s=600, max_preemptions=10, start_timeout_s=300)
 
 
 class Node(NamedTuple):
@@ -33,9 +36,10 @@ def node(ident: str, resources: dict[str, float], free: dict[str, float] | None)
     return Node(ident, resources, {}, free)
 
 
-def job(ident: int, state: str, node_id: str | None, resources: dict[str, float]) -> dict:
-    return {"id": ident, "user_name": "u", "state": state, "node": node_id, "resources": resources, "priority_class": None,
-            "started_at": None, "cancel_requested_at": None, "preempted_at": None, "reason": None}
+def job(ident: int, state: str, node_id: str | None, resources: dict[str, float], **fields) -> ActiveJob:
+    return ActiveJob(**{"id": ident, "user_name": "u", "state": state, "node": node_id, "resources": resources,
+                        "attempt": 1, "submission_id": f"s{ident}", "priority_class": None, "started_at": None,
+                        "cancel_requested_at": None, "preempted_at": None, "reason": None, **fields})
 
 
 def outside(nodes: list[Node], active: list[dict]) -> dict[str, dict[str, float]]:
@@ -104,9 +108,9 @@ def test_the_plan_keeps_outside_load_free():
 
 # --- Priority classes, reservations and victims being stopped -----------------------------------
 
-CLASSES_GROUP = {**GROUP, "priority_classes": [{"name": "low", "value": 0, "preemptible": True},
-                                               {"name": "high", "value": 10, "preemptible": True}],
-                 "default_class": "low", "preemption": "priority", "start_timeout_s": 300}
+CLASSES_GROUP = GroupConfig(**{**GROUP.options(), "priority_classes": [{"name": "low", "value": 0, "preemptible": True},
+                                                                       {"name": "high", "value": 10, "preemptible": True}],
+                                 "default_class": "low", "preemption": "priority", "start_timeout_s": 300})
 
 
 def row(ident: int, **fields) -> PendingRow:
@@ -122,8 +126,8 @@ def test_a_pending_job_of_a_class_the_group_dropped_is_not_planned_and_says_why(
 
 
 def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
-    active = [{**job(1, "RUNNING", "a", {"CPU": 1}), "priority_class": "gone", "started_at": NOW},
-              {**job(2, "SUBMITTED", "a", {"CPU": 1}), "priority_class": "high"}]
+    active = [job(1, "RUNNING", "a", {"CPU": 1}, priority_class="gone", started_at=NOW),
+              job(2, "SUBMITTED", "a", {"CPU": 1}, priority_class="high")]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
     assert [(j["id"], j.get("class"), j["started_at"]) for j in snapshot.running] == [("1", None, NOW), ("2", "high", None)]
 
@@ -136,7 +140,7 @@ def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
     ({"reason": "Starting"}, False),
 ])
 def test_a_job_asked_to_stop_is_never_a_victim_again(fields, stopping):
-    active = [{**job(1, "RUNNING", "a", {"CPU": 1}), "started_at": NOW, **fields}]
+    active = [job(1, "RUNNING", "a", {"CPU": 1}, **{"started_at": NOW, **fields})]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
     assert snapshot.running[0]["stopping"] is stopping
 
@@ -144,18 +148,18 @@ def test_a_job_asked_to_stop_is_never_a_victim_again(fields, stopping):
 @pytest.mark.parametrize("age_s, kept", [(0, True), (299, True), (300, True), (301, False)])
 def test_a_reservation_ends_past_the_start_timeout(age_s, kept):
     # Node a's CPU is held by a victim still being stopped.
-    victim = {**job(9, "RUNNING", "a", {"CPU": 1}), "started_at": NOW, "preempted_at": NOW}
+    victim = job(9, "RUNNING", "a", {"CPU": 1}, started_at=NOW, preempted_at=NOW)
     pending = [row(1, reserved_node="a", reserved_at=NOW - timedelta(seconds=age_s), priority_class="high")]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 0})], [victim], pending, [], {})
     assert snapshot.reservations == ([{"job": "1", "node": "a"}] if kept else [])
     decided = plan(snapshot)
     assert decided.waiting[0]["reason"] == ("Preempting" if kept else "Resources")
-    assert reservation_changes(pending, decided.reservations) == ({} if kept else {1: None})
+    assert reservation_changes(pending, Decisions.of(decided).reservations) == ({} if kept else {1: None})
 
 
 def test_reservation_changes_are_only_what_the_plan_changed():
     pending = [row(1, reserved_node="a", reserved_at=NOW), row(2, reserved_node="b", reserved_at=NOW), row(3)]
-    assert reservation_changes(pending, [{"job": "1", "node": "a"}, {"job": "3", "node": "c"}]) == {2: None, 3: "c"}
+    assert reservation_changes(pending, {1: "a", 3: "c"}) == {2: None, 3: "c"}
 
 
 @pytest.mark.parametrize("age_s, outside", [(0, {}), (5, {}), (29, {}), (31, {"CPU": 2})])

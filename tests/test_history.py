@@ -417,14 +417,14 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     active = call(tick_jobs.active_jobs, conn, group)
     pending = call(tick_jobs.pending_jobs, conn, group)
     assert active and pending
-    active_ids, pending_ids = [job["id"] for job in active], [job.id for job in pending]
+    active_ids, pending_ids = [job.id for job in active], [job.id for job in pending]
     call(users.users_of_group, conn, group)
     call(tick_jobs.fail_pending_timeouts, conn, group, 86400.0, now)
-    call(tick_jobs.update_jobs, conn, {job["id"]: {column: job.get(column) for column in tick_jobs.JOB_UPDATE_COLUMNS}
+    call(tick_jobs.update_jobs, conn, {job.id: {column: getattr(job, column) for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                        for job in active})
-    call(tick_jobs.return_to_pending, conn, {job["id"]: (job["state"], "LostInRay", "lost") for job in active}, 3)
-    call(tick_jobs.requeue_infra, conn, {job["id"]: (job["state"], "InfraFailure", "node died") for job in active}, 5)
-    call(tick_jobs.requeue_preempted, conn, {job["id"]: (job["state"], "stopped to make room") for job in active})
+    call(tick_jobs.return_to_pending, conn, {job.id: (job.state, "LostInRay", "lost") for job in active}, 3)
+    call(tick_jobs.requeue_infra, conn, {job.id: (job.state, "InfraFailure", "node died") for job in active}, 5)
+    call(tick_jobs.requeue_preempted, conn, {job.id: (job.state, "stopped to make room") for job in active})
     call(tick_jobs.mark_victims, conn, {job_id: pending_ids[0] for job_id in active_ids}, now)
     call(tick_jobs.victims_stopping, conn, {job_id: "being stopped" for job_id in active_ids})
     call(tick_jobs.set_reservations, conn, {job_id: "node-a" for job_id in pending_ids}, now)

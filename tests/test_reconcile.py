@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from job.core.reconcile import INFRA_REASONS, RAY_FAULTS, NodeRoom, StartCheck, reconcile, reconcile_all, start_check
+from job.core.jobs import ActiveJob
+from job.core.reconcile import (INFRA_REASONS, RAY_FAULTS, CancelAbsent, Finish, NodeRoom, Requeue, Resend, StartCheck,
+                                Track, reconcile, reconcile_all, start_check)
 from job.core.resources import to_units
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -31,7 +33,36 @@ def job(state="SUBMITTED", **fields):
            "max_runtime_s": None, "cancel_requested_at": None, "requeues": 0, "accepted_at": EARLIER,
            "builds_runtime_env": False}
     row.update(fields)
-    return row
+    return ActiveJob(**row)
+
+
+# What a decision says, whichever it is.
+def update_of(decision):
+    return decision.update if isinstance(decision, Track | Finish) else None
+
+
+def stop_of(decision):
+    return decision.stop if isinstance(decision, Track) else None
+
+
+def requeue_of(decision):
+    return (decision.reason, decision.message) if isinstance(decision, Requeue) else None
+
+
+def stop_first_of(decision):
+    return isinstance(decision, Requeue) and decision.stop_first
+
+
+def finished_of(decision):
+    return isinstance(decision, Finish | CancelAbsent)
+
+
+def cancel_unsubmitted_of(decision):
+    return isinstance(decision, CancelAbsent)
+
+
+def resend_of(decision):
+    return isinstance(decision, Resend)
 
 
 CASES = [
@@ -67,34 +98,34 @@ CASES = [
 def test_reconcile(name, row, ray_job, expected):
     state, reason, stop, requeue, cancel, finished = expected
     outcome = reconcile(row, ray_job, NOW)
-    assert (outcome.update or {}).get("state") == state
-    if outcome.update is not None:
-        assert outcome.update["reason"] == reason
-        assert set(outcome.update) == {"state", "node", "ray_status", "ray_message", "reason", "message",
+    assert (update_of(outcome) or {}).get("state") == state
+    if update_of(outcome) is not None:
+        assert update_of(outcome)["reason"] == reason
+        assert set(update_of(outcome)) == {"state", "node", "ray_status", "ray_message", "reason", "message",
                                        "started_at", "finished_at", "exit_code", "accepted_at"}
-    assert (outcome.stop[0] if outcome.stop else None) == stop
-    assert (outcome.requeue[0] if outcome.requeue else None) == requeue
-    assert outcome.cancel_unsubmitted == cancel
-    assert outcome.finished == finished
+    assert (stop_of(outcome)[0] if stop_of(outcome) else None) == stop
+    assert (requeue_of(outcome)[0] if requeue_of(outcome) else None) == requeue
+    assert cancel_unsubmitted_of(outcome) == cancel
+    assert finished_of(outcome) == finished
 
 
 def test_an_intent_ray_has_not_got_is_sent_again_under_its_own_id():
-    assert reconcile(job("SUBMITTING"), None, NOW).resend
-    assert not reconcile(job("SUBMITTING", cancel_requested_at=NOW), None, NOW).resend
-    assert not any(reconcile(job(state), None, NOW).resend for state in ("SUBMITTED", "RUNNING"))
+    assert resend_of(reconcile(job("SUBMITTING"), None, NOW))
+    assert not resend_of(reconcile(job("SUBMITTING", cancel_requested_at=NOW), None, NOW))
+    assert not any(resend_of(reconcile(job(state), None, NOW)) for state in ("SUBMITTED", "RUNNING"))
 
 
 def test_finished_job_keeps_times_exit_code_and_driver_node():
     outcome = reconcile(job("RUNNING", started_at=EARLIER), RayJob("FAILED", driver_node_id="n2", end_time=NOW,
                                                                   exit_code=3, message="boom"), NOW)
-    assert outcome.update["finished_at"] == NOW and outcome.update["started_at"] == EARLIER
-    assert outcome.update["exit_code"] == 3 and outcome.update["node"] == "n2"
-    assert "exit code 3" in outcome.update["message"] and "boom" in outcome.update["message"]
+    assert update_of(outcome)["finished_at"] == NOW and update_of(outcome)["started_at"] == EARLIER
+    assert update_of(outcome)["exit_code"] == 3 and update_of(outcome)["node"] == "n2"
+    assert "exit code 3" in update_of(outcome)["message"] and "boom" in update_of(outcome)["message"]
 
 
 def test_running_job_gets_its_start_time_from_ray():
     outcome = reconcile(job("SUBMITTED"), RayJob("RUNNING", start_time=EARLIER), NOW)
-    assert outcome.update["started_at"] == EARLIER
+    assert update_of(outcome)["started_at"] == EARLIER
 
 
 # --- Who is to blame: Ray's error types ----------------------------------------------------------
@@ -134,18 +165,18 @@ def test_a_failure_is_requeued_only_when_it_is_ray_s_own(state, error_type, reas
                      message="Job supervisor actor died: boom", error_type=error_type)
     outcome = reconcile(job(state, started_at=EARLIER if state == "RUNNING" else None), ray_job, NOW)
     if reason == "InfraFailure":
-        assert outcome.update is None and not outcome.finished and not outcome.stop_first
-        assert outcome.requeue[0] == "InfraFailure"
-        assert error_type in outcome.requeue[1] and "boom" in outcome.requeue[1]
+        assert update_of(outcome) is None and not finished_of(outcome) and not stop_first_of(outcome)
+        assert requeue_of(outcome)[0] == "InfraFailure"
+        assert error_type in requeue_of(outcome)[1] and "boom" in requeue_of(outcome)[1]
     else:
-        assert outcome.requeue is None and outcome.finished
-        assert (outcome.update["state"], outcome.update["reason"]) == ("FAILED", "Failed")
+        assert requeue_of(outcome) is None and finished_of(outcome)
+        assert (update_of(outcome)["state"], update_of(outcome)["reason"]) == ("FAILED", "Failed")
 
 
 def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
     ray_job = RayJob("FAILED", driver_node_id="n7", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")
     outcome = reconcile(job("RUNNING", node="n7", started_at=EARLIER), ray_job, NOW)
-    reason, message = outcome.requeue
+    reason, message = requeue_of(outcome)
     assert reason == "InfraFailure"
     assert message.startswith("its node n7 died under it (JOB_SUPERVISOR_ACTOR_DIED): Job supervisor actor died:")
     # Ray's message on one line, cut short: it goes into a one-line reason for people.
@@ -155,14 +186,14 @@ def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
 def test_a_supervisor_that_could_not_start_is_said_so():
     ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW, message="Job supervisor actor failed to start within 900.0 seconds.",
                      error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
-    [reason, message] = reconcile(job("SUBMITTED"), ray_job, NOW).requeue
+    [reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
     assert message.startswith("Ray's job supervisor could not start (JOB_SUPERVISOR_ACTOR_START_TIMEOUT): Job supervisor")
 
 
 def test_an_infrastructure_failure_of_a_cancelled_job_ends_it():
     ray_job = RayJob("FAILED", end_time=NOW, message=NODE_DIED, error_type="JOB_SUPERVISOR_ACTOR_DIED")
     outcome = reconcile(job("RUNNING", started_at=EARLIER, cancel_requested_at=EARLIER), ray_job, NOW)
-    assert outcome.requeue is None and outcome.finished and outcome.update["state"] == "FAILED"
+    assert requeue_of(outcome) is None and finished_of(outcome) and update_of(outcome)["state"] == "FAILED"
 
 
 # --- Start timeout: a driver Ray holds PENDING ---------------------------------------------------
@@ -226,45 +257,45 @@ def test_a_driver_ray_holds_pending_says_why_and_is_requeued_only_on_a_busy_node
                                                                                    says, requeue):
     outcome = pending_in_ray(waited, node, **fields)
     if requeue is None:
-        assert outcome.requeue is None and not outcome.stop_first
-        assert (outcome.update["state"], outcome.update["reason"]) == ("SUBMITTED", reason)
-        assert says in outcome.update["message"]
-        assert outcome.update["ray_status"] == "PENDING" and outcome.update["accepted_at"] == NOW - timedelta(seconds=waited)
+        assert requeue_of(outcome) is None and not stop_first_of(outcome)
+        assert (update_of(outcome)["state"], update_of(outcome)["reason"]) == ("SUBMITTED", reason)
+        assert says in update_of(outcome)["message"]
+        assert update_of(outcome)["ray_status"] == "PENDING" and update_of(outcome)["accepted_at"] == NOW - timedelta(seconds=waited)
     else:
         # Stopped in Ray first, then back to PENDING: no update of its own.
-        assert outcome.update is None and outcome.stop_first and not outcome.finished
-        assert outcome.requeue[0] == requeue
-        assert outcome.requeue[1].startswith("Ray did not start the driver within the group's start timeout of 1 min on node n1: ")
-        assert says in outcome.requeue[1]
+        assert update_of(outcome) is None and stop_first_of(outcome) and not finished_of(outcome)
+        assert requeue_of(outcome)[0] == requeue
+        assert requeue_of(outcome)[1].startswith("Ray did not start the driver within the group's start timeout of 1 min on node n1: ")
+        assert says in requeue_of(outcome)[1]
 
 
 def test_a_job_on_a_node_gone_from_the_group_is_requeued_past_the_timeout():
     waiting = pending_in_ray(30, nodes={})
-    assert waiting.update["reason"] == "NodeGone"
-    assert "its node n1 is not among the group's alive nodes (requeued past" in waiting.update["message"]
+    assert update_of(waiting)["reason"] == "NodeGone"
+    assert "its node n1 is not among the group's alive nodes (requeued past" in update_of(waiting)["message"]
     gone = pending_in_ray(61, nodes={})
-    assert gone.requeue[0] == "InfraFailure" and gone.stop_first
+    assert requeue_of(gone)[0] == "InfraFailure" and stop_first_of(gone)
 
 
 def test_a_cancel_wins_over_the_start_timeout():
     outcome = pending_in_ray(600, BUSY, cancel_requested_at=NOW)
-    assert outcome.requeue is None and outcome.stop == ("Cancelled", "stop requested by `cancel`")
-    assert outcome.update["reason"] == "Cancelled"
+    assert requeue_of(outcome) is None and stop_of(outcome) == ("Cancelled", "stop requested by `cancel`")
+    assert update_of(outcome)["reason"] == "Cancelled"
 
 
 def test_the_time_in_ray_counts_from_our_own_record_of_acceptance():
     # Ray's start_time is not used; a submission adopted after a lost answer starts counting now.
     outcome = pending_in_ray(0, BUSY, accepted_at=None)
-    assert outcome.update["accepted_at"] == NOW and "for 0 s" in outcome.update["message"]
+    assert update_of(outcome)["accepted_at"] == NOW and "for 0 s" in update_of(outcome)["message"]
     adopted = reconcile(job("SUBMITTING", accepted_at=None), RayJob("PENDING"), NOW)
-    assert adopted.update["accepted_at"] == NOW
+    assert update_of(adopted)["accepted_at"] == NOW
     running = reconcile(job("RUNNING", started_at=EARLIER), RayJob("RUNNING"), NOW, StartCheck(TIMEOUT, {"n1": BUSY}))
-    assert running.update["accepted_at"] == EARLIER and running.update["reason"] is None
+    assert update_of(running)["accepted_at"] == EARLIER and update_of(running)["reason"] is None
 
 
 def test_without_the_nodes_nothing_is_diagnosed():
     outcome = reconcile(job("SUBMITTED", accepted_at=NOW - timedelta(hours=1)), RayJob("PENDING"), NOW)
-    assert outcome.requeue is None and outcome.update["reason"] is None
+    assert requeue_of(outcome) is None and update_of(outcome)["reason"] is None
 
 
 @dataclass
@@ -305,6 +336,6 @@ def test_a_waiting_message_is_written_again_only_when_it_changes():
     row = job("SUBMITTED", accepted_at=NOW - timedelta(seconds=20.2))
     check = StartCheck(TIMEOUT, {"n1": BUSY})
     first = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW, check).updates[1]
-    row.update(first)
+    row = replace(row, **first)
     again = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW + timedelta(milliseconds=300), check)
     assert again.updates == {}

@@ -335,14 +335,14 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
     now = datetime.now(timezone.utc)
     with psycopg.connect(db.url(SCHEDULER), row_factory=dict_row) as conn:
         installation = call(groups.installation_id, conn)
-        assert [g["name"] for g in call(groups.groups, conn, None)] == [GROUP]
+        assert [g.name for g in call(groups.groups, conn, None)] == [GROUP]
         assert call(groups.try_lock, conn, GROUP)
         group = call(groups.get_group, conn, GROUP)
         assert len(call(tick_jobs.active_jobs, conn, GROUP)) == 3 and len(call(tick_jobs.pending_jobs, conn, GROUP)) == 3
         assert {u["name"] for u in call(users.users_of_group, conn, GROUP)} == {ALICE, BOB}
         call(groups.group_state, conn, GROUP)
         call(groups.save_group_state, conn, GROUP, {"roundrobin": {"next": 1}})
-        assert call(groups.charge_usage, conn, GROUP, {ALICE: 1.0, BOB: 2.0}, group["usage_charged_at"], now)
+        assert call(groups.charge_usage, conn, GROUP, {ALICE: 1.0, BOB: 2.0}, group.usage_charged_at, now)
         call(tick_jobs.fail_pending_timeouts, conn, GROUP, 60.0, now + timedelta(days=1))
         call(tick_jobs.update_jobs, conn, {active[2]: {column: None for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                            | {"state": states.RUNNING}})
@@ -402,6 +402,13 @@ def test_the_scheduler_changes_no_group_option_no_user_and_submits_nothing(db, m
 
 
 # --- the migration -------------------------------------------------------------------------------
+
+
+def test_a_submitter_may_insert_exactly_the_columns_a_submit_writes(db):
+    granted = db.conn.execute(
+        """SELECT column_name FROM information_schema.column_privileges
+           WHERE grantee = 'job_submitter' AND table_name = 'jobs' AND privilege_type = 'INSERT'""").fetchall()
+    assert {row["column_name"] for row in granted} == set(jobs.SUBMIT_COLUMNS)
 
 
 def test_the_group_roles_exist_without_login_and_the_cancel_function_is_pinned(db):

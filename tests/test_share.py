@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from job.core.group_snapshot import PendingRow
 from job.core.planner.picture import UserState
+from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
 from job.core.share import entitlements, group_shares, normalized, placement_figures, policy_score, totals_of
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -106,11 +108,12 @@ def _pending(job_id: int, user: str, cpus: int, priority: int = 0) -> PendingRow
 
 
 def test_placement_figures_count_the_plans_earlier_placements():
-    group = {"name": "g", "policy": "fairshare", "half_life_s": 3600.0}
+    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fairshare", half_life_s=3600.0)
     members = [{"name": "alice", "shares": 1.0, "usage": 0.0}, {"name": "bob", "shares": 2.0, "usage": 3600.0}]
-    active = [{"user_name": "bob", "resources": {"CPU": 2}}]
+    active = [ActiveJob(id=9, user_name="bob", state="RUNNING", resources={"CPU": 2}, node="n2", attempt=1,
+                        submission_id="s9")]
     pending = [_pending(1, "alice", 4), _pending(2, "alice", 4), _pending(3, "bob", 1)]
-    placements = [{"job": "1", "node": "n1"}, {"job": "3", "node": "n2"}, {"job": "2", "node": "n1"}]
+    placements = [(1, "n1"), (3, "n2"), (2, "n1")]
     figures = placement_figures(group, members, active, {"CPU": 8 * 10_000 * 2}, placements, pending)
     assert figures[1]["dominant_share"] == 0 and figures[1]["score"] == 0
     # bob: 2 of 16 CPUs held, and his memory.
@@ -121,8 +124,10 @@ def test_placement_figures_count_the_plans_earlier_placements():
 
 
 def test_placement_figures_under_fifo_are_the_order_it_used():
-    group = {"name": "g", "policy": "fifo", "half_life_s": 3600.0, "default_class": "normal"}
-    figures = placement_figures(group, [], [], {}, [{"job": 7, "node": "n"}, {"job": 8, "node": "n"}],
+    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", half_life_s=3600.0,
+                        priority_classes=[{"name": "normal", "value": 0}, {"name": "high", "value": 1}],
+                        default_class="normal")
+    figures = placement_figures(group, [], [], {}, [(7, "n"), (8, "n")],
                                 [_pending(7, "alice", 1, priority=5), _pending(8, "bob", 1)._replace(priority_class="high")])
     assert figures == {7: {"policy": "fifo", "class": "normal", "node": "n", "priority": 5, "submitted_at": T0.isoformat()},
                        8: {"policy": "fifo", "class": "high", "node": "n", "priority": 0, "submitted_at": T0.isoformat()}}

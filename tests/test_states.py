@@ -238,7 +238,7 @@ def test_reads_by_state_count_what_they_say(conn):
     rows = _jobs_in_every_state(conn)
     active = {job_id for job_id, state, _ in rows if state in states.ACTIVE}
     pending = {job_id for job_id, state, _ in rows if state == states.PENDING}
-    assert {row["id"] for row in tick_jobs.active_jobs(conn, GROUP)} == active
+    assert {row.id for row in tick_jobs.active_jobs(conn, GROUP)} == active
     assert {row.id for row in tick_jobs.pending_jobs(conn, GROUP)} == pending
     (group,) = groups.list_groups(conn)
     assert (group["pending"], group["active"]) == (COPIES, COPIES * len(states.ACTIVE))
@@ -281,7 +281,7 @@ def test_an_infrastructure_requeue_keeps_the_place_and_the_attempts_up_to_max_re
            for requeues in range(4)]
     rows = tick_jobs.requeue_infra(conn, {job_id: (states.RUNNING, "InfraFailure", "its node n1 died under it")
                                           for job_id in ids}, max_requeues=2)
-    assert sorted((row["id"], row["state"], row["requeues"]) for row in rows) == [
+    assert sorted((row.id, row.state, row.requeues) for row in rows) == [
         (ids[0], states.PENDING, 1), (ids[1], states.PENDING, 2), (ids[2], states.FAILED, 2), (ids[3], states.FAILED, 3)]
     after = _rows(conn)
     for job_id in ids:
@@ -310,7 +310,7 @@ def test_refusals_count_against_max_attempts_and_requeues_do_not(conn):
     # Five attempts, three requeued: this refusal is the second, and the last of max_attempts=2.
     second = _job(conn, states.SUBMITTING, attempt=5, requeues=3, submission_id="s-5")
     refused = {job_id: (states.SUBMITTING, "SubmitRefused", "ray refused it") for job_id in (first, second)}
-    assert {row["id"]: row["state"] for row in tick_jobs.return_to_pending(conn, refused, max_attempts=2)} == {
+    assert {row.id: row.state for row in tick_jobs.return_to_pending(conn, refused, max_attempts=2)} == {
         first: states.PENDING, second: states.FAILED}
     after = _rows(conn)
     assert after[first]["message"] == "ray refused it (attempt 1 of 2)"
@@ -323,16 +323,16 @@ def test_a_requeued_job_s_next_attempt_gets_a_new_attempt_and_submission_id(conn
     conn.execute("UPDATE jobs SET submission_id = %s WHERE id = %s", (f"{groups.installation_id(conn)}-{job_id}-1", job_id))
     tick_jobs.requeue_infra(conn, {job_id: (states.SUBMITTED, "NodeBusy", "busy")}, max_requeues=5)
     [intent] = tick_jobs.commit_intents(conn, [(job_id, "n2")], groups.installation_id(conn))
-    assert intent["attempt"] == 2 and intent["submission_id"] == f"{groups.installation_id(conn)}-{job_id}-2"
+    assert intent.attempt == 2 and intent.submission_id == f"{groups.installation_id(conn)}-{job_id}-2"
 
 
 def test_ray_s_acceptance_is_recorded_and_read_back(conn):
     job_id = _job(conn, states.SUBMITTING, attempt=1, submission_id="s-1", runtime_env='{"pip": ["requests"]}')
     plain = _job(conn, states.SUBMITTING, attempt=1, submission_id="s-2", runtime_env='{"env_vars": {"A": "1"}}')
     tick_jobs.mark_submitted(conn, [job_id, plain])
-    active = {row["id"]: row for row in tick_jobs.active_jobs(conn, GROUP)}
-    assert active[job_id]["accepted_at"] is not None and active[job_id]["requeues"] == 0
-    assert active[job_id]["builds_runtime_env"] is True and active[plain]["builds_runtime_env"] is False
+    active = {row.id: row for row in tick_jobs.active_jobs(conn, GROUP)}
+    assert active[job_id].accepted_at is not None and active[job_id].requeues == 0
+    assert active[job_id].builds_runtime_env is True and active[plain].builds_runtime_env is False
 
 
 def test_the_pending_timeout_counts_from_the_last_requeue(conn):
@@ -340,7 +340,7 @@ def test_the_pending_timeout_counts_from_the_last_requeue(conn):
     old = now - timedelta(hours=2)
     waited = _job(conn, states.PENDING, submitted_at=old)
     requeued = _job(conn, states.PENDING, submitted_at=old, requeued_at=now - timedelta(minutes=1), requeues=1)
-    failed = {row["id"] for row in tick_jobs.fail_pending_timeouts(conn, GROUP, 3600.0, now)}
+    failed = {row.id for row in tick_jobs.fail_pending_timeouts(conn, GROUP, 3600.0, now)}
     assert failed == {waited}
     assert _rows(conn)[requeued]["state"] == states.PENDING
 
@@ -352,8 +352,8 @@ def test_a_group_s_requeue_and_start_timeout_options(conn):
     groups.insert_group(conn, validated(GroupSpec, {"name": "defaults", "ray_address": "http://127.0.0.1:8265"}))
     groups.insert_group(conn, validated(GroupSpec, {"name": "set", "ray_address": "http://127.0.0.1:8265",
                                                     "max_requeues": "0", "start_timeout_s": "90s"}))
-    assert (groups.get_group(conn, "defaults")["max_requeues"], groups.get_group(conn, "defaults")["start_timeout_s"]) == (5, 300)
-    assert (groups.get_group(conn, "set")["max_requeues"], groups.get_group(conn, "set")["start_timeout_s"]) == (0, 90)
+    assert (groups.get_group(conn, "defaults").max_requeues, groups.get_group(conn, "defaults").start_timeout_s) == (5, 300)
+    assert (groups.get_group(conn, "set").max_requeues, groups.get_group(conn, "set").start_timeout_s) == (0, 90)
     with pytest.raises(BadInput, match="max_requeues: Input should be greater than or equal to 0"):
         validated(GroupSpec, {"name": "bad", "ray_address": "http://h:1", "max_requeues": -1})
     with pytest.raises(BadInput, match="start_timeout_s: Input should be greater than 0"):

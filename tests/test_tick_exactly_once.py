@@ -154,12 +154,12 @@ def test_a_tick_with_a_stale_copy_of_its_group_charges_each_interval_once(ray_cl
         installation = groups.installation_id(conn)
         tick.run_tick(config, "main")
         before = conn.execute("SELECT usage FROM user_usage WHERE user_name = 'alice'").fetchone()["usage"]
-        charged_from = groups.get_group(conn, "main")["usage_charged_at"]
+        charged_from = groups.get_group(conn, "main").usage_charged_at
 
         [result] = [tick.tick_group(config, stale, installation)]
         assert result.status == "ticked"
         after = conn.execute("SELECT usage FROM user_usage WHERE user_name = 'alice'").fetchone()["usage"]
-        charged_to = groups.get_group(conn, "main")["usage_charged_at"]
+        charged_to = groups.get_group(conn, "main").usage_charged_at
         # Alice held CPU 1 of the workers' 4 (a dominant share of 0.25) from the last charge on,
         # and is charged that interval once.
         elapsed = (charged_to - charged_from).total_seconds()
@@ -181,10 +181,10 @@ def test_a_group_with_active_jobs_cannot_move_to_another_ray_cluster(conn, capsy
     assert moved.status == 2
     assert moved.err == ("error: group 'gpu' has 1 active job(s) in its Ray cluster: wait for them to finish "
                          "(or cancel them) before changing --ray-address\n")
-    assert groups.get_group(conn, "gpu")["ray_address"] == "http://127.0.0.1:8265"
+    assert groups.get_group(conn, "gpu").ray_address == "http://127.0.0.1:8265"
 
     # Other options change as usual while jobs run.
     assert run_cli(capsys, "group", "set", "gpu", "--policy", "fifo").status == 0
     conn.execute("UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE id = %s", (job_id,))
     assert run_cli(capsys, "group", "set", "gpu", "--ray-address", "http://other:8265").status == 0
-    assert groups.get_group(conn, "gpu")["ray_address"] == "http://other:8265"
+    assert groups.get_group(conn, "gpu").ray_address == "http://other:8265"

@@ -121,7 +121,7 @@ def test_a_driver_ray_cannot_start_on_a_busy_node_is_requeued_and_runs_elsewhere
         # Right after the plan, before the submission reaches Ray: work outside the queue takes
         # every CPU of the node the job was placed on.
         [intent] = intents
-        cluster.submit(submission_id=outside, entrypoint="sleep 300", node_id=intent["node"], resources={"CPU": 2},
+        cluster.submit(submission_id=outside, entrypoint="sleep 300", node_id=intent.node, resources={"CPU": 2},
                        runtime_env={}, metadata={})
         wait_for(lambda: cluster.job(outside).status == "RUNNING")
         return submit_intents(ray_cluster, group, intents, concurrency)

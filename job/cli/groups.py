@@ -7,6 +7,7 @@ import argparse
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
 from job.cli.parsing import command, database
+from job.core.group import GroupConfig
 from job.core.specs import GroupSpec, NodeType, validated
 from job.core.units import format_duration
 from job.store import groups
@@ -38,22 +39,20 @@ def add(args: argparse.Namespace) -> int:
 def update(args: argparse.Namespace) -> int:
     with database() as conn:
         current = groups.get_group(conn, args.name, for_update=True)
-        spec = validated(GroupSpec, {**{field: current[field] for field in GroupSpec.model_fields}, **read_fields(option_fields(args, OPTIONS))})
+        spec = validated(GroupSpec, {**current.options(), **read_fields(option_fields(args, OPTIONS))})
         groups.update_group(conn, spec)
     print(f"group {spec.name} updated: policy={spec.policy} selector={spec.selector} ray_address={spec.ray_address}")
     return 0
 
 
-def _group_json(row: dict) -> dict:
-    return {**{field: row[field] for field in GroupSpec.model_fields},
-            "usage_charged_at": iso(row["usage_charged_at"]), "created_at": iso(row["created_at"]),
-            "updated_at": iso(row["updated_at"])}
+def _group_json(group: GroupConfig) -> dict:
+    return {**group.options(), "usage_charged_at": iso(group.usage_charged_at), "created_at": iso(group.created_at),
+            "updated_at": iso(group.updated_at)}
 
 
 def show(args: argparse.Namespace) -> int:
     with database() as conn:
-        row = groups.get_group(conn, args.name)
-    group = _group_json(row)
+        group = _group_json(groups.get_group(conn, args.name))
     if args.json:
         print_json(group)
         return 0
@@ -72,7 +71,8 @@ def list_groups(args: argparse.Namespace) -> int:
     with database() as conn:
         rows = groups.list_groups(conn)
     if args.json:
-        print_json([{**_group_json(row), "pending": row["pending"], "active": row["active"]} for row in rows])
+        print_json([{**_group_json(GroupConfig.from_row(row)), "pending": row["pending"], "active": row["active"]}
+                    for row in rows])
         return 0
     print_table(rows, ["name", "ray_address", "policy", "selector", "pending", "active"])
     return 0

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from job.core.forecast import Estimate, forecast
+from job.core.jobs import ActiveJob
 from job.core.planner import Plan, Snapshot
 
 # How many pending jobs of a group get an estimate, and how many recent finished jobs it rests on.
@@ -123,7 +124,7 @@ def changes(before: Mapping[int, Stored], after: Mapping[str, Stored]) -> dict[i
     return found
 
 
-def estimate(snapshot: Snapshot, decided: Plan, active: list[dict], pending: list, recent: Iterable[Finished],
+def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
              first: int = FIRST, every_s: float = 5.0) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
     (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read."""
@@ -131,9 +132,9 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[dict], pending: lis
     now = snapshot.now
     running, ends = {}, {}
     for job in active:
-        run = running[str(job["id"])] = known.of(job["user_name"], job["resources"], job["max_runtime_s"])
+        run = running[str(job.id)] = known.of(job.user_name, job.resources, job.max_runtime_s)
         # Not started yet (submitted to Ray): taken to start now.
-        ends[str(job["id"])] = None if run.seconds is None else (job["started_at"] or now) + timedelta(seconds=run.seconds)
+        ends[str(job.id)] = None if run.seconds is None else (job.started_at or now) + timedelta(seconds=run.seconds)
     rows = {str(row.id): row for row in pending}
     runs = {job["id"]: known.of(job["user"], job["resources"], rows[job["id"]].max_runtime_s) for job in snapshot.pending}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,

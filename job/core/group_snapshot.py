@@ -1,16 +1,21 @@
 """The planner's snapshot of one group, built from what the tick read: Ray's nodes, our active jobs
-and the group's pending rows, users and state. Pure: the rows come in, the snapshot goes out."""
+and the group's pending rows, users and state; and its plan read back. Pure: the rows come in, the
+snapshot goes out, the plan comes back as `Decisions`. The planner's JSON names jobs by strings,
+the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
-from job.core.planner import Snapshot
-from job.core.planner.snapshot import Group, ResourceMap
+from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
+from job.core.planner import Plan, Snapshot
+from job.core.planner.snapshot import ResourceMap
 from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, to_units
 
@@ -70,7 +75,7 @@ def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> t
     return [(entry["node"], entry["resources"]) for entry in kept], {"jobs": kept}
 
 
-def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dict]] = ()
+def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str, dict]] = ()
                  ) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
     total, less what Ray reports free, less what our started jobs hold there, per resource, never
@@ -84,7 +89,7 @@ def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dic
     count as used for a few seconds (its job supervisor ends after the job): ours as well.
     Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
     started: dict[str, dict[str, int]] = {}
-    ours = [(job["node"], job["resources"]) for job in active if job["state"] == states.RUNNING and job["node"]]
+    ours = [(job.node, job.resources) for job in active if job.state == states.RUNNING and job.node]
     for node_id, resources in [*ours, *releasing]:
         held = started.setdefault(node_id, {})
         for name, amount in resources.items():
@@ -102,7 +107,40 @@ def outside_load(nodes: list, active: list[dict], releasing: list[tuple[str, dic
     return found
 
 
-def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: list[dict], pending: list[PendingRow],
+def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
+                  ) -> tuple[list[dict], dict[int, str], list[dict]]:
+    """The planner's pending jobs, the rows that cannot be planned (id -> why) and the reservations
+    still held, as build_snapshot says."""
+    classes = group.class_names
+    requests: dict[str, dict | str] = {}
+    labels: dict[str, dict | str] = {}
+    jobs, invalid, reservations = [], {}, []
+    held_since = now - timedelta(seconds=group.start_timeout_s)
+    for row in pending:
+        request = requests.get(row.resources)
+        if request is None:
+            request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
+        label_map = labels.get(row.node_labels)
+        if label_map is None:
+            label_map = labels[row.node_labels] = _checked(_LABELS, row.node_labels, "node_labels")
+        if isinstance(request, str) or isinstance(label_map, str):
+            invalid[row.id] = request if isinstance(request, str) else label_map
+            continue
+        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
+               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
+        if row.priority_class is not None:
+            if row.priority_class not in classes:
+                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
+                                   f"(its classes: {', '.join(sorted(classes))})")
+                continue
+            job["class"] = row.priority_class
+        if row.reserved_node is not None and row.reserved_at >= held_since:
+            reservations.append({"job": job["id"], "node": row.reserved_node})
+        jobs.append(job)
+    return jobs, invalid, reservations
+
+
+def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = ()) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
@@ -118,46 +156,21 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
     either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
-    classes = {c["name"] for c in group["priority_classes"]}
-    requests: dict[str, dict | str] = {}
-    labels: dict[str, dict | str] = {}
-    jobs, invalid, reservations = [], {}, []
-    held_since = now - timedelta(seconds=group["start_timeout_s"])
-    for row in pending:
-        request = requests.get(row.resources)
-        if request is None:
-            request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
-        label_map = labels.get(row.node_labels)
-        if label_map is None:
-            label_map = labels[row.node_labels] = _checked(_LABELS, row.node_labels, "node_labels")
-        if isinstance(request, str) or isinstance(label_map, str):
-            invalid[row.id] = request if isinstance(request, str) else label_map
-            continue
-        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
-               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
-        if row.priority_class is not None:
-            if row.priority_class not in classes:
-                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group['name']!r} "
-                                   f"(its classes: {', '.join(sorted(classes))})")
-                continue
-            job["class"] = row.priority_class
-        if row.reserved_node is not None and row.reserved_at >= held_since:
-            reservations.append({"job": job["id"], "node": row.reserved_node})
-        jobs.append(job)
+    classes = group.class_names
+    jobs, invalid, reservations = _pending_jobs(group, pending, now)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
     state = {**state, RELEASING: kept}
     outside = outside_load(nodes, active, freeing)
     snapshot = Snapshot.model_validate({
-        # The planner's group options are columns of resource_groups of the same names.
-        "group": {option: group[option] for option in Group.model_fields},
+        "group": group.planner_group(),
         "now": now,
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels,
                    **({"outside": outside[n.id]} if n.id in outside else {})} for n in nodes],
-        "running": [{"id": str(j["id"]), "user": j["user_name"], "node": j["node"], "resources": j["resources"],
-                     **({"class": j["priority_class"]} if j["priority_class"] in classes else {}),
-                     "started_at": j["started_at"] if j["state"] == states.RUNNING else None,
+        "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
+                     **({"class": j.priority_class} if j.priority_class in classes else {}),
+                     "started_at": j.started_at if j.state == states.RUNNING else None,
                      "stopping": _stopping(j)}
-                    for j in active if j["node"]],
+                    for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
         "state": state,
@@ -167,15 +180,34 @@ def build_snapshot(group: dict[str, Any], now: datetime, nodes: list, active: li
     return snapshot, invalid
 
 
-def _stopping(job: dict[str, Any]) -> bool:
+def _stopping(job: ActiveJob) -> bool:
     """Asked to stop already (a cancel, a preemption, its max runtime): never a victim again."""
-    return (job["cancel_requested_at"] is not None or job["preempted_at"] is not None
-            or job["reason"] in STOP_REASONS)
+    return job.cancel_requested_at is not None or job.preempted_at is not None or job.reason in STOP_REASONS
 
 
-def reservation_changes(pending: list[PendingRow], reservations: list[dict]) -> dict[int, str | None]:
-    """The pending jobs whose reservation the plan changed: id -> its node, None where it ended
-    (the job placed, or its reservation expired or no longer valid)."""
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """A plan in the tick's terms, by job id."""
+
+    # (job, node), in the plan's order.
+    placements: list[tuple[int, str]]
+    # (job, reason, message) of each job left waiting, in queue order.
+    waiting: list[tuple[int, str, str]]
+    # Victim -> the job it makes room for.
+    victims: dict[int, int]
+    # Job -> the node it holds room on, as the reservations stand after the plan.
+    reservations: dict[int, str]
+
+    @classmethod
+    def of(cls, plan: Plan) -> Decisions:
+        return cls([(int(p["job"]), p["node"]) for p in plan.placements],
+                   [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
+                   {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
+                   {int(r["job"]): r["node"] for r in plan.reservations or []})
+
+
+def reservation_changes(pending: list[PendingRow], after: dict[int, str]) -> dict[int, str | None]:
+    """The pending jobs whose reservation the plan changed (`after`, Decisions.reservations): id ->
+    its node, None where it ended (the job placed, or its reservation expired or no longer valid)."""
     before = {row.id: row.reserved_node for row in pending if row.reserved_node is not None}
-    after = {int(r["job"]): r["node"] for r in reservations}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}

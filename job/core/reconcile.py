@@ -1,9 +1,10 @@
 """What one of our active jobs becomes, given what Ray says of it. Pure: no database, no Ray.
 
 `reconcile(job, ray_job, now, start)` takes a job row (SUBMITTING, SUBMITTED or RUNNING) and Ray's
-view of its submission (None when Ray has no such job) and says what to do: new fields to write, a
-stop to ask of Ray (cancel request, runtime limit), a return to PENDING for a new attempt, or a
-cancel of a submission Ray never received.
+view of its submission (None when Ray has no such job) and decides one thing (`Decision`): the job
+goes on, with the fields Ray reports and maybe a stop to ask of Ray (cancel request, runtime limit,
+preemption); it finished; it goes back to PENDING for a new attempt; its intent is sent again; its
+cancel ends a submission Ray never received; or, a victim Ray stopped, it goes back to the queue.
 
 Who is to blame. A job fails only for a fault of its own: its entrypoint failed (Ray's error types
 RUNTIME_ENV_SETUP_FAILURE, JOB_ENTRYPOINT_COMMAND_START_ERROR, JOB_ENTRYPOINT_COMMAND_ERROR, or
@@ -38,21 +39,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from job.core.jobs import ActiveJob
 from job.core.resources import describe, to_units
 from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
-                             SUBMITTING)
+                             SUBMITTING, Reason)
 
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
-STOP_REASONS = ("Cancelled", "RuntimeLimit")
+STOP_REASONS = (Reason.CANCELLED, Reason.RUNTIME_LIMIT)
 # Ray's JobErrorType values for its own faults: the job supervisor could not start or died.
 RAY_FAULTS = frozenset({
     "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE", "JOB_SUPERVISOR_ACTOR_START_FAILURE",
     "JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
 })
 # Reasons of a requeue for an infrastructure fault (not counted against max_attempts).
-INFRA_REASONS = ("LostInRay", "InfraFailure", "NodeBusy")
+INFRA_REASONS = (Reason.LOST_IN_RAY, Reason.INFRA_FAILURE, Reason.NODE_BUSY)
 # Reasons of a job Ray holds PENDING, while it waits there.
-WAITING_IN_RAY = ("Starting", "RuntimeEnv", "NodeBusy", "NodeGone")
+WAITING_IN_RAY = (Reason.STARTING, Reason.RUNTIME_ENV, Reason.NODE_BUSY, Reason.NODE_GONE)
 # Ray's messages can hold a whole traceback: what a requeue's message quotes of one.
 _QUOTED = 400
 # How long Ray may take to start a driver with nothing to build once it granted its resources (a
@@ -80,108 +82,141 @@ class StartCheck:
     nodes: Mapping[str, NodeRoom]
 
 
-@dataclass
-class Outcome:
-    # New values of the columns the reconciliation may change; None when nothing changes.
-    update: dict[str, Any] | None = None
-    # (reason, message) to ask Ray to stop the job for.
+@dataclass(frozen=True, slots=True)
+class Track:
+    """The job goes on: the columns the reconciliation may change, as they now are, and the stop to
+    ask of Ray, (reason, message), if it must stop."""
+
+    update: dict[str, Any]
     stop: tuple[str, str] | None = None
-    # (reason, message) to return the job to PENDING for a new attempt: an infrastructure fault.
-    requeue: tuple[str, str] | None = None
-    # The requeue waits for Ray to take a stop of the submission first (NodeBusy, a node gone).
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """Ray finished it: its columns as it ended."""
+
+    update: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """An infrastructure fault: back to PENDING for a new attempt; once Ray took a stop of the
+    submission first (`stop_first`: NodeBusy, a node gone)."""
+
+    reason: str
+    message: str
     stop_first: bool = False
-    cancel_unsubmitted: bool = False
-    finished: bool = False
-    # Submit again, under the same submission id: Ray has not got it (yet).
-    resend: bool = False
-    # A victim of a preemption that Ray stopped: back to PENDING, with this message.
-    preempted: str | None = None
 
 
-def reconcile(job: dict[str, Any], ray_job: Any | None, now: datetime, start: StartCheck | None = None) -> Outcome:
+@dataclass(frozen=True, slots=True)
+class Resend:
+    """An intent Ray has not got (yet): sent again, under the same submission id."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAbsent:
+    """A cancel of a submission Ray never received (or forgot): the job ends CANCELLED."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """A victim of a preemption that Ray stopped: back to PENDING, with this message."""
+
+    message: str
+
+
+Decision = Track | Finish | Requeue | Resend | CancelAbsent | Preempted
+
+
+def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCheck | None = None) -> Decision:
     if ray_job is None:
         return _absent(job)
     status = ray_job.status
     fields = {
-        "state": job["state"], "node": ray_job.driver_node_id or job["node"], "ray_status": status,
-        "ray_message": ray_job.message, "reason": job["reason"], "message": None,
-        "started_at": job["started_at"], "finished_at": None, "exit_code": ray_job.exit_code,
+        "state": job.state, "node": ray_job.driver_node_id or job.node, "ray_status": status,
+        "ray_message": ray_job.message, "reason": job.reason, "message": None,
+        "started_at": job.started_at, "finished_at": None, "exit_code": ray_job.exit_code,
         # Accepted by Ray: when we first saw it so (on submit, or when a lost answer is adopted).
-        "accepted_at": job.get("accepted_at") or now,
+        "accepted_at": job.accepted_at or now,
     }
     if status in FINISHED_IN_RAY:
-        if status == STOPPED and job.get("preempted_at") is not None and job["cancel_requested_at"] is None:
-            ran = (ray_job.end_time or now) - (job["started_at"] or ray_job.start_time or now)
-            return Outcome(preempted=f"stopped after running {_duration(max(ran.total_seconds(), 0))} to make room "
-                                     f"for job {job['preempted_by']}; back in the queue with its place")
+        if status == STOPPED and job.preempted_at is not None and job.cancel_requested_at is None:
+            ran = (ray_job.end_time or now) - (job.started_at or ray_job.start_time or now)
+            return Preempted(f"stopped after running {_duration(max(ran.total_seconds(), 0))} to make room "
+                             f"for job {job.preempted_by}; back in the queue with its place")
         if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
-                and job["cancel_requested_at"] is None):
-            return Outcome(requeue=("InfraFailure", _ray_fault(job, ray_job)))
+                and job.cancel_requested_at is None):
+            return Requeue(Reason.INFRA_FAILURE, _ray_fault(job, ray_job))
         fields.update(state=status, finished_at=ray_job.end_time or now,
-                      started_at=job["started_at"] or ray_job.start_time)
-        if status == STOPPED and job["reason"] in STOP_REASONS:
-            fields["message"] = _message_of_stop(job["reason"])
+                      started_at=job.started_at or ray_job.start_time)
+        if status == STOPPED and job.reason in STOP_REASONS:
+            fields["message"] = _message_of_stop(job.reason)
         elif status == STOPPED:
-            fields.update(reason="Stopped", message="stopped in Ray, not by the scheduler")
+            fields.update(reason=Reason.STOPPED, message="stopped in Ray, not by the scheduler")
         elif status == FAILED:
-            fields.update(reason="Failed", message=_exit_text(ray_job) + (f": {ray_job.message}" if ray_job.message else ""))
+            fields.update(reason=Reason.FAILED, message=_exit_text(ray_job) + (f": {ray_job.message}" if ray_job.message else ""))
         else:
-            fields.update(reason="Succeeded", message=_exit_text(ray_job))
-        return Outcome(update=fields, finished=True)
-    outcome = Outcome(update=fields)
+            fields.update(reason=Reason.SUCCEEDED, message=_exit_text(ray_job))
+        return Finish(fields)
     if status == RAY_RUNNING:
-        fields.update(state=RUNNING, started_at=job["started_at"] or ray_job.start_time or now, reason=None)
+        fields.update(state=RUNNING, started_at=job.started_at or ray_job.start_time or now, reason=None)
     else:  # PENDING in Ray: accepted, the driver not started yet
         fields.update(state=SUBMITTED, reason=None)
         if start is not None:
             waited = max((now - fields["accepted_at"]).total_seconds(), 0.0)
             fields["reason"], fields["message"], requeue = _waiting_in_ray(job, waited, start)
-            if requeue is not None and job["cancel_requested_at"] is None:
-                return Outcome(requeue=requeue, stop_first=True)
-    if job["cancel_requested_at"] is not None:
-        outcome.stop = ("Cancelled", "stop requested by `cancel`")
-    elif job.get("preempted_at") is not None:
-        outcome.stop = ("Preempted", f"being stopped to make room for job {job['preempted_by']}")
-    elif (fields["state"] == RUNNING and job["max_runtime_s"] is not None
-          and (now - fields["started_at"]).total_seconds() > job["max_runtime_s"]):
-        outcome.stop = ("RuntimeLimit", f"ran longer than its max runtime of {job['max_runtime_s']:g} s")
-    if outcome.stop is not None:
-        fields["reason"], fields["message"] = outcome.stop
-    return outcome
+            if requeue is not None and job.cancel_requested_at is None:
+                return Requeue(*requeue, stop_first=True)
+    stop = _stop(job, fields, now)
+    if stop is not None:
+        fields["reason"], fields["message"] = stop
+    return Track(fields, stop)
 
 
-def _waiting_in_ray(job: dict[str, Any], waited: float, start: StartCheck
+def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime) -> tuple[str, str] | None:
+    """Why a job that goes on must stop, and the message: a cancel, a preemption, its max runtime."""
+    if job.cancel_requested_at is not None:
+        return Reason.CANCELLED, "stop requested by `cancel`"
+    if job.preempted_at is not None:
+        return Reason.PREEMPTED, f"being stopped to make room for job {job.preempted_by}"
+    if (fields["state"] == RUNNING and job.max_runtime_s is not None
+            and (now - fields["started_at"]).total_seconds() > job.max_runtime_s):
+        return Reason.RUNTIME_LIMIT, f"ran longer than its max runtime of {job.max_runtime_s:g} s"
+    return None
+
+
+def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
                     ) -> tuple[str, str, tuple[str, str] | None]:
     """Why Ray has not started the driver of a job it holds PENDING: (reason, message, and the
     requeue once it waited past the start timeout on a node that cannot start it, else None)."""
     held_for = f"Ray has not started the driver for {_duration(waited)}"
     past = waited >= start.timeout_s
     limit = f"the group's start timeout of {_duration(start.timeout_s)}"
-    node_id = job["node"]
+    node_id = job.node
     room = start.nodes.get(node_id)
     if room is None:
         cause = f"its node {node_id} is not among the group's alive nodes"
         if past:
-            return "NodeGone", f"{held_for}: {cause}", ("InfraFailure", f"Ray did not start the driver within {limit}: {cause}")
-        return "NodeGone", f"{held_for}: {cause} (requeued past {limit})", None
+            return Reason.NODE_GONE, f"{held_for}: {cause}", (Reason.INFRA_FAILURE, f"Ray did not start the driver within {limit}: {cause}")
+        return Reason.NODE_GONE, f"{held_for}: {cause} (requeued past {limit})", None
     if room.free is None:
-        return "Starting", f"{held_for} (Ray did not report what is free on its node)", None
-    need = {name: to_units(amount) for name, amount in job["resources"].items() if to_units(amount) > 0}
+        return Reason.STARTING, f"{held_for} (Ray did not report what is free on its node)", None
+    need = {name: to_units(amount) for name, amount in job.resources.items() if to_units(amount) > 0}
     short = sorted(name for name, amount in need.items() if room.free.get(name, 0) < amount)
     if not short:
-        if job.get("builds_runtime_env"):
-            return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
-        return "Starting", f"{held_for}: its node has the free resources for it", None
+        if job.builds_runtime_env:
+            return Reason.RUNTIME_ENV, f"{held_for}: its runtime environment is being set up", None
+        return Reason.STARTING, f"{held_for}: its node has the free resources for it", None
     # In use on the node and not by our running jobs: outside load, and the drivers Ray is starting
     # there, each holding its request from the moment Ray grants it (the worker's start, and the
     # build of its runtime environment: seconds, or minutes for a pip install).
     in_use = {name: max(room.total.get(name, 0) - room.free.get(name, 0) - room.running.get(name, 0), 0)
               for name in need}
     may_hold_its_own = all(in_use[name] >= amount for name, amount in need.items())
-    if may_hold_its_own and job.get("builds_runtime_env"):
-        return "RuntimeEnv", f"{held_for}: its runtime environment is being set up", None
+    if may_hold_its_own and job.builds_runtime_env:
+        return Reason.RUNTIME_ENV, f"{held_for}: its runtime environment is being set up", None
     if may_hold_its_own and waited < STARTING_S:
-        return "Starting", held_for, None
+        return Reason.STARTING, held_for, None
     # Outside load: in use there, less what our other drivers waiting there could hold.
     outside = any(in_use[name] - max(room.waiting.get(name, 0) - need[name], 0) > 0 for name in short)
     cause = (f"the node's {_names(short)} {'is' if short == ['memory'] else 'are'} held by "
@@ -189,8 +224,8 @@ def _waiting_in_ray(job: dict[str, Any], waited: float, start: StartCheck
              f"(free {describe((name, room.free.get(name, 0)) for name in short)}; "
              f"it needs {describe((name, need[name]) for name in short)})")
     if past:
-        return "NodeBusy", f"{held_for}: {cause}", ("NodeBusy", f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
-    return "NodeBusy", f"{held_for}: {cause}; requeued past {limit}", None
+        return Reason.NODE_BUSY, f"{held_for}: {cause}", (Reason.NODE_BUSY, f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
+    return Reason.NODE_BUSY, f"{held_for}: {cause}; requeued past {limit}", None
 
 
 def _names(resources: list[str]) -> str:
@@ -204,31 +239,31 @@ def _duration(seconds: float) -> str:
     return f"{rest} s" if not minutes else f"{minutes} min" + (f" {rest} s" if rest else "")
 
 
-def _ray_fault(job: dict[str, Any], ray_job: Any) -> str:
+def _ray_fault(job: ActiveJob, ray_job: Any) -> str:
     said = " ".join((ray_job.message or "no message").split())
     if len(said) > _QUOTED:
         said = said[:_QUOTED] + "..."
     if "its node has died" in said or "node was terminated" in said:
-        what = f"its node {ray_job.driver_node_id or job['node']} died under it"
-    elif job["state"] == RUNNING or ray_job.driver_node_id:
+        what = f"its node {ray_job.driver_node_id or job.node} died under it"
+    elif job.state == RUNNING or ray_job.driver_node_id:
         what = "Ray's job supervisor failed under it"
     else:
         what = "Ray's job supervisor could not start"
     return f"{what} ({ray_job.error_type}): {said}"
 
 
-def _absent(job: dict[str, Any]) -> Outcome:
-    if job["state"] == SUBMITTING:
-        if job["cancel_requested_at"] is not None:
-            return Outcome(cancel_unsubmitted=True, finished=True)
+def _absent(job: ActiveJob) -> Decision:
+    if job.state == SUBMITTING:
+        if job.cancel_requested_at is not None:
+            return CancelAbsent()
         # The intent is committed and Ray has no such submission: the tick that placed it stopped
         # before sending it, or its answer was lost and the request may yet land. Sending it again
         # under the same id is safe either way (Ray refuses a second one); a new attempt, with a
         # new id, would run twice if the first request landed after all.
-        return Outcome(resend=True)
-    if job["cancel_requested_at"] is not None:
-        return Outcome(cancel_unsubmitted=True, finished=True)
-    return Outcome(requeue=("LostInRay", f"Ray no longer knows submission {job['submission_id']} (was the Ray cluster restarted?)"))
+        return Resend()
+    if job.cancel_requested_at is not None:
+        return CancelAbsent()
+    return Requeue(Reason.LOST_IN_RAY, f"Ray no longer knows submission {job.submission_id} (was the Ray cluster restarted?)")
 
 
 def _exit_text(ray_job: Any) -> str:
@@ -236,10 +271,10 @@ def _exit_text(ray_job: Any) -> str:
 
 
 def _message_of_stop(reason: str) -> str:
-    return "cancelled while it ran" if reason == "Cancelled" else "stopped at its max runtime"
+    return "cancelled while it ran" if reason == Reason.CANCELLED else "stopped at its max runtime"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Reconciled:
     """What the tick does about all its active jobs at once, by job id."""
 
@@ -249,27 +284,30 @@ class Reconciled:
     # (state it is in, reason, message): back to PENDING, if it is still in that state.
     requeue: dict[int, tuple[str, str, str]] = field(default_factory=dict)
     # Jobs of `requeue` to stop in Ray first: requeued only once Ray took the stop.
-    stop_first: set[int] = field(default_factory=set)
+    stop_first: frozenset[int] = frozenset()
     cancels: list[int] = field(default_factory=list)
     # SUBMITTING jobs to submit again under their own submission id.
     resend: list[int] = field(default_factory=list)
     # Victims Ray stopped: (state it is in, message), back to PENDING if it is still in that state.
     preempted: dict[int, tuple[str, str]] = field(default_factory=dict)
-    finished: set[int] = field(default_factory=set)
-    # No longer active after this tick: finished, or back to PENDING.
-    gone: set[int] = field(default_factory=set)
+    finished: frozenset[int] = frozenset()
+
+    @property
+    def gone(self) -> frozenset[int]:
+        """No longer active after this tick: finished, or back to PENDING."""
+        return self.finished | self.requeue.keys() | self.preempted.keys()
 
 
-def start_check(timeout_s: float, nodes: list[Any], active: list[dict[str, Any]], ray_jobs: dict[str, Any]) -> StartCheck:
+def start_check(timeout_s: float, nodes: list[Any], active: list[ActiveJob], ray_jobs: dict[str, Any]) -> StartCheck:
     """The start timeout's view of the group's alive nodes (Ray's nodes: `id`, `resources`, `free`),
     with what each of our active jobs that Ray runs holds on its node."""
     held: dict[str, dict[str, dict[str, int]]] = {RAY_RUNNING: defaultdict(lambda: defaultdict(int)),
                                                   RAY_PENDING: defaultdict(lambda: defaultdict(int))}
     for job in active:
-        ray_job = ray_jobs.get(job["submission_id"])
+        ray_job = ray_jobs.get(job.submission_id)
         if ray_job is not None and ray_job.status in held:
-            for name, amount in job["resources"].items():
-                held[ray_job.status][ray_job.driver_node_id or job["node"]][name] += to_units(amount)
+            for name, amount in job.resources.items():
+                held[ray_job.status][ray_job.driver_node_id or job.node][name] += to_units(amount)
     running, waiting = held[RAY_RUNNING], held[RAY_PENDING]
     return StartCheck(timeout_s, {
         node.id: NodeRoom(total={name: to_units(amount) for name, amount in node.resources.items()},
@@ -279,29 +317,30 @@ def start_check(timeout_s: float, nodes: list[Any], active: list[dict[str, Any]]
     })
 
 
-def reconcile_all(active: list[dict[str, Any]], ray_jobs: dict[str, Any], now: datetime,
+def reconcile_all(active: list[ActiveJob], ray_jobs: dict[str, Any], now: datetime,
                   start: StartCheck | None = None) -> Reconciled:
     """`reconcile` for each active job, given Ray's jobs by submission_id."""
-    result = Reconciled()
+    updates, stops, requeue, preempted = {}, {}, {}, {}
+    stop_first, cancels, resend, finished = set(), [], [], set()
     for job in active:
-        outcome = reconcile(job, ray_jobs.get(job["submission_id"]), now, start)
-        job_id = job["id"]
-        if outcome.update is not None and any(job.get(column) != value for column, value in outcome.update.items()):
-            result.updates[job_id] = outcome.update
-        if outcome.stop is not None:
-            result.stops[job_id] = outcome.stop
-        if outcome.requeue is not None:
-            result.requeue[job_id] = (job["state"], *outcome.requeue)
-            if outcome.stop_first:
-                result.stop_first.add(job_id)
-        if outcome.cancel_unsubmitted:
-            result.cancels.append(job_id)
-        if outcome.resend:
-            result.resend.append(job_id)
-        if outcome.preempted is not None:
-            result.preempted[job_id] = (job["state"], outcome.preempted)
-        if outcome.finished:
-            result.finished.add(job_id)
-        if outcome.finished or outcome.requeue is not None or outcome.preempted is not None:
-            result.gone.add(job_id)
-    return result
+        decision = reconcile(job, ray_jobs.get(job.submission_id), now, start)
+        match decision:
+            case Track(stop=stop) if stop is not None:
+                stops[job.id] = stop
+            case Finish():
+                finished.add(job.id)
+            case Requeue(reason, message, first):
+                requeue[job.id] = (job.state, reason, message)
+                if first:
+                    stop_first.add(job.id)
+            case CancelAbsent():
+                cancels.append(job.id)
+                finished.add(job.id)
+            case Resend():
+                resend.append(job.id)
+            case Preempted(message):
+                preempted[job.id] = (job.state, message)
+        if isinstance(decision, Track | Finish) and any(getattr(job, column) != value
+                                                        for column, value in decision.update.items()):
+            updates[job.id] = decision.update
+    return Reconciled(updates, stops, requeue, frozenset(stop_first), cancels, resend, preempted, frozenset(finished))

@@ -22,6 +22,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
 from job.core.planner.picture import user_score
 from job.core.planner.rules import POLICIES, memory
 from job.core.resources import Resources, dominant_share
@@ -115,30 +117,32 @@ def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str,
     return [rows[user] for user in sorted(rows)]
 
 
-def placement_figures(group: Mapping, members: Iterable[Mapping], active: Iterable[Mapping],
-                      totals: Mapping[str, int], placements: Iterable[Mapping], pending: Iterable) -> dict[int, dict]:
+def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[ActiveJob],
+                      totals: Mapping[str, int], placements: Iterable[tuple[int, str]], pending: Iterable
+                      ) -> dict[int, dict]:
     """What put each placed job first, in the plan's order: under drf and fairshare its user's
     shares, usage, dominant share and score just before the planner took it (the jobs placed
     earlier in the plan counted, as the planner counts them); under fifo and lifo its priority and
-    submission time; always its class (classes go first, highest value first). `pending`: the tick's PendingRow-like rows (id, user_name, resources as JSON
-    text, priority, submitted_at)."""
+    submission time; always its class (classes go first, highest value first). `placements`:
+    Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources as
+    JSON text, priority, submitted_at)."""
     rows = {row.id: row for row in pending}
     people = {member["name"]: member for member in members}
     held: dict[str, Resources] = defaultdict(Resources)
     for job in active:
-        held[job["user_name"]] += Resources.of(job["resources"])
+        held[job.user_name] += Resources.of(job.resources)
     requests: dict[str, Resources] = {}
     figures = {}
-    for placement in placements:
-        row = rows[int(placement["job"])]
-        figure = {"policy": group["policy"], "class": row.priority_class or group.get("default_class"),
-                  "node": placement["node"], "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
-        if POLICIES[group["policy"]].scores_users:
+    for job_id, node in placements:
+        row = rows[job_id]
+        figure = {"policy": group.policy, "class": group.job_class(row.priority_class),
+                  "node": node, "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
+        if POLICIES[group.policy].scores_users:
             person = people.get(row.user_name, {})
             shares, usage = person.get("shares", 1.0), person.get("usage", 0.0)
             dominant = dominant_share(held[row.user_name], totals)
             figure.update(shares=shares, usage=round(usage, 3), dominant_share=round(dominant, 6),
-                          score=round(policy_score(group["policy"], dominant, usage, group["half_life_s"], shares), 6))
+                          score=round(policy_score(group.policy, dominant, usage, group.half_life_s, shares), 6))
         figures[row.id] = figure
         if row.resources not in requests:
             requests[row.resources] = Resources.of(json.loads(row.resources))

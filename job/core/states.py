@@ -22,17 +22,61 @@ allowed between them, and each kind of write the store does on jobs, whose guard
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from job.core.errors import BadInput
 
-PENDING = "PENDING"
-SUBMITTING = "SUBMITTING"
-SUBMITTED = "SUBMITTED"
-RUNNING = "RUNNING"
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-STOPPED = "STOPPED"
-CANCELLED = "CANCELLED"
+
+class State(StrEnum):
+    """A job's state, as the column `jobs.state` holds it (its CHECK lists the same)."""
+
+    PENDING = "PENDING"
+    SUBMITTING = "SUBMITTING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    CANCELLED = "CANCELLED"
+
+
+# The states by name at module level, as the writes below and the store name them.
+PENDING, SUBMITTING, SUBMITTED, RUNNING, SUCCEEDED, FAILED, STOPPED, CANCELLED = State
+
+
+class Reason(StrEnum):
+    """Why a job is where it is (`jobs.reason`): the tick's own reasons, then the planner's
+    waiting reasons (core/planner/snapshot.py `Reason`, its JSON's) under the same names."""
+
+    QUEUED = "Queued"
+    SUBMITTING = "Submitting"
+    SUBMIT_REFUSED = "SubmitRefused"
+    INVALID_JOB = "InvalidJob"
+    PENDING_TIMEOUT = "PendingTimeout"
+    # Ray holds the driver PENDING (core/reconcile.py).
+    STARTING = "Starting"
+    RUNTIME_ENV = "RuntimeEnv"
+    NODE_BUSY = "NodeBusy"
+    NODE_GONE = "NodeGone"
+    # Infrastructure faults: requeued, not counted as attempts.
+    LOST_IN_RAY = "LostInRay"
+    INFRA_FAILURE = "InfraFailure"
+    # Stops we ask of Ray, and how Ray ended a job.
+    CANCELLED = "Cancelled"
+    RUNTIME_LIMIT = "RuntimeLimit"
+    PREEMPTED = "Preempted"
+    STOPPED = "Stopped"
+    FAILED = "Failed"
+    SUCCEEDED = "Succeeded"
+    # The planner's.
+    RESOURCES = "Resources"
+    UNSCHEDULABLE = "Unschedulable"
+    USER_JOB_LIMIT = "UserJobLimit"
+    USER_RESOURCE_LIMIT = "UserResourceLimit"
+    NOT_BEFORE = "NotBefore"
+    PRIORITY = "Priority"
+    PREEMPTING = "Preempting"
+    SCALING_UP = "ScalingUp"
 
 # Known to Ray: an intent committed (SUBMITTING) or a submission Ray has.
 ACTIVE = (SUBMITTING, SUBMITTED, RUNNING)

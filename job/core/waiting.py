@@ -9,18 +9,17 @@ NEW_REASONS_PER_TICK = 5_000
 MESSAGE_REFRESH_PER_TICK = 1_000
 
 
-def waiting_changes(pending: list[PendingRow], waiting: list[dict]) -> dict[int, tuple[str, str]]:
+def waiting_changes(pending: list[PendingRow], waiting: list[tuple[int, str, str]]) -> dict[int, tuple[str, str]]:
     """The waiting reasons to write, in queue order, bounded so that a tick's writes stay bounded
     with 100k jobs waiting. A new reason goes first (at most NEW_REASONS_PER_TICK; after a burst
     of submissions the rest follow over the next ticks). A message that only restates figures
     (the most CPU free on any node) changes whenever the cluster does, for every job of that
     shape: it is refreshed for the first MESSAGE_REFRESH_PER_TICK jobs only, so the head of the
-    queue is always current."""
+    queue is always current. `waiting`: Decisions.waiting."""
     known = {row.id: row for row in pending}
     changed = {}
     refreshes = []
-    for entry in waiting:
-        job_id, reason, message = int(entry["job"]), entry["reason"], entry["message"]
+    for job_id, reason, message in waiting:
         row = known.get(job_id)
         if row is not None and row.reason == reason and row.message == message:
             continue

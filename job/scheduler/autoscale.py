@@ -31,6 +31,7 @@ from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import autoscale, specs
 from job.core.specs import NodeType
 from job.core.errors import BadInput, Unavailable
+from job.core.group import GroupConfig
 from job.core.planner import Plan, Snapshot
 from job.scheduler.report import GroupResult, Steps
 from job.store import groups
@@ -51,32 +52,32 @@ ENTRYPOINT = (
 _ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def group_node_types(group: dict) -> list[NodeType]:
+def group_node_types(group: GroupConfig) -> list[NodeType]:
     """The node types of an autoscaling group: its RayCluster's worker groups, or its own option."""
-    if group["ray_address"].startswith("raycluster://"):
+    if group.ray_address.startswith("raycluster://"):
         from job.adapters.kuberay import node_types
 
-        found = node_types(group["ray_address"])
+        found = node_types(group.ray_address)
     else:
         try:
-            found = specs.parse_node_types(group["node_types"])
+            found = specs.parse_node_types(group.node_types)
         except ValueError as exc:
             # A row written around `group set`: this group fails its tick, the others go on.
-            raise BadInput(f"group {group['name']}: node_types: {exc}") from None
-    return autoscale.of_group(found, group["node_labels"])
+            raise BadInput(f"group {group.name}: node_types: {exc}") from None
+    return autoscale.of_group(found, group.node_labels)
 
 
-def plan_demand(snapshot: Snapshot, decided: Plan, group: dict, types: list[NodeType]) -> list[dict]:
+def plan_demand(snapshot: Snapshot, decided: Plan, group: GroupConfig, types: list[NodeType]) -> list[dict]:
     """Marks the jobs that wait for the cluster to grow (`ScalingUp`) and returns the demand."""
-    autoscale.scale_up(snapshot, decided, types, group["node_labels"])
-    return autoscale.demand(snapshot, decided, types, group["node_labels"])
+    autoscale.scale_up(snapshot, decided, types, group.node_labels)
+    return autoscale.demand(snapshot, decided, types, group.node_labels)
 
 
-def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: dict, installation: str, state: dict,
+def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: GroupConfig, installation: str, state: dict,
                 bundles: list[dict], now: datetime, result: GroupResult, steps: Steps) -> None:
     """Settles the demand job in flight, if any, then sends the demand if it changed since the
     last one Ray took. Writes the group's autoscale state in its own transaction."""
-    name = group["name"]
+    name = group.name
     before = state.get(STATE) or {}
     document = dict(before)
     digest = autoscale.digest(bundles)

@@ -4,6 +4,7 @@ timeouts and charge usage."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import psycopg
@@ -11,105 +12,139 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.core import states
+from job.core.group import GroupConfig
+from job.core.jobs import ActiveJob
 from job.core.reconcile import Reconciled, reconcile_all, start_check
 from job.core.resources import to_units
+from job.core.states import Reason
 from job.core.usage import charge_users
-from job.scheduler.report import GroupResult, Steps
+from job.scheduler.report import Steps
 from job.store import groups, tick_jobs, users
 
 
-def reconcile_group(conn: psycopg.Connection, group: dict, cluster: RayCluster, active: list[dict], ray_jobs: dict,
-                    now: datetime, totals: dict[str, int], result: GroupResult, steps: Steps,
-                    nodes: list) -> tuple[list[dict], list[dict], list[int], list[tuple[str, dict]]]:
-    """Returns the jobs still active, the group's users with their usage as charged, the
-    SUBMITTING jobs Ray has not got, to send again, and (node, request) of the jobs Ray ran that
-    ended (or were preempted) since the last tick. `nodes`: the group's alive Ray nodes, for the
-    start timeout."""
-    start = start_check(group["start_timeout_s"], nodes, active, ray_jobs)
-    decided = reconcile_all(active, ray_jobs, now, start)
-    _ask_ray_to_stop(group["name"], cluster, active, decided, steps)
-    _write(conn, group, active, decided)
-    result.finished = len(decided.finished)
-    if group["pending_timeout_s"] is not None:
-        for row in tick_jobs.fail_pending_timeouts(conn, group["name"], group["pending_timeout_s"], now):
-            log.event("job_finished", group=group["name"], job=row["id"], user=row["user_name"], state=states.FAILED,
-                      reason="PendingTimeout")
-            result.finished += 1
-    charged = charge(conn, group, active, totals, now)
+@dataclass(frozen=True)
+class Reconciliation:
+    """What the reconcile step leaves for the rest of the tick."""
+
+    # The jobs still active, as reconciled: a job Ray started since the last tick is RUNNING now,
+    # and what it holds on its node is ours, not outside load.
+    active: list[ActiveJob]
+    # The group's users, with their usage as charged.
+    members: list[dict]
+    # SUBMITTING jobs Ray has not got, to send again.
+    resend: list[int]
+    # (node, request) of the jobs Ray ran that ended (or were preempted) since the last tick.
+    ended: list[tuple[str, dict]]
+    finished: int
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the observe step read of Ray and of our active jobs; `nodes`: the group's alive Ray
+    nodes, for the start timeout."""
+
+    cluster: RayCluster
+    nodes: list
+    active: list[ActiveJob]
+    ray_jobs: dict
+    now: datetime
+    totals: dict[str, int]
+    # What the cluster can add, for a group that autoscales; None for one that does not.
+    node_types: list | None = None
+
+
+def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed, steps: Steps) -> Reconciliation:
+    start = start_check(group.start_timeout_s, seen.nodes, seen.active, seen.ray_jobs)
+    decided = reconcile_all(seen.active, seen.ray_jobs, seen.now, start)
+    untaken = _ask_ray_to_stop(group.name, seen.cluster, seen.active, decided, steps)
+    # A requeue whose stop Ray did not take (the submission ended meanwhile) is left for the next
+    # tick, which reads how it ended.
+    decided = replace(decided, requeue={job_id: requeue for job_id, requeue in decided.requeue.items()
+                                        if job_id not in untaken})
+    finished = _write(conn, group, seen.active, decided)
+    if group.pending_timeout_s is not None:
+        for row in tick_jobs.fail_pending_timeouts(conn, group.name, group.pending_timeout_s, seen.now):
+            log.event("job_finished", group=group.name, job=row.id, user=row.user_name, state=row.state,
+                      reason=Reason.PENDING_TIMEOUT)
+            finished += 1
+    charged = charge(conn, group, seen.active, seen.totals, seen.now)
     conn.commit()
-    # As reconciled: a job Ray started since the last tick is RUNNING now, and what it holds on
-    # its node is ours, not outside load.
-    still_active = [{**job, **decided.updates.get(job["id"], {})} for job in active if job["id"] not in decided.gone]
+    gone = decided.gone
+    still_active = [replace(job, **decided.updates.get(job.id, {})) for job in seen.active if job.id not in gone]
     # Ray ran their driver: RUNNING at the last tick, or started and ended since (a short job).
-    ended = [(job["node"], job["resources"]) for job in active
-             if job["id"] in decided.gone and job["node"]
-             and (job["started_at"] or decided.updates.get(job["id"], {}).get("started_at"))]
-    return still_active, charged, decided.resend, ended
+    ended = [(job.node, job.resources) for job in seen.active
+             if job.id in gone and job.node and (job.started_at or decided.updates.get(job.id, {}).get("started_at"))]
+    return Reconciliation(still_active, charged, decided.resend, ended, finished)
 
 
-def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[dict], decided: Reconciled, steps: Steps) -> None:
-    by_id = {job["id"]: job for job in active}
+def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[ActiveJob], decided: Reconciled,
+                     steps: Steps) -> set[int]:
+    """Asks Ray for the stops decided; returns the jobs to stop first whose stop Ray did not take."""
+    by_id = {job.id: job for job in active}
     for job_id, (reason, message) in decided.stops.items():
         job = by_id[job_id]
         # The reason is written with the stop: a job that has it was asked already.
-        if job["reason"] != reason:
-            steps.ray(cluster.stop, job["submission_id"])
-            log.event("stop_requested", group=group, job=job_id, user=job["user_name"], reason=reason, message=message)
+        if job.reason != reason:
+            steps.ray(cluster.stop, job.submission_id)
+            log.event("stop_requested", group=group, job=job_id, user=job.user_name, reason=reason, message=message)
     # A driver Ray cannot start is stopped before its job goes back to PENDING, so that Ray never
     # starts it later beside the next attempt. Ray takes the stop of a driver it has not started
     # when it would start it (it starts the entrypoint and ends it at once): there is no way to
-    # withdraw a PENDING submission. Ray answers False when the submission ended meanwhile: the
-    # job is then left for the next tick, which reads how it ended.
+    # withdraw a PENDING submission. Ray answers False when the submission ended meanwhile.
+    untaken = set()
     for job_id in sorted(decided.stop_first):
         job = by_id[job_id]
         _, reason, message = decided.requeue[job_id]
-        if steps.ray(cluster.stop, job["submission_id"]):
-            log.event("stop_requested", group=group, job=job_id, user=job["user_name"], reason=reason, message=message)
+        if steps.ray(cluster.stop, job.submission_id):
+            log.event("stop_requested", group=group, job=job_id, user=job.user_name, reason=reason, message=message)
         else:
-            del decided.requeue[job_id]
-            decided.gone.discard(job_id)
+            untaken.add(job_id)
+    return untaken
 
 
-def _write(conn: psycopg.Connection, group: dict, active: list[dict], decided: Reconciled) -> None:
-    name = group["name"]
+def _write(conn: psycopg.Connection, group: GroupConfig, active: list[ActiveJob], decided: Reconciled) -> int:
+    """Writes what was decided; returns how many jobs finished."""
+    name = group.name
     written = set(tick_jobs.update_jobs(conn, decided.updates, from_states=states.ACTIVE))
     # Every requeue the reconciliation decides is an infrastructure fault: counted against the
     # group's max_requeues, not its max_attempts (those count Ray's refusals, in the submit step).
-    for row in tick_jobs.requeue_infra(conn, decided.requeue, group["max_requeues"]):
-        _, reason, message = decided.requeue[row["id"]]
-        log.warning("requeued", group=name, job=row["id"], user=row["user_name"], state=row["state"],
-                    reason=reason, message=message, requeues=row["requeues"], max_requeues=group["max_requeues"])
+    for row in tick_jobs.requeue_infra(conn, decided.requeue, group.max_requeues):
+        _, reason, message = decided.requeue[row.id]
+        log.warning("requeued", group=name, job=row.id, user=row.user_name, state=row.state,
+                    reason=reason, message=message, requeues=row.requeues, max_requeues=group.max_requeues)
     for row in tick_jobs.requeue_preempted(conn, decided.preempted):
-        log.event("requeued", group=name, job=row["id"], user=row["user_name"], state=states.PENDING,
-                  reason="Preempted", message=decided.preempted[row["id"]][1], preemptions=row["preemptions"])
+        log.event("requeued", group=name, job=row.id, user=row.user_name, state=row.state,
+                  reason=Reason.PREEMPTED, message=decided.preempted[row.id][1], preemptions=row.preemptions)
     for job_id in tick_jobs.cancel_absent(conn, decided.cancels):
-        log.event("job_finished", group=name, job=job_id, state=states.CANCELLED, reason="Cancelled")
+        log.event("job_finished", group=name, job=job_id, state=states.CANCELLED, reason=Reason.CANCELLED)
     for job in active:
-        update = decided.updates.get(job["id"])
-        if update is not None and job["id"] in written and job["id"] in decided.finished:
+        update = decided.updates.get(job.id)
+        if update is not None and job.id in written and job.id in decided.finished:
             runtime = (update["finished_at"] - update["started_at"]).total_seconds() if update["started_at"] else None
-            log.event("job_finished", group=name, job=job["id"], user=job["user_name"], state=update["state"],
+            log.event("job_finished", group=name, job=job.id, user=job.user_name, state=update["state"],
                       reason=update["reason"], exit_code=update["exit_code"], node=update["node"],
                       runtime_s=round(runtime, 1) if runtime is not None else None)
+    return len(decided.finished)
 
 
-def charge(conn: psycopg.Connection, group: dict, ran: list[dict], totals: dict[str, int], now: datetime) -> list[dict]:
+def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[ActiveJob], totals: dict[str, int],
+           now: datetime) -> list[dict]:
     """Charge each user the dominant share its jobs held since the last charge, decayed by the half
     life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
-    since = group["usage_charged_at"]
-    members = users.users_of_group(conn, group["name"])
+    since = group.usage_charged_at
+    members = users.users_of_group(conn, group.name)
     usage: dict[str, float] = {}
     if since is not None:
         elapsed = max((now - since).total_seconds(), 0.0)
         held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for job in ran:
-            for resource, amount in job["resources"].items():
-                held[job["user_name"]][resource] += to_units(amount)
+            for resource, amount in job.resources.items():
+                held[job.user_name][resource] += to_units(amount)
         usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed,
-                             group["half_life_s"])
-    if not groups.charge_usage(conn, group["name"], usage, since, now):
+                             group.half_life_s)
+    if not groups.charge_usage(conn, group.name, usage, since, now):
         # The group's row is read under the tick's lock, so only a tick that ignored the lock
         # can have charged meanwhile; its charge stands, and this interval is not counted twice.
-        log.warning("usage_not_charged", group=group["name"], message="another tick charged this interval")
+        log.warning("usage_not_charged", group=group.name, message="another tick charged this interval")
         return members
     return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in members]

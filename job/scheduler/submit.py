@@ -8,10 +8,12 @@ from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import states
 from job.core.errors import JobError, Unavailable
+from job.core.group import GroupConfig
+from job.core.jobs import Intent
 from job.core.specs import RESERVED_METADATA_PREFIX as PREFIX
 
 
-def submit_intents(cluster: RayCluster, group: dict, intents: list[dict], concurrency: int
+def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent], concurrency: int
                    ) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
     """Returns the ids Ray has, and those Ray refused (to return to PENDING). An intent whose fate
     is unknown (Ray unreachable) stays SUBMITTING: the next tick looks its submission_id up in Ray."""
@@ -20,41 +22,38 @@ def submit_intents(cluster: RayCluster, group: dict, intents: list[dict], concur
     if not intents:
         return submitted, refused
     unavailable = None
-    allowed = frozenset(group["allowed_runtime_env_keys"])
-    preemptible = {c["name"]: c["preemptible"] for c in group["priority_classes"]}
+    allowed = frozenset(group.allowed_runtime_env_keys)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(intents))) as pool:
-        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent, allowed, group["default_class"],
-                                                               preemptible), intents):
+        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent, allowed, group), intents):
             if exc is None:
-                submitted.append(intent["id"])
+                submitted.append(intent.id)
             elif isinstance(exc, RaySubmitRefused):
-                refused[intent["id"]] = (states.SUBMITTING, "SubmitRefused", str(exc))
+                refused[intent.id] = (states.SUBMITTING, "SubmitRefused", str(exc))
             else:
                 unavailable = exc
-                log.warning("submit_unknown", group=group["name"], job=intent["id"],
-                            submission_id=intent["submission_id"], cause=str(exc) or type(exc).__name__)
+                log.warning("submit_unknown", group=group.name, job=intent.id,
+                            submission_id=intent.submission_id, cause=str(exc) or type(exc).__name__)
     if unavailable is not None and not submitted and not refused:
         raise unavailable if isinstance(unavailable, JobError) else Unavailable(str(unavailable))
     return submitted, refused
 
 
-def _submit_one(cluster: RayCluster, intent: dict, allowed_runtime_env_keys: frozenset[str], default_class: str,
-                preemptible: dict[str, bool]) -> tuple[dict, Exception | None]:
-    job_class = intent["priority_class"] or default_class
-    # A class dropped since the job was queued (see group_snapshot) cannot be preempted: none is.
-    stoppable = "true" if preemptible.get(job_class, False) else "false"
-    metadata = {**intent["metadata"], f"{PREFIX}job_id": str(intent["id"]), f"{PREFIX}user": intent["user_name"],
-                f"{PREFIX}group": intent["group_name"], f"{PREFIX}attempt": str(intent["attempt"]),
+def _submit_one(cluster: RayCluster, intent: Intent, allowed_runtime_env_keys: frozenset[str], group: GroupConfig
+                ) -> tuple[Intent, Exception | None]:
+    job_class = group.job_class(intent.priority_class)
+    stoppable = "true" if group.preemptible(intent.priority_class) else "false"
+    metadata = {**intent.metadata, f"{PREFIX}job_id": str(intent.id), f"{PREFIX}user": intent.user_name,
+                f"{PREFIX}group": intent.group_name, f"{PREFIX}attempt": str(intent.attempt),
                 f"{PREFIX}class": job_class, f"{PREFIX}preemptible": stoppable}
     # So that the entrypoint knows whether it may be stopped to make room, and can checkpoint.
-    known = {"JOB_ID": str(intent["id"]), "JOB_ATTEMPT": str(intent["attempt"]), "JOB_CLASS": job_class,
+    known = {"JOB_ID": str(intent.id), "JOB_ATTEMPT": str(intent.attempt), "JOB_CLASS": job_class,
              "JOB_PREEMPTIBLE": stoppable}
-    env_vars = intent["runtime_env"].get("env_vars", {})
+    env_vars = intent.runtime_env.get("env_vars", {})
     # A malformed env_vars is left as it is, for the adapter to refuse as the job's own fault.
-    runtime_env = {**intent["runtime_env"], "env_vars": {**env_vars, **known}} if isinstance(env_vars, dict) else intent["runtime_env"]
+    runtime_env = {**intent.runtime_env, "env_vars": {**env_vars, **known}} if isinstance(env_vars, dict) else intent.runtime_env
     try:
-        cluster.submit(submission_id=intent["submission_id"], entrypoint=intent["entrypoint"],
-                       node_id=intent["node"], resources=intent["resources"],
+        cluster.submit(submission_id=intent.submission_id, entrypoint=intent.entrypoint,
+                       node_id=intent.node, resources=intent.resources,
                        runtime_env=runtime_env, metadata=metadata,
                        allowed_runtime_env_keys=allowed_runtime_env_keys)
         return intent, None

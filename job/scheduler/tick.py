@@ -11,7 +11,7 @@ import gc
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import psycopg
@@ -19,8 +19,10 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
-from job.core.estimates import RECENT, Finished, estimate
-from job.core.group_snapshot import RELEASING, PendingRow, build_snapshot, reservation_changes
+from job.core.group import GroupConfig
+from job.core.estimates import RECENT, estimate
+from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes
+from job.core.jobs import Intent, Victim
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
@@ -28,7 +30,7 @@ from job.core.waiting import waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
-from job.scheduler.reconcile import reconcile_group
+from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
@@ -53,11 +55,11 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
             result = tick_group(config, group, installation, dry_run=dry_run)
         except ClusterNotReady as exc:
             # A RayCluster still being created or resumed is expected: skipped, like a held lock.
-            result = GroupResult(group["name"], "skipped", cause=str(exc))
-            log.warning("group_skipped", group=group["name"], reason="ClusterNotReady", message=str(exc))
+            result = GroupResult(group.name, "skipped", cause=str(exc))
+            log.warning("group_skipped", group=group.name, reason="ClusterNotReady", message=str(exc))
         except (JobError, OSError, psycopg.Error) as exc:
-            result = GroupResult(group["name"], "failed", cause=str(exc))
-            log.error("group_failed", group=group["name"], cause=str(exc))
+            result = GroupResult(group.name, "failed", cause=str(exc))
+            log.error("group_failed", group=group.name, cause=str(exc))
         result.seconds = time.perf_counter() - began
         results.append(result)
     if not dry_run:
@@ -65,8 +67,8 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
     return results
 
 
-def tick_group(config: TickConfig, group: dict, installation: str, *, dry_run: bool = False) -> GroupResult:
-    name = group["name"]
+def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry_run: bool = False) -> GroupResult:
+    name = group.name
     with connect(config.database_url, counting=True) as conn:
         if not dry_run and not groups.try_lock(conn, name):
             conn.commit()
@@ -84,62 +86,73 @@ def tick_group(config: TickConfig, group: dict, installation: str, *, dry_run: b
                 conn.commit()
 
 
-@dataclass
-class _Observed:
-    cluster: RayCluster
-    nodes: list
-    active: list[dict]
-    ray_jobs: dict
-    now: datetime
-    totals: dict[str, int]
-    # What the cluster can add, for a group that autoscales; None for one that does not.
-    node_types: list | None = None
+@dataclass(frozen=True)
+class PlanStep:
+    """What the plan step decided, for the commit and the steps after it."""
+
+    # The planner's own plan (its JSON: the dry run's output).
+    plan: Plan
+    decisions: Decisions
+    pending: list[PendingRow]
+    # Pending rows that cannot be planned: id -> why.
+    invalid: dict[int, str]
+    # The waiting reasons to write: id -> (reason, message).
+    changed: dict[int, tuple[str, str]]
+    # The group state as read, and the documents to save with the plan (the selector's state,
+    # and the ended jobs Ray may still be freeing when they changed).
+    state: dict
+    saved: dict
+    # What only the commit writes (none for a dry run): the estimates that changed, and the
+    # placement's figures by job id.
+    estimates: dict = field(default_factory=dict)
+    figures: dict[int, dict] = field(default_factory=dict)
+    # The autoscaler's demand, for a group that autoscales.
+    demand: list[dict] | None = None
 
 
 class _GroupTick:
-    """One group's tick under its lock, step by step."""
+    """One group's tick under its lock, step by step: each step returns what the next ones need."""
 
-    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: dict, installation: str):
+    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
-        self.name = group["name"]
+        self.name = group.name
         self.steps = Steps()
         self.result = GroupResult(self.name, "ticked")
 
     def run(self, dry_run: bool) -> GroupResult:
         seen = self.observe()
         if dry_run:
-            active, members, resend, ended = seen.active, users.users_of_group(self.conn, self.name), [], []
+            done = Reconciliation(seen.active, users.users_of_group(self.conn, self.name), [], [], 0)
         else:
-            active, members, resend, ended = reconcile_group(self.conn, self.group, seen.cluster, seen.active,
-                                                             seen.ray_jobs, seen.now, seen.totals, self.result,
-                                                             self.steps, nodes=seen.nodes)
+            done = reconcile_group(self.conn, self.group, seen, self.steps)
+            self.result.finished = done.finished
         self.steps.done("reconcile")
-        decided, pending, invalid, changed = self.plan(seen, active, members, ended, dry_run)
+        step = self.plan(seen, done, dry_run)
         if dry_run:
-            self.result.plan = decided.document()
-            self.result.placed = len(decided.placements)
+            self.result.plan = step.plan.document()
+            self.result.placed = len(step.decisions.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
-        intents, victims = self.commit(decided, pending, invalid, changed, resend, seen.now)
-        self.preempt(seen.cluster, victims, pending, seen.now)
-        self.submit(seen.cluster, intents, members)
+        intents, victims = self.commit(step, done.resend, seen.now)
+        self.preempt(seen.cluster, victims, step.pending, seen.now)
+        self.submit(seen.cluster, intents, done.members)
         if seen.node_types is not None:
-            send_demand(self.conn, seen.cluster, self.group, self.installation, self.state, self.demand, seen.now,
+            send_demand(self.conn, seen.cluster, self.group, self.installation, step.state, step.demand, seen.now,
                         self.result, self.steps)
             self.steps.done("autoscale")
         self.steps.record(self.result, self.conn.statements)
         summary(self.result)
         return self.result
 
-    def observe(self) -> _Observed:
+    def observe(self) -> Observed:
         """Ray's nodes of the group, and our active jobs as Ray sees them."""
         # First: a group whose node types cannot be read fails before any call to Ray.
-        types = group_node_types(self.group) if self.group["autoscale"] else None
-        cluster = cluster_of(self.group["ray_address"], self.config.ray_timeout_s)
-        nodes = self.steps.ray(cluster.nodes, self.group["node_labels"], self.group["use_head_node"])
+        types = group_node_types(self.group) if self.group.autoscale else None
+        cluster = cluster_of(self.group.ray_address, self.config.ray_timeout_s)
+        nodes = self.steps.ray(cluster.nodes, self.group.node_labels, self.group.use_head_node)
         active = tick_jobs.active_jobs(self.conn, self.name)
         # Each active job looked up by its own submission id: never Ray's whole history.
-        ray_jobs = self.steps.ray(cluster.jobs, [job["submission_id"] for job in active])
+        ray_jobs = self.steps.ray(cluster.jobs, [job.submission_id for job in active])
         now = utcnow()
         totals: dict[str, int] = Counter()
         for node in nodes:
@@ -147,61 +160,59 @@ class _GroupTick:
                 totals[resource] += to_units(amount)
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
         self.steps.done("observe")
-        return _Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
+        return Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
 
-    def plan(self, seen: _Observed, active: list[dict], members: list[dict], ended: list[tuple[str, dict]],
-             dry_run: bool) -> tuple[Plan, list[PendingRow], dict[int, str], dict[int, tuple[str, str]]]:
-        """The plan, the pending rows, those that cannot be planned, and the waiting reasons to write.
-        `ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
+    def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
+        """The plan of the pending rows, the users and the selector's state, with what the commit
+        writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
         # Reading 100k pending rows and building their snapshot make objects that are never cyclic
         # garbage: collecting meanwhile would only rescan them, over and over.
         with _without_gc():
             pending = tick_jobs.pending_jobs(self.conn, self.name)
-            state = self.state = groups.group_state(self.conn, self.name)
-            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, active, pending, members, state, ended)
+            state = groups.group_state(self.conn, self.name)
+            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
+                                               state, done.ended)
+            decided = plan(snapshot)
+            # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
+            demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
+                      if seen.node_types is not None else None)
+            decisions = Decisions.of(decided)
             # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
             # with the plan when they changed.
             freeing = snapshot.state[RELEASING]
-            self.releasing = {RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {}
-            decided = plan(snapshot)
-            if seen.node_types is not None:
-                self.demand = plan_demand(snapshot, decided, self.group, seen.node_types)
-            changed = waiting_changes(pending, decided.waiting)
+            saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
+            step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
+                            saved, demand=demand)
             if not dry_run:  # what only the commit writes
                 recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
-                self.estimates = estimate(snapshot, decided, active, pending,
-                                          [Finished(r["user_name"], r["resources"], r["seconds"]) for r in recent
-                                           if r["seconds"] is not None])
-                self.figures = placement_figures(self.group, members, active, seen.totals, decided.placements,
-                                                 pending)
+                step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
+                               figures=placement_figures(self.group, done.members, done.active, seen.totals,
+                                                         decisions.placements, pending))
         self.steps.done("plan")
-        self.result.running = len(active)
-        self.result.waiting = Counter(w["reason"] for w in decided.waiting)
-        return decided, pending, invalid, changed
+        self.result.running = len(done.active)
+        self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
+        return step
 
-    def commit(self, decided: Plan, pending: list[PendingRow], invalid: dict[int, str],
-               changed: dict[int, tuple[str, str]], resend: list[int], now: datetime) -> tuple[list[dict], list[dict]]:
+    def commit(self, step: PlanStep, resend: list[int], now: datetime) -> tuple[list[Intent], list[Victim]]:
         """Intents, preemptions (the victims marked, the reservations), waiting reasons and estimates
         that changed and the selector's state, in one transaction; returns the intents to submit (those of
         SUBMITTING jobs Ray has not got, then the new ones) and the victims to stop."""
         resent = tick_jobs.intents_of(self.conn, resend)
         for intent in resent:
-            log.event("submit_resent", group=self.name, job=intent["id"], submission_id=intent["submission_id"],
-                      node=intent["node"], message="not in Ray yet: sent again under the same submission id")
-        tick_jobs.fail_invalid(self.conn, invalid)
-        for job_id, message in invalid.items():
+            log.event("submit_resent", group=self.name, job=intent.id, submission_id=intent.submission_id,
+                      node=intent.node, message="not in Ray yet: sent again under the same submission id")
+        tick_jobs.fail_invalid(self.conn, step.invalid)
+        for job_id, message in step.invalid.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
-        placements = [(int(p["job"]), p["node"]) for p in decided.placements]
-        intents = resent + tick_jobs.commit_intents(self.conn, placements, self.installation)
-        events.note_placements(self.conn, {i["id"]: (i["attempt"], self.figures[i["id"]]) for i in intents
-                                           if i["id"] in self.figures})
-        tick_jobs.set_waiting(self.conn, changed)
-        self.result.reasons_written = len(changed)
-        tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in self.estimates.items()})
-        victims = tick_jobs.mark_victims(self.conn, {int(victim): int(p["job"]) for p in decided.preemptions or []
-                                                     for victim in p["victims"]}, now)
-        tick_jobs.set_reservations(self.conn, reservation_changes(pending, decided.reservations or []), now)
-        groups.save_group_state(self.conn, self.name, {**decided.state, **self.releasing})
+        intents = resent + tick_jobs.commit_intents(self.conn, step.decisions.placements, self.installation)
+        events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
+                                           if i.id in step.figures})
+        tick_jobs.set_waiting(self.conn, step.changed)
+        self.result.reasons_written = len(step.changed)
+        tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in step.estimates.items()})
+        victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)
+        tick_jobs.set_reservations(self.conn, reservation_changes(step.pending, step.decisions.reservations), now)
+        groups.save_group_state(self.conn, self.name, step.saved)
         self.conn.commit()
         self.steps.done("commit")
         if victims:
@@ -209,48 +220,48 @@ class _GroupTick:
         failpoint("after-intent", self.config.failpoint)
         return intents, victims
 
-    def preempt(self, cluster: RayCluster, victims: list[dict], pending: list[PendingRow], now: datetime) -> None:
+    def preempt(self, cluster: RayCluster, victims: list[Victim], pending: list[PendingRow], now: datetime) -> None:
         """Asks Ray to stop the victims the commit marked. A victim whose stop Ray did not take is
         sent it again by the next tick's reconciliation, which sees it marked and not yet told."""
         if not victims:
             return
         by_id = {row.id: row for row in pending}
-        default = self.group["default_class"]
         told = {}
         for victim in victims:
-            if not self.steps.ray(cluster.stop, victim["submission_id"]):
+            if not self.steps.ray(cluster.stop, victim.submission_id):
                 continue  # it ended meanwhile: the next tick reads how
-            by = by_id[victim["preempted_by"]]
-            told[victim["id"]] = f"being stopped to make room for job {by.id}"
-            lost = (now - victim["started_at"]).total_seconds() if victim["started_at"] else 0.0
-            log.event("preempted", group=self.name, job=victim["id"], user=victim["user_name"],
-                      job_class=victim["priority_class"] or default, node=victim["node"], by_job=by.id,
-                      by_user=by.user_name, by_class=by.priority_class or default, run_time_lost_s=round(lost, 1))
+            by = by_id[victim.preempted_by]
+            told[victim.id] = f"being stopped to make room for job {by.id}"
+            lost = (now - victim.started_at).total_seconds() if victim.started_at else 0.0
+            log.event("preempted", group=self.name, job=victim.id, user=victim.user_name,
+                      job_class=self.group.job_class(victim.priority_class), node=victim.node, by_job=by.id,
+                      by_user=by.user_name, by_class=self.group.job_class(by.priority_class),
+                      run_time_lost_s=round(lost, 1))
         failpoint("after-stop", self.config.failpoint)
         tick_jobs.victims_stopping(self.conn, told)
         self.conn.commit()
         self.result.preempted = len(told)
         self.steps.done("preempt")
 
-    def submit(self, cluster: RayCluster, intents: list[dict], members: list[dict]) -> None:
+    def submit(self, cluster: RayCluster, intents: list[Intent], members: list[dict]) -> None:
         submitted, refused = self.steps.ray(submit_intents, cluster, self.group, intents, self.config.submit_concurrency)
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
-        for row in tick_jobs.return_to_pending(self.conn, refused, self.group["max_attempts"]):
-            log.warning("submit_refused", group=self.name, job=row["id"], user=row["user_name"], state=row["state"],
-                        message=refused[row["id"]][2])
+        for row in tick_jobs.return_to_pending(self.conn, refused, self.group.max_attempts):
+            log.warning("submit_refused", group=self.name, job=row.id, user=row.user_name, state=row.state,
+                        message=refused[row.id][2])
         self.conn.commit()
         self.steps.done("submit")
         self.result.placed = len(submitted)
         self._log_placed(intents, set(submitted), members)
 
-    def _log_placed(self, intents: list[dict], accepted: set[int], members: list[dict]) -> None:
+    def _log_placed(self, intents: list[Intent], accepted: set[int], members: list[dict]) -> None:
         by_name = {user["name"]: user for user in members}
         for intent in intents:
-            if intent["id"] in accepted:
-                user = by_name.get(intent["user_name"], {})
-                log.event("placed", group=self.name, job=intent["id"], user=intent["user_name"], node=intent["node"],
-                          attempt=intent["attempt"], policy=self.group["policy"], selector=self.group["selector"],
+            if intent.id in accepted:
+                user = by_name.get(intent.user_name, {})
+                log.event("placed", group=self.name, job=intent.id, user=intent.user_name, node=intent.node,
+                          attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
                           shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
 
 

@@ -20,16 +20,21 @@ class CountingConnection(psycopg.Connection):
 
     statements = 0
 
+
+class _CountingCursor(psycopg.Cursor):
+    # Connection.execute sends through a cursor too, as the store's typed reads do with their own
+    # row factories: counted here, every statement is counted once.
     def execute(self, *args: Any, **kwargs: Any):
-        self.statements += 1
+        self.connection.statements += 1
         return super().execute(*args, **kwargs)
 
 
 def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> psycopg.Connection:
     """A connection with dict rows; `counting` makes one that counts its statements (the tick's)."""
-    factory = CountingConnection if counting else psycopg.Connection
+    factory, cursors = (CountingConnection, _CountingCursor) if counting else (psycopg.Connection, psycopg.Cursor)
     try:
-        return factory.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
+        return factory.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S,
+                               cursor_factory=cursors)
     except psycopg.OperationalError as exc:
         # psycopg's message names host and port, never the password; the URL is redacted all the same.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -10,14 +10,12 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.errors import Conflict, NotFound
+from job.core.group import OPTIONS as _GROUP_COLUMNS, GroupConfig
 from job.core.specs import GroupSpec
 from job.store.params import json_param
 
 # Advisory lock namespace of the per-group tick lock: pg_try_advisory_lock(int, int).
 TICK_LOCK_CLASS = 0x6A6F62  # "job"
-
-
-_GROUP_COLUMNS = tuple(GroupSpec.model_fields)
 
 
 def _one_autoscaler_per_cluster(conn: psycopg.Connection, spec: GroupSpec) -> None:
@@ -45,13 +43,13 @@ def insert_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
         raise Conflict(f"group {spec.name!r} already exists (change it with `python -m job group set {spec.name}`)") from None
 
 
-def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> dict:
+def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> GroupConfig:
     row = conn.execute(
         "SELECT * FROM resource_groups WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)
     ).fetchone()
     if row is None:
         raise NotFound(f"group {name!r} does not exist (see `python -m job group list`)")
-    return row
+    return GroupConfig.from_row(row)
 
 
 def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
@@ -59,7 +57,7 @@ def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
     jobs: their submissions live in the old cluster, and the next tick, not finding them in the new
     one, would submit them again. Dropping a class is refused while unfinished jobs name it."""
     current = get_group(conn, spec.name, for_update=True)
-    dropped = sorted({c["name"] for c in current["priority_classes"]} - {c["name"] for c in spec.priority_classes})
+    dropped = sorted(current.class_names - {c["name"] for c in spec.priority_classes})
     if dropped:
         used = conn.execute(
             """SELECT priority_class, count(*) AS n FROM jobs
@@ -71,7 +69,7 @@ def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
             counts = ", ".join(f"{row['n']} of class {row['priority_class']}" for row in used)
             raise Conflict(f"group {spec.name!r} has unfinished jobs of the classes to drop ({counts}): "
                            "keep those classes until the jobs finish (or cancel them)")
-    if spec.ray_address != current["ray_address"]:
+    if spec.ray_address != current.ray_address:
         # A tick holds this lock from its plan to its last submission: wait for it, so that no
         # job becomes active between the count and the change.
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TICK_LOCK_CLASS, spec.name))
@@ -126,10 +124,10 @@ def installation_id(conn: psycopg.Connection) -> str:
     return conn.execute("SELECT id FROM installation").fetchone()["id"]
 
 
-def groups(conn: psycopg.Connection, name: str | None) -> list[dict]:
-    return conn.execute(
+def groups(conn: psycopg.Connection, name: str | None) -> list[GroupConfig]:
+    return [GroupConfig.from_row(row) for row in conn.execute(
         "SELECT * FROM resource_groups WHERE %(name)s::text IS NULL OR name = %(name)s ORDER BY name", {"name": name}
-    ).fetchall()
+    )]
 
 
 def try_lock(conn: psycopg.Connection, group: str) -> bool:

@@ -7,25 +7,28 @@ job_cancel, which a submitter may call though it may not update jobs."""
 from __future__ import annotations
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.specs import JobSpec
+from job.store.params import json_param
+
+# JobSpec's fields under their column names, where the two differ.
+_COLUMN_OF = {"user": "user_name", "group": "group_name"}
+# What a submit writes: a column per JobSpec field, and the new job's state and first reason. They
+# are all a submitter may insert: migrations.migrate grants these columns and no other.
+SUBMIT_COLUMNS = (*(_COLUMN_OF.get(field, field) for field in JobSpec.model_fields), "state", "reason", "message")
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
+    values = [*(json_param(field, getattr(spec, field)) for field in JobSpec.model_fields),
+              states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
         row = conn.execute(
-            """INSERT INTO jobs (state, user_name, group_name, entrypoint, resources, node_labels, runtime_env,
-                                 priority, not_before, max_runtime_s, metadata, priority_class, reason, message)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'Queued', 'waiting for the next tick')
-               RETURNING id""",
-            (states.INITIAL, spec.user, spec.group, spec.entrypoint, Jsonb(spec.resources), Jsonb(spec.node_labels),
-             Jsonb(spec.runtime_env), spec.priority, spec.not_before, spec.max_runtime_s, Jsonb(spec.metadata),
-             spec.priority_class),
+            f"INSERT INTO jobs ({', '.join(SUBMIT_COLUMNS)}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
+            values,
         ).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:
         conn.rollback()

@@ -17,6 +17,7 @@ import psycopg
 
 from job import log
 from job.core.errors import IncompleteInstall, NotMigrated
+from job.store.jobs import SUBMIT_COLUMNS
 
 MIGRATIONS_PACKAGE = "job.migrations"
 _NAME = re.compile(r"[0-9]{4}_.+\.sql")
@@ -57,6 +58,13 @@ def ensure_current(conn: psycopg.Connection) -> None:
         raise NotMigrated(f"the database schema is not current (pending: {names}): run `python -m job migrate`")
 
 
+def _grant_submit_columns(conn: psycopg.Connection) -> None:
+    """Submitters insert the columns a submit writes and no other (sql/0005_roles.sql): granted
+    from the submit's own list, so that a new field of a job needs no GRANT of its own."""
+    columns = ", ".join(SUBMIT_COLUMNS)
+    conn.execute(f"GRANT INSERT ({columns}) ON jobs TO job_submitter")
+
+
 def migrate(conn: psycopg.Connection) -> list[str]:
     """Apply pending migrations; returns the names applied. `conn` must be in autocommit mode."""
     conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
@@ -72,6 +80,8 @@ def migrate(conn: psycopg.Connection) -> list[str]:
                 conn.execute("INSERT INTO schema_migrations (name) VALUES (%s)", (path.name,))
             log.event("migration_applied", name=path.name)
             names.append(path.name)
+        if names:
+            _grant_submit_columns(conn)
         return names
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))

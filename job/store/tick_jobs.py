@@ -3,68 +3,91 @@ jobs, so that a tick's round trips stay flat from a thousand pending jobs to a h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import args_row
+from psycopg.rows import args_row, class_row
 
 from job.core import states
+from job.core.estimates import Finished
 from job.core.group_snapshot import PendingRow
+from job.core.jobs import ActiveJob, Intent, Moved, Victim
+from job.core.states import Reason
 
 
-def active_jobs(conn: psycopg.Connection, group: str) -> list[dict]:
-    return conn.execute(
-        """SELECT id, user_name, state, resources, node, attempt, submission_id, ray_status, ray_message,
-                  reason, message, started_at, finished_at, exit_code, max_runtime_s, cancel_requested_at,
-                  requeues, accepted_at, priority_class, preempted_at, preempted_by,
-                  -- Whether Ray builds something for it before the driver starts (env_vars alone: no).
-                  runtime_env - 'env_vars' - 'config' <> '{}'::jsonb AS builds_runtime_env
-           FROM jobs WHERE group_name = %s AND state = ANY(%s)
-           ORDER BY id""",
+def _select(fields: tuple[str, ...], computed: dict[str, str]) -> str:
+    """The select list of a row type's fields: each its column, or the expression of `computed`."""
+    return ", ".join(f"{computed[name]} AS {name}" if name in computed else name for name in fields)
+
+
+# The typed rows' fields are the columns read, so that a new field is read once it is in its row.
+_ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
+    # Whether Ray builds something for it before the driver starts (env_vars alone: no).
+    "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
+_PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text"})
+
+
+def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
+    return conn.cursor(row_factory=class_row(ActiveJob)).execute(
+        f"SELECT {_ACTIVE} FROM jobs WHERE group_name = %s AND state = ANY(%s) ORDER BY id",
         (group, list(states.ACTIVE)),
     ).fetchall()
 
 
 def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return conn.cursor(row_factory=args_row(PendingRow)).execute(
-        """SELECT id, user_name, resources::text, node_labels::text, priority, submitted_at, not_before, reason, message,
-                  priority_class, reserved_node, reserved_at, max_runtime_s,
-                  queue_position, estimated_start_at, estimate_basis
-           FROM jobs WHERE group_name = %s AND state = %s ORDER BY id""",
+        f"SELECT {_PENDING} FROM jobs WHERE group_name = %s AND state = %s ORDER BY id",
         (group, states.PENDING),
     ).fetchall()
 
 
-def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[dict]:
-    """The group's `limit` most recent successful jobs, newest first: user, request, seconds run.
-    Through jobs_succeeded_recent, reading `limit` rows of the history whatever its size."""
-    return conn.execute(
+def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:
+    """The group's `limit` most recent successful jobs that have both times, newest first: user,
+    request, seconds run. Through jobs_succeeded_recent, reading `limit` rows of the history
+    whatever its size."""
+    rows = conn.cursor(row_factory=args_row(Finished)).execute(
         """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds
            FROM jobs WHERE group_name = %s AND state = %s
            ORDER BY finished_at DESC LIMIT %s""",
         (group, states.SUCCEEDED, limit),
     ).fetchall()
+    return [row for row in rows if row.seconds is not None]
 
 
-def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float, now: datetime) -> list[dict]:
-    return conn.execute(
-        """UPDATE jobs SET state = %(to)s, reason = 'PendingTimeout', finished_at = %(now)s, updated_at = now(),
+def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float, now: datetime) -> list[Moved]:
+    return conn.cursor(row_factory=class_row(Moved)).execute(
+        """UPDATE jobs SET state = %(to)s, reason = %(reason)s, finished_at = %(now)s, updated_at = now(),
                   message = 'waited longer than the group''s pending timeout of ' || %(timeout)s || ' s'
            WHERE group_name = %(group)s AND state = ANY(%(from)s)
              AND coalesce(requeued_at, submitted_at) < %(now)s - make_interval(secs => %(timeout)s)
-           RETURNING id, user_name""",
-        {"group": group, "timeout": timeout_s, "now": now,
+           RETURNING id, user_name, state""",
+        {"group": group, "timeout": timeout_s, "now": now, "reason": Reason.PENDING_TIMEOUT,
          "from": states.FAIL_PENDING_TIMEOUT.sources, "to": states.FAIL_PENDING_TIMEOUT.target},
     ).fetchall()
 
 
-# Columns the reconciliation may change, in the order of `update_jobs` rows.
-JOB_UPDATE_COLUMNS = ("state", "node", "ray_status", "ray_message", "reason", "message", "started_at",
-                      "finished_at", "exit_code", "accepted_at")
+def _each(values: Mapping[int, Any], columns: Mapping[str, str], update: str, guard: str,
+          params: Mapping[str, Any] | None = None, returning: str = "") -> tuple[str, dict[str, Any]]:
+    """The statement and parameters of `update` (its UPDATE ... SET part) over every job of `values` (id
+    -> its values of `columns`, name -> SQL type; the value itself for one column) in one statement
+    whatever their number: the values unnested as `u` and joined on the id, where `guard` holds.
+    Built here and sent by each caller, so that each statement is known by the function that sends it."""
+    ids = list(values)
+    rows = [values[i] for i in ids] if len(columns) > 1 else [(values[i],) for i in ids]
+    arrays = {f"u_{name}": [row[index] for row in rows] for index, name in enumerate(columns)}
+    unnest = ", ".join(["%(u_id)s::bigint[]", *(f"%(u_{name})s::{sql_type}[]" for name, sql_type in columns.items())])
+    query = (f"{update} FROM unnest({unnest}) AS u(id, {', '.join(columns)})"
+             f" WHERE jobs.id = u.id AND {guard}" + (f" RETURNING {returning}" if returning else ""))
+    return query, {"u_id": ids, **arrays, **(params or {})}
 
 
-_UPDATE_TYPES = ("text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "timestamptz")
+# Columns the reconciliation may change, with their types, in the order of `update_jobs` values.
+JOB_UPDATE_TYPES = {"state": "text", "node": "text", "ray_status": "text", "ray_message": "text", "reason": "text",
+                    "message": "text", "started_at": "timestamptz", "finished_at": "timestamptz", "exit_code": "int",
+                    "accepted_at": "timestamptz"}
+JOB_UPDATE_COLUMNS = tuple(JOB_UPDATE_TYPES)
 
 
 def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
@@ -74,52 +97,45 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
     returns the ids written."""
     if not updates:
         return []
-    ids = list(updates)
-    columns = [[updates[job_id][column] for job_id in ids] for column in JOB_UPDATE_COLUMNS]
-    assignments = ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS)
-    arrays = ", ".join(f"%s::{sql_type}[]" for sql_type in _UPDATE_TYPES)
     moves = sorted(move for move in states.RECONCILE.moves if move[0] in from_states)
-    rows = conn.execute(
-        f"""UPDATE jobs SET {assignments}, updated_at = now()
-            FROM unnest(%s::bigint[], {arrays}) AS u(id, {', '.join(JOB_UPDATE_COLUMNS)})
-            WHERE jobs.id = u.id
-              AND (jobs.state, u.state) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
-            RETURNING jobs.id""",
-        [ids, *columns, [source for source, _ in moves], [target for _, target in moves]],
-    ).fetchall()
-    return [row["id"] for row in rows]
+    return [row["id"] for row in conn.execute(*_each(
+        {job_id: tuple(update[column] for column in JOB_UPDATE_COLUMNS) for job_id, update in updates.items()},
+        JOB_UPDATE_TYPES, "UPDATE jobs SET " + ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS) + ", updated_at = now()",
+        "(jobs.state, u.state) IN (SELECT * FROM unnest(%(sources)s::text[], %(targets)s::text[]))",
+        {"sources": [source for source, _ in moves], "targets": [target for _, target in moves]},
+        returning="jobs.id"))]
 
 
-def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int) -> list[dict]:
+# A requeue's values per job: the state it was found in, the reason and the message.
+_REQUEUE = {"from_state": "text", "reason": "text", "message": "text"}
+
+
+def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int
+                      ) -> list[Moved]:
     """Submissions Ray refused for the job's own request (id -> (from_state, reason, message)): back
     to PENDING (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs
     still in `from_state`. Attempts that ended in an infrastructure fault (`requeues`) or a
     preemption (`preemptions`) are not counted. Returns id, state, user_name for each."""
     if not outcomes:
         return []
-    ids = list(outcomes)
     used = "(jobs.attempt - jobs.requeues - jobs.preemptions)"
-    return conn.execute(
-        f"""UPDATE jobs SET
-               state = CASE WHEN {used} >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
+    return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
+        outcomes, _REQUEUE,
+        f"""UPDATE jobs SET state = CASE WHEN {used} >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
                finished_at = CASE WHEN {used} >= %(max)s THEN now() END,
                reason = u.reason,
                message = u.message || ' (attempt ' || {used} || ' of ' || %(max)s
                    || CASE WHEN {used} >= %(max)s THEN ', no attempt left)' ELSE ')' END,
-               node = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()
-           FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
-                AS u(id, from_state, reason, message)
-           WHERE jobs.id = u.id AND jobs.state = u.from_state
-             AND jobs.state = ANY(CASE WHEN {used} >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
-           RETURNING jobs.id, jobs.state, jobs.user_name""",
-        {"max": max_attempts, "ids": ids, "from": [outcomes[i][0] for i in ids],
-         "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
-         "spend": states.REQUEUE_SPENT.sources, "spent": states.REQUEUE_SPENT.target,
-         "reasons": [outcomes[i][1] for i in ids], "messages": [outcomes[i][2] for i in ids]},
-    ).fetchall()
+               node = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()""",
+        f"""jobs.state = u.from_state
+             AND jobs.state = ANY(CASE WHEN {used} >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)""",
+        {"max": max_attempts, "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
+         "spend": states.REQUEUE_SPENT.sources, "spent": states.REQUEUE_SPENT.target},
+        returning="jobs.id, jobs.state, jobs.user_name")).fetchall()
 
 
-def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_requeues: int) -> list[dict]:
+def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_requeues: int
+                  ) -> list[Moved]:
     """Attempts ended by an infrastructure fault (id -> (from_state, reason, message)): back to
     PENDING (REQUEUE_INFRA) with its place in the queue (submitted_at kept), one more requeue and
     none of its attempts used up; FAILED with the same reason once it was requeued `max_requeues`
@@ -127,10 +143,9 @@ def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, 
     next attempt number, and so a new submission_id. Returns id, state, user_name, requeues."""
     if not outcomes:
         return []
-    ids = list(outcomes)
-    return conn.execute(
-        """UPDATE jobs SET
-               state = CASE WHEN jobs.requeues >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
+    return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
+        outcomes, _REQUEUE,
+        """UPDATE jobs SET state = CASE WHEN jobs.requeues >= %(max)s THEN %(spent)s ELSE %(requeued)s END,
                requeues = jobs.requeues + CASE WHEN jobs.requeues >= %(max)s THEN 0 ELSE 1 END,
                requeued_at = CASE WHEN jobs.requeues >= %(max)s THEN jobs.requeued_at ELSE now() END,
                finished_at = CASE WHEN jobs.requeues >= %(max)s THEN now() END,
@@ -140,17 +155,12 @@ def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, 
                    ELSE ' (requeue ' || jobs.requeues + 1 || ' of ' || %(max)s || ', not counted as an attempt)' END,
                node = CASE WHEN jobs.requeues >= %(max)s THEN jobs.node END,
                started_at = CASE WHEN jobs.requeues >= %(max)s THEN jobs.started_at END,
-               ray_status = NULL, accepted_at = NULL, exit_code = NULL, updated_at = now()
-           FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(reasons)s::text[], %(messages)s::text[])
-                AS u(id, from_state, reason, message)
-           WHERE jobs.id = u.id AND jobs.state = u.from_state
-             AND jobs.state = ANY(CASE WHEN jobs.requeues >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)
-           RETURNING jobs.id, jobs.state, jobs.user_name, jobs.requeues""",
-        {"max": max_requeues, "ids": ids, "from": [outcomes[i][0] for i in ids],
-         "requeue": states.REQUEUE_INFRA.sources, "requeued": states.REQUEUE_INFRA.target,
-         "spend": states.REQUEUE_INFRA_SPENT.sources, "spent": states.REQUEUE_INFRA_SPENT.target,
-         "reasons": [outcomes[i][1] for i in ids], "messages": [outcomes[i][2] for i in ids]},
-    ).fetchall()
+               ray_status = NULL, accepted_at = NULL, exit_code = NULL, updated_at = now()""",
+        """jobs.state = u.from_state
+             AND jobs.state = ANY(CASE WHEN jobs.requeues >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)""",
+        {"max": max_requeues, "requeue": states.REQUEUE_INFRA.sources, "requeued": states.REQUEUE_INFRA.target,
+         "spend": states.REQUEUE_INFRA_SPENT.sources, "spent": states.REQUEUE_INFRA_SPENT.target},
+        returning="jobs.id, jobs.state, jobs.user_name, jobs.requeues")).fetchall()
 
 
 def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
@@ -158,44 +168,41 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
     if not ids:
         return []
     return [row["id"] for row in conn.execute(
-        """UPDATE jobs SET state = %(to)s, reason = 'Cancelled', message = 'cancelled; Ray had not started it',
+        """UPDATE jobs SET state = %(to)s, reason = %(reason)s, message = 'cancelled; Ray had not started it',
                   finished_at = now(), node = NULL, updated_at = now()
            WHERE id = ANY(%(ids)s) AND state = ANY(%(from)s) RETURNING id""",
-        {"ids": ids, "from": states.CANCEL_ABSENT.sources, "to": states.CANCEL_ABSENT.target},
+        {"ids": ids, "from": states.CANCEL_ABSENT.sources, "to": states.CANCEL_ABSENT.target,
+         "reason": Reason.CANCELLED},
     )]
 
 
-# A job's intent: what the submit step sends to Ray.
-_INTENT = ("id", "user_name", "group_name", "entrypoint", "runtime_env", "metadata", "resources", "node", "attempt",
-           "submission_id", "priority_class")
+_INTENT = ", ".join(f"jobs.{column}" for column in Intent.__dataclass_fields__)
 
 
-def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str) -> list[dict]:
+def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str) -> list[Intent]:
     """The write-ahead intent: chosen node, next attempt and its submission_id, for jobs still
     PENDING and not cancelled meanwhile. Returns what to submit."""
     if not placements:
         return []
-    return conn.execute(
-        """UPDATE jobs SET state = %(to)s, node = p.node, attempt = jobs.attempt + 1,
+    return conn.cursor(row_factory=class_row(Intent)).execute(*_each(
+        dict(placements), {"node": "text"},
+        """UPDATE jobs SET state = %(to)s, node = u.node, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
-                  reason = 'Submitting', message = 'placed on node ' || p.node || ', being submitted to Ray',
+                  reason = %(reason)s, message = 'placed on node ' || u.node || ', being submitted to Ray',
                   ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,
-                  queue_position = NULL, estimated_start_at = NULL, estimate_basis = NULL, updated_at = now()
-           FROM unnest(%(ids)s::bigint[], %(nodes)s::text[]) AS p(id, node)
-           WHERE jobs.id = p.id AND jobs.state = ANY(%(from)s)
-           RETURNING """ + ", ".join(f"jobs.{column}" for column in _INTENT),
-        {"installation": installation, "ids": [job_id for job_id, _ in placements],
-         "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
-         "nodes": [node for _, node in placements]},
-    ).fetchall()
+                  queue_position = NULL, estimated_start_at = NULL, estimate_basis = NULL, updated_at = now()""",
+        "jobs.state = ANY(%(from)s)",
+        {"installation": installation, "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
+         "reason": Reason.SUBMITTING},
+        returning=_INTENT)).fetchall()
 
 
-def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[dict]:
+def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[Intent]:
     """The intents of jobs still SUBMITTING, to send again under their own submission ids."""
     if not ids:
         return []
-    return conn.execute(
-        f"SELECT {', '.join(_INTENT)} FROM jobs WHERE id = ANY(%s) AND state = %s ORDER BY id",
+    return conn.cursor(row_factory=class_row(Intent)).execute(
+        f"SELECT {_INTENT} FROM jobs WHERE id = ANY(%s) AND state = %s ORDER BY id",
         (ids, states.SUBMITTING),
     ).fetchall()
 
@@ -204,24 +211,19 @@ def fail_invalid(conn: psycopg.Connection, invalid: dict[int, str]) -> None:
     """Pending rows the planner cannot read (written around `submit`'s checks): FAILED, with why."""
     if not invalid:
         return
-    ids = list(invalid)
-    conn.execute(
-        """UPDATE jobs SET state = %s, reason = 'InvalidJob', message = u.message, finished_at = now(), updated_at = now()
-           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message) WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
-        (states.FAIL_INVALID.target, ids, [invalid[i] for i in ids], states.FAIL_INVALID.sources),
-    )
+    conn.execute(*_each(
+        invalid, {"message": "text"},
+        "UPDATE jobs SET state = %(to)s, reason = %(reason)s, message = u.message, finished_at = now(), updated_at = now()",
+        "jobs.state = ANY(%(from)s)",
+        {"to": states.FAIL_INVALID.target, "from": states.FAIL_INVALID.sources, "reason": Reason.INVALID_JOB}))
 
 
 def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]]) -> None:
     if not waiting:
         return
-    ids = list(waiting)
-    conn.execute(
-        """UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now()
-           FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, reason, message)
-           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
-        (ids, [waiting[i][0] for i in ids], [waiting[i][1] for i in ids], states.SET_WAITING.sources),
-    )
+    conn.execute(*_each(waiting, {"reason": "text", "message": "text"},
+                        "UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now()",
+                        "jobs.state = ANY(%(from)s)", {"from": states.SET_WAITING.sources}))
 
 
 def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | None, datetime | None, str | None]]
@@ -230,13 +232,9 @@ def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | Non
     each to clear them)."""
     if not estimates:
         return
-    ids = list(estimates)
-    conn.execute(
-        """UPDATE jobs SET queue_position = u.position, estimated_start_at = u.start, estimate_basis = u.basis
-           FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[]) AS u(id, position, start, basis)
-           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
-        (ids, *([estimates[i][column] for i in ids] for column in range(3)), states.SET_ESTIMATE.sources),
-    )
+    conn.execute(*_each(estimates, {"position": "int", "start": "timestamptz", "basis": "text"},
+                        "UPDATE jobs SET queue_position = u.position, estimated_start_at = u.start, estimate_basis = u.basis",
+                        "jobs.state = ANY(%(from)s)", {"from": states.SET_ESTIMATE.sources}))
 
 
 def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
@@ -254,35 +252,28 @@ def set_reservations(conn: psycopg.Connection, reservations: dict[int, str | Non
     """Pending jobs' reservations that changed (id -> node, None: ended). A new one starts `now`."""
     if not reservations:
         return
-    ids = list(reservations)
-    conn.execute(
+    conn.execute(*_each(
+        reservations, {"node": "text"},
         """UPDATE jobs SET reserved_node = u.node,
                   reserved_at = CASE WHEN u.node IS NULL THEN NULL
                                      WHEN jobs.reserved_node IS NOT DISTINCT FROM u.node THEN jobs.reserved_at
-                                     ELSE %s END,
-                  updated_at = now()
-           FROM unnest(%s::bigint[], %s::text[]) AS u(id, node)
-           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
-        (now, ids, [reservations[i] for i in ids], states.SET_RESERVATION.sources),
-    )
+                                     ELSE %(now)s END,
+                  updated_at = now()""",
+        "jobs.state = ANY(%(from)s)", {"now": now, "from": states.SET_RESERVATION.sources}))
 
 
-def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetime) -> list[dict]:
+def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetime) -> list[Victim]:
     """The preemption decision (victim id -> the job it makes room for), written before Ray is
     asked to stop anything: only jobs still running, not asked to stop already. Returns the rows
     marked, with what the stop and its log line need."""
     if not victims:
         return []
-    ids = list(victims)
-    return conn.execute(
-        """UPDATE jobs SET preempted_at = %s, preempted_by = u.by, updated_at = now()
-           FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, by)
-           WHERE jobs.id = u.id AND jobs.state = ANY(%s)
-             AND jobs.preempted_at IS NULL AND jobs.cancel_requested_at IS NULL
-           RETURNING jobs.id, jobs.user_name, jobs.priority_class, jobs.node, jobs.started_at, jobs.submission_id,
-                     jobs.preempted_by""",
-        (now, ids, [victims[i] for i in ids], states.MARK_VICTIM.sources),
-    ).fetchall()
+    return conn.cursor(row_factory=class_row(Victim)).execute(*_each(
+        victims, {"by": "bigint"}, "UPDATE jobs SET preempted_at = %(now)s, preempted_by = u.by, updated_at = now()",
+        """jobs.state = ANY(%(from)s)
+             AND jobs.preempted_at IS NULL AND jobs.cancel_requested_at IS NULL""",
+        {"now": now, "from": states.MARK_VICTIM.sources},
+        returning=", ".join(f"jobs.{column}" for column in Victim.__dataclass_fields__))).fetchall()
 
 
 def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None:
@@ -290,30 +281,25 @@ def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None
     was sent (a victim without it is sent the stop again)."""
     if not messages:
         return
-    ids = list(messages)
-    conn.execute(
-        """UPDATE jobs SET reason = 'Preempted', message = u.message, updated_at = now()
-           FROM unnest(%s::bigint[], %s::text[]) AS u(id, message)
-           WHERE jobs.id = u.id AND jobs.state = ANY(%s)""",
-        (ids, [messages[i] for i in ids], states.STOPPING_VICTIM.sources),
-    )
+    conn.execute(*_each(messages, {"message": "text"},
+                        "UPDATE jobs SET reason = %(reason)s, message = u.message, updated_at = now()",
+                        "jobs.state = ANY(%(from)s)",
+                        {"reason": Reason.PREEMPTED, "from": states.STOPPING_VICTIM.sources}))
 
 
-def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str]]) -> list[dict]:
+def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str]]) -> list[Moved]:
     """Victims Ray reports stopped (id -> (from_state, message)): back to PENDING with reason
     Preempted, their place in the queue (submitted_at) kept, one more preemption and neither an
     attempt nor a requeue used up. The next attempt gets the next attempt number. Only jobs still in
-    `from_state`. Returns id, user_name, preemptions."""
+    `from_state`. Returns id, user_name, state, preemptions."""
     if not outcomes:
         return []
-    ids = list(outcomes)
-    return conn.execute(
+    return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
+        outcomes, {"from_state": "text", "message": "text"},
         """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
-                  reason = 'Preempted', message = u.message, node = NULL, started_at = NULL, ray_status = NULL,
-                  accepted_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL, updated_at = now()
-           FROM unnest(%(ids)s::bigint[], %(from)s::text[], %(messages)s::text[]) AS u(id, from_state, message)
-           WHERE jobs.id = u.id AND jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)
-           RETURNING jobs.id, jobs.user_name, jobs.preemptions""",
-        {"to": states.REQUEUE_PREEMPTED.target, "sources": states.REQUEUE_PREEMPTED.sources, "ids": ids,
-         "from": [outcomes[i][0] for i in ids], "messages": [outcomes[i][1] for i in ids]},
-    ).fetchall()
+                  reason = %(reason)s, message = u.message, node = NULL, started_at = NULL, ray_status = NULL,
+                  accepted_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL, updated_at = now()""",
+        "jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)",
+        {"to": states.REQUEUE_PREEMPTED.target, "sources": states.REQUEUE_PREEMPTED.sources,
+         "reason": Reason.PREEMPTED},
+        returning="jobs.id, jobs.user_name, jobs.state, jobs.preemptions")).fetchall()

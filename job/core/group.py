@@ -1,0 +1,50 @@
+"""A resource group as the store holds it: one model for the store, the scheduler and the CLI, from
+which the planner's `Group` is made. Its options, their defaults and their checks are GroupSpec's
+(what `group add` and `group set` accept); the row adds what the tick keeps of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from job.core.planner.snapshot import Group
+from job.core.specs import GroupSpec
+
+OPTIONS = tuple(GroupSpec.model_fields)
+
+
+class GroupConfig(GroupSpec):
+    # When usage was last charged (the tick's, never an option), and the row's own times.
+    usage_charged_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> GroupConfig:
+        """A stored row, taken as it is: checked when it was written, and a row written around `group
+        set` must fail its own tick (e.g. its node types), not the reading of every group."""
+        return cls.model_construct(**{name: row[name] for name in cls.model_fields})
+
+    def options(self) -> dict[str, Any]:
+        """The options alone, as `group set` takes them."""
+        return {name: getattr(self, name) for name in OPTIONS}
+
+    @cached_property
+    def class_names(self) -> frozenset[str]:
+        return frozenset(c["name"] for c in self.priority_classes)
+
+    def job_class(self, priority_class: str | None) -> str:
+        """A job's class: its own, else the group's default."""
+        return priority_class or self.default_class
+
+    def preemptible(self, priority_class: str | None) -> bool:
+        """Whether a job of this class may be stopped to make room; a class dropped since the job
+        was queued (see group_snapshot) is not."""
+        job_class = self.job_class(priority_class)
+        return any(c["preemptible"] for c in self.priority_classes if c["name"] == job_class)
+
+    def planner_group(self) -> dict[str, Any]:
+        """The planner's group options: GroupSpec fields of the same names."""
+        return {option: getattr(self, option) for option in Group.model_fields}

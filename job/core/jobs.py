@@ -1,0 +1,82 @@
+"""A job as the tick's statements read it, one typed row per statement's columns (job/store/tick_jobs.py
+builds them with psycopg's class_row): the names are the columns', the ids the table's ints. The
+pending rows, read by the hundred thousand, are `group_snapshot.PendingRow`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from job.core.states import State
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveJob:
+    """One of our jobs Ray knows of, or is about to (SUBMITTING, SUBMITTED, RUNNING)."""
+
+    id: int
+    user_name: str
+    state: State
+    resources: dict[str, float]
+    node: str | None
+    attempt: int
+    submission_id: str | None
+    ray_status: str | None = None
+    ray_message: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    max_runtime_s: float | None = None
+    cancel_requested_at: datetime | None = None
+    requeues: int = 0
+    accepted_at: datetime | None = None
+    priority_class: str | None = None
+    preempted_at: datetime | None = None
+    preempted_by: int | None = None
+    # Whether Ray builds something for it before the driver starts (env_vars alone: no).
+    builds_runtime_env: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What the submit step sends to Ray for a SUBMITTING job."""
+
+    id: int
+    user_name: str
+    group_name: str
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    metadata: dict[str, Any]
+    resources: dict[str, float]
+    node: str
+    attempt: int
+    submission_id: str
+    priority_class: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A running job the commit marked to stop for `preempted_by`."""
+
+    id: int
+    user_name: str
+    priority_class: str | None
+    node: str | None
+    started_at: datetime | None
+    submission_id: str
+    preempted_by: int
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A job a tick's write moved, with what its log line says: its state after the write, and its
+    count of requeues or preemptions for the writes that add one."""
+
+    id: int
+    user_name: str
+    state: State | None = None
+    requeues: int | None = None
+    preemptions: int | None = None
