@@ -192,15 +192,16 @@ def test_work_reads_three_filtered_lists_and_names_those_ray_truncated(monkeypat
     group = {"placement_group_id": "pg1", "creator_job_id": "04000000", "state": "PENDING",
              "bundles": [{"bundle_id": {"placement_group_id": "pg1", "bundle_index": 0}, "unit_resources": {"CPU": 0.5},
                           "node_id": None, "label_selector": {}}]}
-    listed = {"actors": ([actor], 8, 8, ""), "tasks": ([], 10_001, 10_000, ""),
-              "placement_groups": ([group], 1, 1, "node n2 did not answer")}
+    # (records, total, num_after_truncation, num_filtered, partial_failure_warning)
+    listed = {"actors": ([actor], 8, 8, 1, ""), "tasks": ([], 30_000, 30_000, 10_001, ""),
+              "placement_groups": ([group], 10_001, 10_000, 1, "")}
 
     def call(self, what, method, path, *, params=None, **_):
         kind = path.rsplit("/", 1)[-1]
         asked[kind] = list(zip(params["filter_keys"], params["filter_predicates"], params["filter_values"]))
-        result, total, kept, warning = listed[kind]
+        result, total, kept, passed, warning = listed[kind]
         return {"result": True, "msg": "", "data": {"result": {
-            "total": total, "num_after_truncation": kept, "num_filtered": len(result),
+            "total": total, "num_after_truncation": kept, "num_filtered": passed,
             "partial_failure_warning": warning, "warnings": None, "result": result}}}
 
     monkeypatch.setattr(RayCluster, "_call", call)
@@ -211,5 +212,6 @@ def test_work_reads_three_filtered_lists_and_names_those_ray_truncated(monkeypat
     assert work.actors == (Work("04000000", "n1", Resources.of({"CPU": 1})),)
     assert work.placement_groups == (PlacementGroup("pg1", "04000000", "PENDING",
                                                     (Bundle(None, Resources.of({"CPU": 0.5})),)),)
-    # Dead actors count in `total` too: only a total above what Ray kept is a truncation.
+    # Dead actors count in `total` too: only a total above what Ray kept is a truncation, or more
+    # records passing the filters than the answer holds.
     assert work.truncated == ("tasks", "placement_groups")
