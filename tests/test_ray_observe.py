@@ -84,8 +84,13 @@ def test_a_job_is_seen_using_its_actors_and_placement_group_until_it_stops(ray_c
             assert (use.placement_groups, use.actors, use.tasks) == (1, 3, 0)
             # The driver's 0.5 and three actors are 3.5; the group's two bundles another 1.
             assert Resources.total(use.observed.values()) == Resources.of({"CPU": 4.5})
-            # Per node, exactly what Ray counts as used there: nothing of it is outside load.
-            assert use.observed == held_per_node(cluster) and seen.outside == {}
+            # Per node, Ray counts all of it as used there, and what else it counts is outside
+            # load: work of others, which need not be in the lists (an earlier test's supervisor
+            # still building its runtime env holds its request while PENDING_CREATION, nodeless).
+            held = held_per_node(cluster)
+            assert all(resources.fits_in(held.get(node, {})) for node, resources in use.observed.items())
+            assert seen.outside == {node: left for node, resources in held.items()
+                                    if (left := resources - use.observed.get(node, Resources()))}
             assert use.unclaimed == {}
             return work, use
 
