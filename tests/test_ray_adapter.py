@@ -1,5 +1,5 @@
 """The Ray adapter against the real test cluster: nodes, pinned submission, idempotent resubmission,
-job listing, stop, logs, refusals and an unreachable address."""
+job listing, stop, logs, refusals; an unreachable address and the state API's lists of work."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import requests
 from job import log
 from job.core.errors import NotFound, Unavailable
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
+from job.core.observed import Bundle, PlacementGroup, Work
+from job.core.resources import Resources
 
-# Every test but the last needs the local Ray test cluster.
+# Every test but the last two needs the local Ray test cluster.
 needs_ray = pytest.mark.ray
 
 # The cluster keeps its job history for the whole run (and longer, with JOB_TEST_RAY_ADDRESS).
@@ -180,3 +182,36 @@ def test_unreachable_address_is_unavailable():
     cluster = RayCluster(f"http://127.0.0.1:{port}", timeout_s=2.0)
     with pytest.raises(Unavailable, match=rf"ray at http://127.0.0.1:{port} unreachable: connection failed"):
         cluster.jobs(["anything"])
+
+
+# Needs no Ray cluster: the state API's answers are canned, in its shape.
+def test_work_reads_three_filtered_lists_and_names_those_ray_truncated(monkeypatch):
+    asked = {}
+    actor = {"job_id": "04000000", "node_id": "n1", "required_resources": {"CPU": 1.0}, "placement_group_id": None,
+             "name": ""}
+    group = {"placement_group_id": "pg1", "creator_job_id": "04000000", "state": "PENDING",
+             "bundles": [{"bundle_id": {"placement_group_id": "pg1", "bundle_index": 0}, "unit_resources": {"CPU": 0.5},
+                          "node_id": None, "label_selector": {}}]}
+    # (records, total, num_after_truncation, num_filtered, partial_failure_warning)
+    listed = {"actors": ([actor], 8, 8, 1, ""), "tasks": ([], 30_000, 30_000, 10_001, ""),
+              "placement_groups": ([group], 10_001, 10_000, 1, "")}
+
+    def call(self, what, method, path, *, params=None, **_):
+        kind = path.rsplit("/", 1)[-1]
+        asked[kind] = list(zip(params["filter_keys"], params["filter_predicates"], params["filter_values"]))
+        result, total, kept, passed, warning = listed[kind]
+        return {"result": True, "msg": "", "data": {"result": {
+            "total": total, "num_after_truncation": kept, "num_filtered": passed,
+            "partial_failure_warning": warning, "warnings": None, "result": result}}}
+
+    monkeypatch.setattr(RayCluster, "_call", call)
+    work = RayCluster("http://ray.invalid:8265", timeout_s=1.0).work()
+    assert asked == {"actors": [("state", "=", "ALIVE")],
+                     "tasks": [("state", "=", "RUNNING"), ("type", "=", "NORMAL_TASK")],
+                     "placement_groups": [("state", "!=", "REMOVED")]}
+    assert work.actors == (Work("04000000", "n1", Resources.of({"CPU": 1})),)
+    assert work.placement_groups == (PlacementGroup("pg1", "04000000", "PENDING",
+                                                    (Bundle(None, Resources.of({"CPU": 0.5})),)),)
+    # Dead actors count in `total` too: only a total above what Ray kept is a truncation, or more
+    # records passing the filters than the answer holds.
+    assert work.truncated == ("tasks", "placement_groups")

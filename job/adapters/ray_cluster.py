@@ -6,8 +6,9 @@ the job's runtime_env (a requirements file, a conda YAML) from the scheduler's d
 submission is the job's validated fields posted as JSON, and nothing of the job is read locally.
 
 The calls, each one request: the alive nodes (state API `/api/v0/nodes`), what is free on each
-(`/api/cluster_status`), one job by its submission id (`/api/jobs/ID`), submit, stop, delete, logs. The
-tick never lists Ray's whole job history, which only grows.
+(`/api/cluster_status`), one job by its submission id (`/api/jobs/ID`), submit, stop, delete, logs;
+and the cluster's work (`work`: its alive actors, running tasks and placement groups, one list
+each). The tick never lists Ray's whole job history, which only grows.
 
 Errors, as the tick sees them:
 - `Unavailable`: Ray could not be reached or answered 5xx, after a few seconds of retries. Nothing
@@ -32,6 +33,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from job import log
 from job.core.errors import JobError, NotFound, Unavailable
+from job.core.observed import Bundle, ClusterWork, PlacementGroup, Work
+from job.core.resources import Resources
 from job.core.redact import redact_url
 from job.core.runtime_env import runtime_env_problem
 
@@ -45,6 +48,16 @@ _BUILTIN = {"CPU": "entrypoint_num_cpus", "GPU": "entrypoint_num_gpus", "memory"
 # label selector, bad runtime_env) in its own 500; the agent's 4xx status survives in the text.
 _AGENT_REFUSED = re.compile(r"Request failed with status code 4\d\d")
 _RAISED = re.compile(r"^\w*(?:Error|Exception): (?!Request failed with status code)(.+)$", re.MULTILINE)
+# The state API's most records per list.
+LIST_LIMIT = 10_000
+# What holds resources, filtered by Ray: alive actors; running plain tasks (an actor's tasks hold
+# nothing beyond its actor, its creation task is the actor itself); placement groups not removed,
+# whose placed bundles are reserved whether used or not.
+_WORK_LISTS = {
+    "actors": [("state", "=", "ALIVE")],
+    "tasks": [("state", "=", "RUNNING"), ("type", "=", "NORMAL_TASK")],
+    "placement_groups": [("state", "!=", "REMOVED")],
+}
 # Lookups of our active jobs in flight at once: one request each, so tens to thousands of active
 # jobs cost a few round trips of wall time, whatever Ray's history holds.
 LOOKUP_CONCURRENCY = 16
@@ -76,6 +89,9 @@ class RayJob:
     exit_code: int | None
     # Why Ray failed it, where Ray says: JOB_SUPERVISOR_ACTOR_* are Ray's own faults, not the job's.
     error_type: str | None = None
+    # The driver's own job id, which its actors, tasks and placement groups carry: Ray sets it once
+    # the entrypoint calls `ray.init()`.
+    driver_job_id: str | None = None
 
 
 class _HttpError(Exception):
@@ -159,6 +175,35 @@ class RayCluster:
         report = ((body.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
         return {node_id: {name: total - used for name, (used, total) in resources.items()}
                 for node_id, resources in (report.get("usageByNode") or {}).items()}
+
+    def work(self) -> ClusterWork:
+        """The cluster's alive actors, running tasks and placement groups: three lists, read at once,
+        whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
+        that did not answer) is named in `truncated`: what it misses cannot be told from nothing."""
+        with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
+            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS)))
+        truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
+        return ClusterWork(actors=tuple(_work(record) for record in listed["actors"][0]),
+                           tasks=tuple(_work(record) for record in listed["tasks"][0]),
+                           placement_groups=tuple(_placement_group(record) for record in listed["placement_groups"][0]),
+                           truncated=truncated)
+
+    def _listing(self, kind: str) -> tuple[list[dict[str, Any]], bool]:
+        """One state API list with its filters, and whether it is complete."""
+        filters = _WORK_LISTS[kind]
+        params = {"limit": LIST_LIMIT, "detail": "true", "filter_keys": [key for key, _, _ in filters],
+                  "filter_predicates": [predicate for _, predicate, _ in filters],
+                  "filter_values": [value for _, _, value in filters]}
+        body = self._call(f"list {kind}", "GET", f"/api/v0/{kind}", params=params)
+        if not body.get("result"):
+            raise Unavailable(f"ray at {self.shown_address}: state API error listing {kind}: {body.get('msg')}")
+        listing = body["data"]["result"]
+        # Cut short at the source: `total` is what Ray had (dead actors too, task events it
+        # dropped), `num_after_truncation` what it kept of that. Then the dashboard filters what
+        # was kept (`num_filtered` passed) and cuts that to `limit` without saying so.
+        complete = (listing["total"] <= listing["num_after_truncation"] and listing["num_filtered"] <= len(listing["result"])
+                    and not listing.get("partial_failure_warning"))
+        return listing["result"], complete
 
     def submit(self, *, submission_id: str, entrypoint: str, node_id: str, resources: dict[str, float],
                runtime_env: dict[str, Any], metadata: dict[str, str],
@@ -332,7 +377,22 @@ def _job(details: dict[str, Any]) -> RayJob:
         message=details.get("message") or None,
         exit_code=details.get("driver_exit_code"),
         error_type=details.get("error_type") or None,
+        driver_job_id=details.get("job_id") or None,
     )
+
+
+def _work(record: dict[str, Any]) -> Work:
+    return Work(job_id=record.get("job_id") or "", node=record.get("node_id") or None,
+                resources=Resources.of(record.get("required_resources") or {}),
+                placement_group=record.get("placement_group_id") or None, name=record.get("name") or "")
+
+
+def _placement_group(record: dict[str, Any]) -> PlacementGroup:
+    return PlacementGroup(id=record["placement_group_id"], creator_job_id=record.get("creator_job_id") or "",
+                          state=record["state"],
+                          bundles=tuple(Bundle(node=bundle.get("node_id") or None,
+                                               resources=Resources.of(bundle.get("unit_resources") or {}))
+                                        for bundle in record.get("bundles") or ()))
 
 
 def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:

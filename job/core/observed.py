@@ -1,0 +1,230 @@
+"""What our running jobs really hold in Ray, per node, from the state API's lists.
+
+A Ray job's work is not its driver: the actors, tasks and placement groups it starts run outside
+the entrypoint's request, on any node. Counted only as declared, they would look like work
+outside the queue, charged to nobody. Here each running job is given what Ray shows of it:
+
+- its driver: the entrypoint's request is held by Ray's job supervisor actor, found by its name
+  (`_ray_internal_job_actor_<submission_id>`), since its job id is the dashboard's, not the driver's;
+- its placement groups (`creator_job_id`): each placed bundle on its node, used or not, since Ray
+  reserves it whole;
+- its alive actors and running tasks outside placement groups, by the driver's job id (inside
+  one they run on a bundle already counted).
+
+What a job declared and Ray does not yet show it holding (its driver not yet started, bundles not
+yet claimed by its own work) stays in the books on its planned node: nothing else may be placed
+there meanwhile. When Ray truncated a list, what is missing cannot be told from what is not
+there, so every job counts as declared and the result says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from job.core.resources import Resources, accumulate, fits, to_units
+
+SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+
+
+@dataclass(frozen=True)
+class Work:
+    """An alive actor or a running task, as Ray lists it."""
+
+    job_id: str
+    node: str | None
+    resources: Resources
+    placement_group: str | None = None
+    # Actors only: the job supervisor is known by its name.
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle on a node: placed by Ray (a placement group's), or planned by us (a declared one).
+    `node` is None for a bundle Ray has not placed yet."""
+
+    node: str | None
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    id: str
+    creator_job_id: str
+    state: str
+    bundles: tuple[Bundle, ...]
+
+
+@dataclass(frozen=True)
+class ClusterWork:
+    """One tick's reading of the cluster's work; `truncated` names the lists Ray cut short."""
+
+    actors: tuple[Work, ...] = ()
+    tasks: tuple[Work, ...] = ()
+    placement_groups: tuple[PlacementGroup, ...] = ()
+    truncated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """One of our running jobs: its ids in Ray and what it declared, on its planned nodes.
+    `driver_job_id` is None until its entrypoint has called `ray.init()`."""
+
+    id: int
+    user: str
+    submission_id: str
+    driver_job_id: str | None
+    node: str
+    driver: Resources
+    bundles: tuple[Bundle, ...] = ()
+
+
+PerNode = dict[str, Resources]
+
+
+@dataclass(frozen=True)
+class JobUse:
+    """One job's footprint per node: what it declared, what Ray shows it holding (`observed`), and
+    what it declared and has not claimed yet (`unclaimed`, counted as ours all the same)."""
+
+    declared: PerNode
+    observed: PerNode
+    unclaimed: PerNode
+    placement_groups: int = 0
+    actors: int = 0
+    tasks: int = 0
+
+    def held(self) -> PerNode:
+        """What counts as this job's on each node: its observed use and its unclaimed books."""
+        return _merged([self.observed, self.unclaimed])
+
+    def charged(self) -> Resources:
+        """What fair share charges it: per resource, the larger of declared and observed."""
+        declared, observed = _sum(self.declared), _sum(self.observed)
+        return Resources((name, max(declared.get(name), observed.get(name))) for name in {*declared, *observed})
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Per job its use; per node what is ours and what is held by work outside the queue.
+    `fallback` is the message to log when the declared footprints were counted instead."""
+
+    jobs: dict[int, JobUse]
+    ours: PerNode
+    outside: PerNode
+    fallback: str | None = None
+
+
+def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> Observed:
+    """Each job's use and each node's split between ours and outside load. `nodes` carry `id`,
+    `resources` and `free` (Ray's amounts; `free` None where Ray did not say, left out of
+    `outside`)."""
+    jobs = list(jobs)
+    if work.truncated:
+        uses = {job.id: _as_declared(job) for job in jobs}
+        fallback = (f"ray truncated its list of {', '.join(work.truncated)}: counting what each job declared, "
+                    f"not what it uses")
+    else:
+        uses = _observed_uses(jobs, work)
+        fallback = None
+    ours = _merged(use.held() for use in uses.values())
+    return Observed(uses, ours, _outside(nodes, ours), fallback)
+
+
+def held_by(job: RunningJob, use: JobUse) -> str:
+    """Why another job waits on this one's use, naming it and its user."""
+    return (f"held by job {job.id} of {job.user}, which uses {_sum(use.held())} "
+            f"and declared {_sum(use.declared)}")
+
+
+def _observed_uses(jobs: list[RunningJob], work: ClusterWork) -> dict[int, JobUse]:
+    actors, tasks = _by_job(work.actors), _by_job(work.tasks)
+    groups: dict[str, list[PlacementGroup]] = {}
+    for group in work.placement_groups:
+        groups.setdefault(group.creator_job_id, []).append(group)
+    supervisors = {actor.name[len(SUPERVISOR_PREFIX):]: actor for actor in work.actors
+                   if actor.name.startswith(SUPERVISOR_PREFIX)}
+    uses = {}
+    for job in jobs:
+        # Before ray.init() the driver has no job id, and nothing in Ray is its yet.
+        key = job.driver_job_id or ""
+        own_groups, own = groups.get(key, []), [*actors.get(key, []), *tasks.get(key, [])]
+        placed = [(bundle.node, bundle.resources) for group in own_groups for bundle in group.bundles]
+        observed = _per_node([*placed, *((item.node, item.resources) for item in own)])
+        unclaimed = _unclaimed(job.bundles, observed)
+        supervisor = supervisors.get(job.submission_id)
+        if supervisor is None:
+            unclaimed = _merged([unclaimed, _per_node([(job.node, job.driver)])])
+        else:
+            observed = _merged([observed, _per_node([(supervisor.node, supervisor.resources)])])
+        uses[job.id] = JobUse(_declared(job), observed, unclaimed, placement_groups=len(own_groups),
+                              actors=len(actors.get(key, [])), tasks=len(tasks.get(key, [])))
+    return uses
+
+
+def _by_job(items: tuple[Work, ...]) -> dict[str, list[Work]]:
+    """Work outside placement groups by its job id: inside one it runs on a bundle counted already."""
+    found: dict[str, list[Work]] = {}
+    for item in items:
+        if item.placement_group is None and item.job_id:
+            found.setdefault(item.job_id, []).append(item)
+    return found
+
+
+def _unclaimed(declared: tuple[Bundle, ...], observed: PerNode) -> PerNode:
+    """The declared bundles the job's own work does not cover yet, on their planned nodes.
+
+    Covered by amount, not by shape or node: Ray Train, Tune and Data make placement groups and
+    actors of their own shapes, wherever Ray puts them, and what matters is that the amounts the
+    books held are now held by Ray. Bundles are taken in their declared order, each covered
+    whole or not at all."""
+    budget: dict[str, int] = {}
+    for resources in observed.values():
+        accumulate(budget, resources)
+    left = []
+    for bundle in declared:
+        if fits(bundle.resources.items(), budget):
+            accumulate(budget, bundle.resources, -1)
+        else:
+            left.append((bundle.node, bundle.resources))
+    return _per_node(left)
+
+
+def _declared(job: RunningJob) -> PerNode:
+    return _per_node([(job.node, job.driver), *((bundle.node, bundle.resources) for bundle in job.bundles)])
+
+
+def _as_declared(job: RunningJob) -> JobUse:
+    return JobUse(_declared(job), {}, _declared(job))
+
+
+def _outside(nodes: Iterable, ours: PerNode) -> PerNode:
+    """Per node: total, less what Ray reports free, less ours, per resource, never below zero.
+    Nodes with nothing outside, or where Ray did not say what is free, are left out."""
+    found = {}
+    for node in nodes:
+        if node.free is None:
+            continue
+        held = ours.get(node.id, Resources())
+        outside = Resources((name, max(to_units(total) - to_units(node.free.get(name, total)) - held.get(name), 0))
+                            for name, total in node.resources.items())
+        if outside:
+            found[node.id] = outside
+    return found
+
+
+def _per_node(parts: Iterable[tuple[str | None, Mapping[str, int]]]) -> PerNode:
+    units: dict[str, dict[str, int]] = {}
+    for node, resources in parts:
+        if node is not None:
+            accumulate(units.setdefault(node, {}), resources)
+    return {node: held for node, amounts in units.items() if (held := Resources(amounts))}
+
+
+def _merged(maps: Iterable[PerNode]) -> PerNode:
+    return _per_node((node, resources) for per_node in maps for node, resources in per_node.items())
+
+
+def _sum(per_node: PerNode) -> Resources:
+    return Resources.total(per_node.values())
