@@ -41,6 +41,7 @@ from typing import Any, Mapping
 
 from job.core.jobs import ActiveJob
 from job.core.resources import describe, to_units
+from job.core.units import format_duration
 from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
                              SUBMITTING, Reason)
 
@@ -142,7 +143,7 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
     if status in FINISHED_IN_RAY:
         if status == STOPPED and job.preempted_at is not None and job.cancel_requested_at is None:
             ran = (ray_job.end_time or now) - (job.started_at or ray_job.start_time or now)
-            return Preempted(f"stopped after running {_duration(max(ran.total_seconds(), 0))} to make room "
+            return Preempted(f"stopped after running {format_duration(int(max(ran.total_seconds(), 0)))} to make room "
                              f"for job {job.preempted_by}; back in the queue with its place")
         if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
                 and job.cancel_requested_at is None):
@@ -189,9 +190,9 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
                     ) -> tuple[str, str, tuple[str, str] | None]:
     """Why Ray has not started the driver of a job it holds PENDING: (reason, message, and the
     requeue once it waited past the start timeout on a node that cannot start it, else None)."""
-    held_for = f"Ray has not started the driver for {_duration(waited)}"
+    held_for = f"Ray has not started the driver for {format_duration(int(waited))}"
     past = waited >= start.timeout_s
-    limit = f"the group's start timeout of {_duration(start.timeout_s)}"
+    limit = f"the group's start timeout of {format_duration(int(start.timeout_s))}"
     node_id = job.node
     room = start.nodes.get(node_id)
     if room is None:
@@ -231,12 +232,6 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
 def _names(resources: list[str]) -> str:
     words = [{"CPU": "CPUs", "GPU": "GPUs"}.get(name, name) for name in resources]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def _duration(seconds: float) -> str:
-    """`45 s`, `4 min 5 s`: whole seconds, so that a message changes at most once a second."""
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{rest} s" if not minutes else f"{minutes} min" + (f" {rest} s" if rest else "")
 
 
 def _ray_fault(job: ActiveJob, ray_job: Any) -> str:

@@ -57,7 +57,7 @@ def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
     A tick sends this: it must read only the group's unfinished jobs, never a user's history. Each
     branch below matches one partial index of sql/0001_initial.sql (jobs_pending, jobs_active); one
     condition on all unfinished states would match neither, and PostgreSQL would read every job of
-    each user (jobs_user) or the whole table (tests/test_history.py)."""
+    each user (jobs_user) or the whole table (tests/store/test_history.py)."""
     return conn.execute(
         """SELECT u.name, u.shares, u.max_running, u.max_resources, coalesce(uu.usage, 0) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s

@@ -4,7 +4,7 @@ node selectors and the preemption modes.
 Everything that names or tells apart the rules of a kind reads it here: the snapshot's and
 GroupSpec's `Literal`s, the CLI's help, the share report (whether a policy scores users), the
 simulator (which of its shortcuts a rule allows) and the planner itself. A rule added here and in
-the CHECK of its column (`sql/`, checked by tests/test_rules.py) is known everywhere; a trait
+the CHECK of its column (`sql/`, checked by tests/core/test_rules.py) is known everywhere; a trait
 wrong for it is the one thing left to get right.
 """
 

@@ -17,7 +17,7 @@ with the jobs running or waiting (without preemption; with it, every job goes in
   out, replaced by one node that stands for them all, held in full (`room_nodes`).
 
 Left out, they change no placement: the plan's placements are those of the whole queue on every
-node (tests/test_simulate_engine.py replays traces both ways). Which rules allow which of these
+node (tests/core/test_simulate_engine.py replays traces both ways). Which rules allow which of these
 shortcuts is said by their traits (core/planner/rules.py); the engine asks them.
 """
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from job.core.usage import charge_usage
-from test_planner_support import at, run, snapshot
+from planner_helpers import at, run, snapshot
 
 ONE_NODE = {"n1": {"CPU": 2}}
 

@@ -1,6 +1,6 @@
 """The Dockerfile, its build context and the lock file, checked without a Docker engine: hadolint
 lints it, and its entrypoint and command are held against the real CLI. The install steps
-themselves run in tests/test_dockerfile_install.py."""
+themselves run in tests/package/test_dockerfile_install.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from job.cli import build_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 LOCK = ROOT / "requirements.lock"
 
@@ -213,7 +213,7 @@ def test_build_context_holds_what_the_dockerfile_copies_and_nothing_private():
     patterns = dockerignore_patterns()
     for path in ("requirements.lock", "job/cli/__init__.py", "job/__main__.py", "sql/0001_initial.sql", "sql/__init__.py"):
         assert not docker_ignored(path, patterns), f".dockerignore leaves out {path}, which the image needs"
-    for path in (".git/config", "tests/test_dockerfile.py", ".env", ".demo/pg/postgresql.conf", "job/__pycache__/cli.cpython-311.pyc",
+    for path in (".git/config", "tests/package/test_dockerfile.py", ".env", ".demo/pg/postgresql.conf", "job/__pycache__/cli.cpython-311.pyc",
                  "README.md", "job.egg-info/PKG-INFO", "build/lib/job/__init__.py"):
         assert docker_ignored(path, patterns), f".dockerignore lets {path} into the build context"
 

@@ -22,7 +22,7 @@ GROUP = "g"
 USER = "alice"
 # Every row copied this many times per state, so that one call can send each copy somewhere else.
 COPIES = len(states.STATES)
-STORE = Path(__file__).resolve().parent.parent / "job" / "store"
+STORE = Path(__file__).resolve().parents[2] / "job" / "store"
 
 
 # --- The transition table, without a database ---------------------------------------------------

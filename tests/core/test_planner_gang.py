@@ -11,7 +11,7 @@ from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import MAX_BUNDLES, describe_error
 from job.core.resources import Resources, footprint, to_units
 from test_planner_properties import PROPERTY, snapshots
-from test_planner_support import at, reference, run, snapshot
+from planner_helpers import at, reference, run, snapshot
 
 SELECTORS = ("legacy", "dispersed", "concentrated", "roundrobin")
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")

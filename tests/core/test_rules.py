@@ -8,7 +8,7 @@ import pytest
 
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 
-SQL = Path(__file__).resolve().parent.parent / "sql"
+SQL = Path(__file__).resolve().parents[2] / "sql"
 
 
 def allowed(column: str) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from job.core.planner import Snapshot, plan
 from job.core.resources import fits, to_units
-from test_planner_support import GIB, at, reference, run, snapshot
+from planner_helpers import GIB, at, reference, run, snapshot
 
 NODE_IDS = ["n1", "n2", "n3", "n4", "n5", "n10"]
 USERS = ["ann", "bob", "cy"]

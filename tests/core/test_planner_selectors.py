@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_planner_support import GIB, run, snapshot
+from planner_helpers import GIB, run, snapshot
 
 CPU_AND_GPU = {
     "big": {"CPU": 16, "memory": 64 * GIB},

@@ -36,7 +36,7 @@ from job.scheduler.config import TickConfig
 from job.serve.server import Source, make_server
 from job.store.connection import connect, read_only
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "k8s" / "monitoring"
 FAKE = "http://fake-ray.invalid:8265"
 

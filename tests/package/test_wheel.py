@@ -30,7 +30,7 @@ from job.core.errors import IncompleteInstall
 from job.devtools.local_postgres import with_database
 from job.store.migrations import migration_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = sorted(p.name for p in (ROOT / "sql").glob("[0-9][0-9][0-9][0-9]_*.sql"))
 SOURCE_PACKAGES = sorted(
     ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "job").rglob("__init__.py") if "__pycache__" not in init.parts

@@ -149,7 +149,7 @@ def test_a_driver_ray_cannot_start_on_a_busy_node_is_requeued_and_runs_elsewhere
         assert len(requeued) == 1, requeued
         [line] = requeued
         assert line["job"] == job_id and line["reason"] == "NodeBusy" and line["state"] == "PENDING"
-        assert line["message"].startswith("Ray did not start the driver within the group's start timeout of 20 s "
+        assert line["message"].startswith("Ray did not start the driver within the group's start timeout of 20s "
                                           f"on node {busy_node}: the node's CPUs are held by work outside the queue")
         done = rows[job_id]
         assert (done["state"], done["exit_code"]) == ("SUCCEEDED", 0)

@@ -447,7 +447,7 @@ def test_each_statement_of_a_tick_reads_no_finished_job(history_db, monkeypatch,
             called = _store_calls(conn, group)
     defined = {f"tick_jobs.{name}" for name, function in inspect.getmembers(tick_jobs, inspect.isfunction)
                if function.__module__ == tick_jobs.__name__ and not name.startswith("_")}
-    assert defined <= called, f"add a call of {sorted(defined - called)} to _store_calls in tests/test_history.py"
+    assert defined <= called, f"add a call of {sorted(defined - called)} to _store_calls in tests/store/test_history.py"
     assert called <= {statement.name for statement in sent}
     assert_no_history_read(history_db, sent)
 

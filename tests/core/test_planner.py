@@ -14,11 +14,11 @@ import pytest
 from job.cli import main
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
-from test_planner_support import GIB, at, run, snapshot
+from planner_helpers import GIB, at, run, snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The worked example of the planner's JSON interface: a snapshot and the plan it must give.
-EXAMPLES = Path(__file__).resolve().parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 # (name, group options, users, running, pending, expected placements, expected reasons)
 REASONS = [
@@ -283,7 +283,7 @@ def test_missing_file_exits_2(tmp_path):
 
 
 def test_importing_the_core_loads_no_io_library():
-    # The import contracts (tests/test_layers.py) see our imports; this sees what third-party
+    # The import contracts (tests/package/test_layers.py) see our imports; this sees what third-party
     # packages the core pulls in, at run time.
     code = ("import sys, pkgutil, importlib, job.core\n"
             "for info in pkgutil.walk_packages(job.core.__path__, 'job.core.'): importlib.import_module(info.name)\n"

@@ -17,7 +17,7 @@ from job.cli import build_parser
 from job.settings import Settings
 from job.core.units import parse_duration
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"
 NAMESPACE = "ray-scheduler"
 IMAGE = "registry.example.com/ray/job-scheduler:0.1.0"

@@ -222,27 +222,27 @@ OURS = room(free={"CPU": 0, "memory": 2**30}, running={"CPU": 2})   # both CPUs 
 WAITING = [
     # (name, waited, node, fields, expected reason, message contains, requeue reason)
     ("busy node, within the timeout", 45, BUSY, {}, "NodeBusy",
-     "Ray has not started the driver for 45 s: the node's CPUs are held by work outside the queue "
-     "(free CPU 0; it needs CPU 1); requeued past the group's start timeout of 1 min", None),
+     "Ray has not started the driver for 45s: the node's CPUs are held by work outside the queue "
+     "(free CPU 0; it needs CPU 1); requeued past the group's start timeout of 1m", None),
     ("busy node, past the timeout", 61, BUSY, {}, "NodeBusy",
      "the node's CPUs are held by work outside the queue (free CPU 0; it needs CPU 1)", "NodeBusy"),
     ("busy node, only env_vars to set", 61, BUSY, {"builds_runtime_env": False}, "NodeBusy", "outside the queue", "NodeBusy"),
     # What is in use may be the driver's own for the few seconds Ray takes to start its worker.
-    ("in use, maybe by the driver Ray starts", 9, BUSY, {}, "Starting", "Ray has not started the driver for 9 s", None),
+    ("in use, maybe by the driver Ray starts", 9, BUSY, {}, "Starting", "Ray has not started the driver for 9s", None),
     ("in use past the driver's start", 10, BUSY, {}, "NodeBusy", "held by work outside the queue", None),
     ("not even its own share in use", 3, room(free={"CPU": 0.5, "memory": 2**30}, running={"CPU": 1}), {}, "NodeBusy",
      "the node's CPUs are held by work outside the queue (free CPU 0.5; it needs CPU 1)", None),
     ("held by our own running jobs", 61, OURS, {}, "NodeBusy", "held by other jobs of the queue", "NodeBusy"),
     ("held by our own running jobs, a runtime env to build", 61, OURS, {"builds_runtime_env": True}, "NodeBusy",
      "held by other jobs of the queue", "NodeBusy"),
-    ("room for it", 600, room(), {}, "Starting", "Ray has not started the driver for 10 min: its node has the free resources for it", None),
+    ("room for it", 600, room(), {}, "Starting", "Ray has not started the driver for 10m: its node has the free resources for it", None),
     ("runtime env being built, room left", 600, room(free={"CPU": 1, "memory": 2**30}), {"builds_runtime_env": True},
-     "RuntimeEnv", "Ray has not started the driver for 10 min: its runtime environment is being set up", None),
+     "RuntimeEnv", "Ray has not started the driver for 10m: its runtime environment is being set up", None),
     # Ray holds a driver's resources while it builds its runtime env: nothing left free, yet not busy.
     ("runtime env being built, holding the whole node", 600, room(free={"CPU": 0, "memory": 2**30}),
      {"builds_runtime_env": True, "resources": {"CPU": 2}}, "RuntimeEnv", "its runtime environment is being set up", None),
     ("Ray did not say what is free", 600, room(free="unknown"), {}, "Starting",
-     "Ray has not started the driver for 10 min (Ray did not report what is free on its node)", None),
+     "Ray has not started the driver for 10m (Ray did not report what is free on its node)", None),
     ("memory short", 10, room(free={"CPU": 2, "memory": 0}), {"resources": {"CPU": 1, "memory": 2**29}}, "NodeBusy",
      "the node's memory is held by work outside the queue (free memory 0 B; it needs memory 512 MiB)", None),
     ("CPUs and GPUs short", 10, room(total={"CPU": 2, "GPU": 1}, free={"CPU": 0, "GPU": 0}),
@@ -265,7 +265,7 @@ def test_a_driver_ray_holds_pending_says_why_and_is_requeued_only_on_a_busy_node
         # Stopped in Ray first, then back to PENDING: no update of its own.
         assert update_of(outcome) is None and stop_first_of(outcome) and not finished_of(outcome)
         assert requeue_of(outcome)[0] == requeue
-        assert requeue_of(outcome)[1].startswith("Ray did not start the driver within the group's start timeout of 1 min on node n1: ")
+        assert requeue_of(outcome)[1].startswith("Ray did not start the driver within the group's start timeout of 1m on node n1: ")
         assert says in requeue_of(outcome)[1]
 
 
@@ -286,7 +286,7 @@ def test_a_cancel_wins_over_the_start_timeout():
 def test_the_time_in_ray_counts_from_our_own_record_of_acceptance():
     # Ray's start_time is not used; a submission adopted after a lost answer starts counting now.
     outcome = pending_in_ray(0, BUSY, accepted_at=None)
-    assert update_of(outcome)["accepted_at"] == NOW and "for 0 s" in update_of(outcome)["message"]
+    assert update_of(outcome)["accepted_at"] == NOW and "for 0s" in update_of(outcome)["message"]
     adopted = reconcile(job("SUBMITTING", accepted_at=None), RayJob("PENDING"), NOW)
     assert update_of(adopted)["accepted_at"] == NOW
     running = reconcile(job("RUNNING", started_at=EARLIER), RayJob("RUNNING"), NOW, StartCheck(TIMEOUT, {"n1": BUSY}))
