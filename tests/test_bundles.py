@@ -1,0 +1,93 @@
+"""A job's bundles end to end off Ray (issue 20): the submit's checks, one line naming the field,
+as `python -m job submit` and `job.api.submit` give them; stored, shown; the snapshot the tick builds
+of pending and running jobs with bundles; and the intent that carries the planned nodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_helpers import run_cli
+from job.core.errors import BadInput
+from job.core.specs import JobSpec, validated
+
+BASE = {"user": "alice", "group": "g", "entrypoint": "python train.py"}
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"bundles": []}, "bundles: give at least one bundle, a map of resource name to amount (e.g. CPU=2)"),
+    ({"bundles": [{"CPU": 1}] * 65}, "bundles: at most 64 bundles, got 65"),
+    ({"bundles": [{"CPU": 1}, {"CPU": 0}]},
+     "bundles: bundle 2: ask for more than nothing: at least one amount above zero (e.g. CPU=1)"),
+    ({"bundles": [{"CPU": -1}]}, "bundles: bundle 1: CPU: must be finite and not negative, got -1"),
+    ({"bundles": [{"cpu": 1}]}, "bundles: bundle 1: unknown resource 'cpu': did you mean 'CPU'?"),
+    ({"bundles": "CPU=1"}, "bundles: give at least one bundle, a map of resource name to amount (e.g. CPU=2)"),
+    ({"bundles": [{"CPU": 1}], "bundle_strategy": "TIGHT"},
+     "bundle_strategy: 'TIGHT' is not a strategy: use PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"),
+    ({"bundle_strategy": "PACK"}, "bundle_strategy: a strategy places bundles: give them too (--bundle)"),
+    ({"resources": {"CPU": 0}}, "resources: ask for more than nothing: at least one amount above zero (e.g. CPU=1)"),
+])
+def test_bad_bundles_are_refused_in_one_line(fields, message):
+    with pytest.raises(BadInput) as refused:
+        validated(JobSpec, {**BASE, **fields})
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("fields, bundles, strategy, resources", [
+    ({"bundles": [{"CPU": "2"}] * 2, "bundle_strategy": "STRICT_SPREAD", "resources": {"CPU": 0}},
+     [{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD", {}),
+    ({"bundles": [{"memory": "2GiB", "GPU": 0}]}, [{"memory": 2 * 2**30}], "PACK", {"CPU": 1}),
+    ({}, None, None, {"CPU": 1}),
+])
+def test_good_bundles_are_read(fields, bundles, strategy, resources):
+    spec = validated(JobSpec, {**BASE, **fields})
+    assert (spec.bundles, spec.bundle_strategy, spec.resources) == (bundles, strategy, resources)
+
+
+def _setup(capsys):
+    assert run_cli(capsys, "group", "add", "g", "--ray-address", "http://127.0.0.1:8265").status == 0
+    assert run_cli(capsys, "user", "set", "alice").status == 0
+
+
+def test_submit_with_bundles_is_stored_and_shown(database_url, capsys):
+    _setup(capsys)
+    done = run_cli(capsys, "submit", "--user", "alice", "--group", "g", "--entrypoint", "python train.py",
+                   "--cpus", "0", "--bundle", "2xCPU=2", "--bundle", "GPU=1,memory=2GiB",
+                   "--bundle-strategy", "STRICT_SPREAD")
+    assert done.status == 0, done.err
+    job_id = done.out.strip()
+    job = json.loads(run_cli(capsys, "show", job_id, "--json").out)
+    assert job["resources"] == {} and job["bundle_strategy"] == "STRICT_SPREAD" and job["bundle_nodes"] is None
+    assert job["bundles"] == [{"CPU": 2}, {"CPU": 2}, {"GPU": 1, "memory": 2 * 2**30}]
+    shown = run_cli(capsys, "show", job_id).out
+    assert "CPU=2; CPU=2; GPU=1,memory=2 GiB" in shown and "STRICT_SPREAD" in shown
+    table = run_cli(capsys, "jobs").out
+    assert "- + 2x{CPU=2} + 1x{GPU=1,memory=2 GiB} STRICT_SPREAD" in table
+
+
+def test_api_submit_with_bundles(database_url, conn, capsys):
+    from job.api import submit
+
+    _setup(capsys)
+    job_id = submit(user="alice", group="g", entrypoint="true", bundles=[{"CPU": 1}], conn=conn)
+    row = conn.execute("SELECT resources, bundles, bundle_strategy FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row == {"resources": {"CPU": 1}, "bundles": [{"CPU": 1}], "bundle_strategy": "PACK"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bundle", "0xCPU=1"], "--bundle: '0xCPU=1': give 1 to 64 bundles of NAME=AMOUNT,..., e.g. 4xGPU=1,CPU=8"),
+    (["--bundle", "65xCPU=1"], "--bundle: '65xCPU=1': give 1 to 64 bundles of NAME=AMOUNT,..., e.g. 4xGPU=1,CPU=8"),
+    (["--bundle", "CPU"], "--bundle: expected [Nx]NAME=AMOUNT,..., got 'CPU'"),
+    (["--bundle", "40xCPU=1", "--bundle", "30xCPU=1"], "bundles: at most 64 bundles, got 70"),
+    (["--bundle", "CPU=-2"], "bundles: bundle 1: CPU: must be finite and not negative, got '-2'"),
+    (["--bundle", "CPU=1", "--bundle-strategy", "pack"],
+     "bundle_strategy: 'pack' is not a strategy: use PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"),
+    (["--cpus", "0"], "resources: ask for more than nothing: at least one amount above zero (e.g. CPU=1)"),
+])
+def test_bad_bundle_options_write_nothing(database_url, conn, capsys, argv, message):
+    _setup(capsys)
+    done = run_cli(capsys, "submit", "--user", "alice", "--group", "g", "--entrypoint", "true", *argv)
+    assert done.status == 2 and done.err.strip().endswith(message), done.err
+    assert len(done.err.strip().splitlines()) == 1
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
