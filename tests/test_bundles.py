@@ -10,7 +10,11 @@ import pytest
 
 from cli_helpers import run_cli
 from job.core.errors import BadInput
+from job.core.group_snapshot import Decisions, PendingRow, build_snapshot, held_parts
+from job.core.planner import plan
 from job.core.specs import JobSpec, validated
+from job.scheduler.submit import bundles_json
+from test_group_snapshot import GROUP, NOW, job, node
 
 BASE = {"user": "alice", "group": "g", "entrypoint": "python train.py"}
 
@@ -91,3 +95,52 @@ def test_bad_bundle_options_write_nothing(database_url, conn, capsys, argv, mess
     assert done.status == 2 and done.err.strip().endswith(message), done.err
     assert len(done.err.strip().splitlines()) == 1
     assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+
+
+def _row(ident: int, bundles: str | None = None, strategy: str | None = None) -> PendingRow:
+    return PendingRow(ident, "u", '{"CPU": 0}' if bundles else '{"CPU": 1}', "{}", 0, NOW, None, None, None,
+                      bundles=bundles, bundle_strategy=strategy)
+
+
+def test_pending_rows_with_bundles_are_planned_whole():
+    nodes = [node("a", {"CPU": 2}, {"CPU": 2}), node("b", {"CPU": 2}, {"CPU": 2})]
+    pending = [_row(1, '[{"CPU": 2}, {"CPU": 2}]', "STRICT_SPREAD"), _row(2), _row(3, '[{"CPU": -1}]', "PACK")]
+    snapshot, invalid = build_snapshot(GROUP, NOW, nodes, [], pending, [], {})
+    assert snapshot.pending[0]["bundles"] == [{"CPU": 2}, {"CPU": 2}]
+    assert snapshot.pending[0]["bundle_strategy"] == "STRICT_SPREAD" and "bundles" not in snapshot.pending[1]
+    assert invalid == {3: "bundles.0.CPU: Input should be greater than or equal to 0"}
+    decisions = Decisions.of(plan(snapshot))
+    assert [job for job, _ in decisions.placements] == [1]
+    assert sorted(decisions.bundle_nodes[1]) == ["a", "b"]
+
+
+def test_a_running_job_holds_its_bundles_on_their_nodes():
+    nodes = [node("a", {"CPU": 2}, {"CPU": 0}), node("b", {"CPU": 2}, {"CPU": 2})]
+    gang = job(1, "RUNNING", "b", {}, bundles=[{"CPU": 2}], bundle_strategy="PACK", bundle_nodes=["a"])
+    snapshot, _ = build_snapshot(GROUP, NOW, nodes, [gang], [_row(2, '[{"CPU": 2}]', "PACK")], [], {})
+    # Ray counts its placement group used on a: ours, not outside load.
+    assert {n.id: n.outside for n in snapshot.nodes} == {"a": {}, "b": {}}
+    assert snapshot.running[0]["bundle_nodes"] == ["a"]
+    assert [p["bundle_nodes"] for p in plan(snapshot).placements] == [["b"]]
+    assert held_parts(gang) == [("b", {}), ("a", {"CPU": 2})]
+
+
+def test_an_intent_carries_its_bundles_and_their_nodes(database_url, conn, capsys):
+    from job.api import submit
+    from job.store import tick_jobs
+
+    _setup(capsys)
+    gang = submit(user="alice", group="g", entrypoint="true", resources={"CPU": 0}, bundles=[{"CPU": 2}] * 2,
+                  bundle_strategy="SPREAD", conn=conn)
+    alone = submit(user="alice", group="g", entrypoint="true", conn=conn)
+    rows = {row.id: row for row in tick_jobs.pending_jobs(conn, "g")}
+    assert (rows[gang].bundles, rows[gang].bundle_strategy) == ('[{"CPU": 2.0}, {"CPU": 2.0}]', "SPREAD")
+    assert (rows[alone].bundles, rows[alone].bundle_strategy) == (None, None)
+    intents = {i.id: i for i in tick_jobs.commit_intents(conn, [(gang, "n1"), (alone, "n2")], "inst",
+                                                         {gang: ["n1", "n2"]})}
+    assert (intents[gang].bundles, intents[gang].bundle_nodes) == ([{"CPU": 2}, {"CPU": 2}], ["n1", "n2"])
+    assert intents[alone].bundle_nodes is None
+    assert json.loads(bundles_json(intents[gang])) == [{"resources": {"CPU": 2}, "node": "n1"},
+                                                      {"resources": {"CPU": 2}, "node": "n2"}]
+    active = {a.id: a for a in tick_jobs.active_jobs(conn, "g")}
+    assert active[gang].bundle_nodes == ["n1", "n2"] and active[alone].bundles is None
