@@ -144,3 +144,17 @@ def test_an_intent_carries_its_bundles_and_their_nodes(database_url, conn, capsy
                                                       {"resources": {"CPU": 2}, "node": "n2"}]
     active = {a.id: a for a in tick_jobs.active_jobs(conn, "g")}
     assert active[gang].bundle_nodes == ["n1", "n2"] and active[alone].bundles is None
+
+
+def test_shares_and_placement_figures_count_the_whole_footprint():
+    from job.core.share import group_shares, placement_figures, totals_of
+
+    totals = totals_of([{"resources": {"CPU": 8}}])
+    [bob] = group_shares({"name": "g", "policy": "drf", "half_life_s": 0}, {"bob": 1.0}, {}, [],
+                         [("bob", {"resources": {"CPU": 1}, "bundles": [{"CPU": 2}, {"CPU": 1}]})], totals)
+    assert bob.held == {"CPU": 4 * 10_000} and bob.dominant_share == pytest.approx(0.5)
+    running = job(9, "RUNNING", "a", {}, user_name="bob", bundles=[{"CPU": 2}], bundle_nodes=["a"])
+    drf = GROUP.model_copy(update={"policy": "drf"})
+    figures = placement_figures(drf, [], [running], totals, [(1, "a"), (2, "a")],
+                                [_row(1, '[{"CPU": 2}]', "PACK")._replace(user_name="bob"), _row(2)._replace(user_name="bob")])
+    assert figures[1]["dominant_share"] == pytest.approx(2 / 8) and figures[2]["dominant_share"] == pytest.approx(4 / 8)

@@ -50,7 +50,7 @@ def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[F
     request, seconds run. Through jobs_succeeded_recent, reading `limit` rows of the history
     whatever its size."""
     rows = conn.cursor(row_factory=args_row(Finished)).execute(
-        """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds
+        """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds, bundles
            FROM jobs WHERE group_name = %s AND state = %s
            ORDER BY finished_at DESC LIMIT %s""",
         (group, states.SUCCEEDED, limit),
