@@ -42,14 +42,20 @@ def submit(
     max_runtime: float | str | None = None,
     metadata: dict[str, str] | None = None,
     priority_class: str | None = None,
+    bundles: list[dict[str, Any]] | None = None,
+    bundle_strategy: str | None = None,
     conn: psycopg.Connection | None = None,
     database_url: str | None = None,
 ) -> int:
     """Enqueue one job and return its id. A job that names no resource asks for CPU 1;
-    memory is in bytes or a size such as '4GiB'; max_runtime in seconds or a duration such as '2h'."""
+    memory is in bytes or a size such as '4GiB'; max_runtime in seconds or a duration such as '2h'.
+    `bundles`: what its work needs beside the driver (Ray Train workers, actors), resource maps read
+    as `resources` is, placed all or nothing by `bundle_strategy` (PACK, SPREAD, STRICT_PACK,
+    STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`)."""
     fields = {
         "user": user, "group": group, "entrypoint": entrypoint, "priority": priority,
         "not_before": not_before, "max_runtime_s": max_runtime, "priority_class": priority_class,
+        "bundles": bundles, "bundle_strategy": bundle_strategy,
     }
     for name, value in (("resources", resources), ("node_labels", node_labels),
                         ("runtime_env", runtime_env), ("metadata", metadata)):

@@ -6,8 +6,8 @@ import argparse
 from datetime import datetime, timezone
 
 from job import api
-from job.cli.output import format_resources, iso, print_fields, print_json, print_table
-from job.cli.parsing import command, database, job_id, json_object, pairs
+from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
+from job.cli.parsing import bundles, command, database, job_id, json_object, pairs
 from job.core import states
 from job.core.errors import BadInput, PermissionDenied
 from job.core.units import format_duration, time_of_day
@@ -31,6 +31,10 @@ def register(sub) -> None:
     p.add_argument("--not-before", metavar="TIME", help="do not start before this time (ISO 8601)")
     p.add_argument("--max-runtime", metavar="DURATION", help="stop the job after this long, e.g. 2h")
     p.add_argument("--metadata", action="append", metavar="K=V", help="passed to Ray as job metadata (repeatable)")
+    p.add_argument("--bundle", action="append", metavar="[Nx]NAME=AMOUNT,...",
+                   help="what its work needs beside the driver, e.g. 4xGPU=1,CPU=8 (four bundles; repeatable)")
+    p.add_argument("--bundle-strategy", metavar="STRATEGY",
+                   help="how its bundles are spread: PACK (default), SPREAD, STRICT_PACK or STRICT_SPREAD")
 
     p = command(sub, "cancel", cancel, "cancel jobs: at once when pending, through Ray when running")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -54,6 +58,10 @@ def job_json(row: dict) -> dict:
         "state": row["state"],
         "entrypoint": row["entrypoint"],
         "resources": row["resources"],
+        # Its work beside the driver, and the node planned for each bundle once placed (else None).
+        "bundles": row["bundles"],
+        "bundle_strategy": row["bundle_strategy"],
+        "bundle_nodes": row["bundle_nodes"],
         "node_labels": row["node_labels"],
         "runtime_env": row["runtime_env"],
         "metadata": row["metadata"],
@@ -116,6 +124,8 @@ def submit(args: argparse.Namespace) -> int:
         max_runtime=args.max_runtime,
         metadata=pairs(args.metadata, "--metadata"),
         priority_class=args.priority_class,
+        bundles=bundles(args.bundle, "--bundle"),
+        bundle_strategy=args.bundle_strategy,
     )
     if args.json:
         print_json({"id": new_id})
@@ -159,7 +169,7 @@ def list_jobs(args: argparse.Namespace) -> int:
         return 0
     now = datetime.now(timezone.utc)
     print_table(
-        [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_resources(row["resources"]),
+        [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_footprint(row),
           "class": row["priority_class"] or "-", "why": _why(row), "pos": _estimate(row)[0],
           "est_start": _est_start(row, now)} for row in rows],
         ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "submitted_at", "pos",
@@ -182,6 +192,11 @@ def show(args: argparse.Namespace) -> int:
         print_json(job)
         return 0
     job["resources"] = format_resources(row["resources"])
+    # Each bundle with its planned node beside it, once placed.
+    nodes = row["bundle_nodes"] or [None] * len(row["bundles"] or ())
+    job["bundles"] = "; ".join(format_resources(bundle) + (f" on {node}" if node else "")
+                               for bundle, node in zip(row["bundles"] or (), nodes)) or "-"
+    del job["bundle_nodes"]
     if row["max_runtime_s"] is not None:
         job["max_runtime_s"] = format_duration(row["max_runtime_s"])
     job["why"] = _why(row)

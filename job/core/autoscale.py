@@ -19,7 +19,7 @@ from typing import Any
 
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import limits_of
-from job.core.resources import Resources, accumulate, describe, fits
+from job.core.resources import Resources, accumulate, describe, fits, footprint
 from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone: those the cluster growing would let run.
@@ -32,21 +32,29 @@ def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list
 
 
 class _Requests:
-    """Each job's request and label selector (its own labels and the group's), built once per
-    distinct request as written: 100k jobs share a few dozen."""
+    """Each job's whole request (its footprint: the driver's and its bundles') and label selector
+    (its own labels and the group's), built once per distinct request as written: 100k jobs share
+    a few dozen."""
 
     def __init__(self, group_labels: Mapping[str, str]):
         self.group_labels = group_labels
         self.known: dict[tuple, tuple[Resources, tuple[tuple[str, str], ...]]] = {}
 
     def __call__(self, job: Mapping[str, Any]) -> tuple[Resources, tuple[tuple[str, str], ...]]:
-        labels = job.get("node_labels")
-        key = (tuple(job["resources"].items()), tuple(labels.items()) if labels else ())
+        labels, bundles = job.get("node_labels"), job.get("bundles")
+        key = (tuple(job["resources"].items()), tuple(labels.items()) if labels else (),
+               tuple(tuple(bundle.items()) for bundle in bundles) if bundles else ())
         found = self.known.get(key)
         if found is None:
-            found = self.known[key] = (Resources.of(job["resources"]),
-                                       tuple(sorted({**self.group_labels, **(labels or {})}.items())))
+            found = self.known[key] = (footprint(job), tuple(sorted({**self.group_labels, **(labels or {})}.items())))
         return found
+
+    def parts(self, job: Mapping[str, Any]) -> list[Resources]:
+        """The shapes Ray's autoscaler is asked for, in the order of the job's nodes: the driver's
+        request (empty when the driver asks for nothing), then each bundle."""
+        if not job.get("bundles"):
+            return [self(job)[0]]
+        return [Resources.of(part) for part in [job["resources"], *job["bundles"]]]
 
 
 def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> None:
@@ -73,14 +81,17 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
             pending = {job["id"]: job for job in snapshot.pending}
         job = pending[record["job"]]
         need, selector = request(job)
-        change = said.get((need, selector))
+        # A gang but STRICT_PACK's may spread over nodes: a type holding each part alone helps it.
+        spread = job.get("bundles") and job.get("bundle_strategy") != "STRICT_PACK"
+        change = said.get((need, selector, spread))
         if change is None:
-            fitting = next((t for t in types if t.holds(need, dict(selector))), None)
+            shapes = [part for part in request.parts(job) if part] if spread else [need]
+            fitting = next((t for t in types if all(t.holds(part, dict(selector)) for part in shapes)), None)
             if fitting is None:
-                change = said[(need, selector)] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
+                change = said[(need, selector, spread)] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
             else:
                 where = f" on a node labelled {','.join(f'{k}={v}' for k, v in selector)}" if selector else ""
-                change = said[(need, selector)] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
+                change = said[(need, selector, spread)] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
                                       f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
                                       f"of type {fitting}")
         record["reason"], record["message"] = change
@@ -175,17 +186,20 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     def count(need: Resources, selector: tuple) -> None:
         counts[(need, selector)] = counts.get((need, selector), 0) + 1
 
+    def hold(job: Mapping[str, Any], nodes: list[str], selector: tuple) -> None:
+        for node, need in zip(nodes, request.parts(job)):
+            if not need:
+                continue
+            free = bins.by_id.get(node)
+            if free is not None:
+                accumulate(free, need, -1)
+            count(need, selector)
+
     for job in snapshot.running:
-        need = request(job)[0]
-        free = bins.by_id.get(job["node"])
-        if free is not None:
-            accumulate(free, need, -1)
-        count(need, group_selector)
-    placed = {placement["job"]: placement["node"] for placement in plan.placements}
-    for ident, node in placed.items():
-        need, selector = request(pending[ident])
-        accumulate(bins.by_id[node], need, -1)
-        count(need, selector)
+        hold(job, [job["node"], *job.get("bundle_nodes", ())], group_selector)
+    for placement in plan.placements:
+        job = pending[placement["job"]]
+        hold(job, [placement["node"], *placement.get("bundle_nodes", ())], request(job)[1])
     asked = 0
     full: set[tuple] = set()
     for ident in waiting:
@@ -193,11 +207,14 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         need, selector = request(job)
         if (need, selector) in full or not limits.allow(job, need):
             continue
-        if not bins.take(need, selector):
+        # A gang's parts are taken one by one; one that finds no room leaves the job out of the demand.
+        parts = [part for part in request.parts(job) if part]
+        if not all(bins.take(part, selector) for part in parts):
             full.add((need, selector))
             continue
         limits.add(job["user"], need)
-        count(need, selector)
+        for part in parts:
+            count(part, selector)
         asked += 1
     if not asked:
         return []

@@ -41,6 +41,7 @@ class Finished:
     user: str
     resources: Mapping[str, Any]
     seconds: float
+    bundles: list[Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +56,9 @@ class Stored:
 NOTHING = Stored(None, None, None)
 
 
-def _request(resources: Mapping[str, Any]) -> tuple:
-    return tuple(sorted(resources.items()))
+def _request(resources: Mapping[str, Any], bundles: Iterable[Mapping[str, Any]] | None) -> tuple:
+    """A job's whole request, its driver's and its bundles': jobs alike in both run alike."""
+    return tuple(sorted(resources.items())), tuple(tuple(sorted(bundle.items())) for bundle in bundles or ())
 
 
 class RunTimes:
@@ -67,15 +69,16 @@ class RunTimes:
         seconds = []
         for job in recent:
             seconds.append(job.seconds)
-            runs = self.by_request.setdefault((job.user, _request(job.resources)), [])
+            runs = self.by_request.setdefault((job.user, _request(job.resources, job.bundles)), [])
             if len(runs) < PER_USER:
                 runs.append(job.seconds)
         self.group = statistics.median(seconds) if seconds else None
 
-    def of(self, user: str, resources: Mapping[str, Any], max_runtime_s: float | None) -> RunTime:
+    def of(self, user: str, resources: Mapping[str, Any], max_runtime_s: float | None,
+           bundles: Iterable[Mapping[str, Any]] | None = None) -> RunTime:
         if max_runtime_s is not None:
             return RunTime(float(max_runtime_s), MAX_RUNTIMES)
-        runs = self.by_request.get((user, _request(resources)))
+        runs = self.by_request.get((user, _request(resources, bundles)))
         if runs:
             return RunTime(statistics.median(runs), f"{user}'s recent run times")
         if self.group is not None:
@@ -132,11 +135,12 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     now = snapshot.now
     running, ends = {}, {}
     for job in active:
-        run = running[str(job.id)] = known.of(job.user_name, job.resources, job.max_runtime_s)
+        run = running[str(job.id)] = known.of(job.user_name, job.resources, job.max_runtime_s, job.bundles)
         # Not started yet (submitted to Ray): taken to start now.
         ends[str(job.id)] = None if run.seconds is None else (job.started_at or now) + timedelta(seconds=run.seconds)
     rows = {str(row.id): row for row in pending}
-    runs = {job["id"]: known.of(job["user"], job["resources"], rows[job["id"]].max_runtime_s) for job in snapshot.pending}
+    runs = {job["id"]: known.of(job["user"], job["resources"], rows[job["id"]].max_runtime_s, job.get("bundles"))
+            for job in snapshot.pending}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
                          carried=first, order=decided)
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending

@@ -15,7 +15,7 @@ from job.core import states
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import ResourceMap
+from job.core.planner.snapshot import Bundles, ResourceMap
 from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, to_units
 
@@ -43,6 +43,9 @@ class PendingRow(NamedTuple):
     queue_position: int | None = None
     estimated_start_at: datetime | None = None
     estimate_basis: str | None = None
+    # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
+    bundles: str | None = None
+    bundle_strategy: str | None = None
 
 
 # How long after Ray reported a job of ours ended its resources count as ours on its node: Ray frees
@@ -54,6 +57,7 @@ RELEASING = "ray.releasing"
 
 _REQUEST = TypeAdapter(ResourceMap)
 _LABELS = TypeAdapter(dict[str, str])
+_BUNDLES = TypeAdapter(Bundles)
 
 
 def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
@@ -75,6 +79,12 @@ def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> t
     return [(entry["node"], entry["resources"]) for entry in kept], {"jobs": kept}
 
 
+def held_parts(job: ActiveJob) -> list[tuple[str, dict]]:
+    """(node, request) of each part of a placed job's footprint: its driver on its node, each bundle
+    on the node planned for it. Held in the books there until the job ends."""
+    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or ())]
+
+
 def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str, dict]] = ()
                  ) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
@@ -89,7 +99,7 @@ def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str
     count as used for a few seconds (its job supervisor ends after the job): ours as well.
     Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
     started: dict[str, dict[str, int]] = {}
-    ours = [(job.node, job.resources) for job in active if job.state == states.RUNNING and job.node]
+    ours = [part for job in active if job.state == states.RUNNING and job.node for part in held_parts(job)]
     for node_id, resources in [*ours, *releasing]:
         held = started.setdefault(node_id, {})
         for name, amount in resources.items():
@@ -128,6 +138,12 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
             continue
         job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
                "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
+        if row.bundles is not None:
+            bundles = _checked(_BUNDLES, row.bundles, "bundles")
+            if isinstance(bundles, str):
+                invalid[row.id] = bundles
+                continue
+            job["bundles"], job["bundle_strategy"] = bundles, row.bundle_strategy or "PACK"
         if row.priority_class is not None:
             if row.priority_class not in classes:
                 invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
@@ -169,7 +185,7 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j)}
+                     "stopping": _stopping(j), **_held_bundles(j)}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
@@ -178,6 +194,13 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     snapshot.pending = jobs
     snapshot.reservations = reservations
     return snapshot, invalid
+
+
+def _held_bundles(job: ActiveJob) -> dict:
+    """A placed job's bundles with their nodes, whose room the planner keeps until it ends."""
+    if not (job.bundles and job.bundle_nodes):
+        return {}
+    return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK", "bundle_nodes": job.bundle_nodes}
 
 
 def _stopping(job: ActiveJob) -> bool:
@@ -197,13 +220,16 @@ class Decisions:
     victims: dict[int, int]
     # Job -> the node it holds room on, as the reservations stand after the plan.
     reservations: dict[int, str]
+    # Job -> the node planned for each of its bundles, for the placed jobs that have bundles.
+    bundle_nodes: dict[int, list[str]]
 
     @classmethod
     def of(cls, plan: Plan) -> Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
                    [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
-                   {int(r["job"]): r["node"] for r in plan.reservations or []})
+                   {int(r["job"]): r["node"] for r in plan.reservations or []},
+                   {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})
 
 
 def reservation_changes(pending: list[PendingRow], after: dict[int, str]) -> dict[int, str | None]:

@@ -38,6 +38,10 @@ class ActiveJob:
     preempted_by: int | None = None
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     builds_runtime_env: bool = False
+    # Its bundles and the node planned for each (None: its driver alone); held there until it ends.
+    bundles: list[dict[str, float]] | None = None
+    bundle_strategy: str | None = None
+    bundle_nodes: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,10 @@ class Intent:
     attempt: int
     submission_id: str
     priority_class: str | None
+    # What the job learns of its footprint: its bundles, their strategy and planned nodes.
+    bundles: list[dict[str, float]] | None = None
+    bundle_strategy: str | None = None
+    bundle_nodes: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

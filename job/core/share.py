@@ -21,12 +21,13 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
 from job.core.planner.picture import user_score
 from job.core.planner.rules import POLICIES, memory
-from job.core.resources import Resources, dominant_share
+from job.core.resources import Resources, dominant_share, footprint
 
 
 @dataclass
@@ -79,11 +80,12 @@ def totals_of(nodes: Iterable[Mapping]) -> dict[str, int]:
 
 
 def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str, float],
-                 pending: Iterable[tuple[str, str, int]], active: Iterable[tuple[str, Mapping[str, float]]],
+                 pending: Iterable[tuple[str, str, int]], active: Iterable[tuple[str, Mapping[str, Any]]],
                  totals: Mapping[str, int]) -> list[UserShare]:
     """One group's users, by name. `group`: name, policy, half_life_s; `users`: every user's
     shares; `usage`: decayed usage in this group; `pending`: (user, reason, jobs); `active`:
-    (user, resources) per active job; `totals`: the group's units per resource."""
+    (user, job) per active job, a row with its `resources` and `bundles`, its whole footprint
+    counted; `totals`: the group's units per resource."""
     rows: dict[str, UserShare] = {}
 
     def row(user: str) -> UserShare:
@@ -99,9 +101,9 @@ def group_shares(group: Mapping, users: Mapping[str, float], usage: Mapping[str,
         entry.pending += count
         entry.waiting[reason] += count
     held: dict[str, Resources] = defaultdict(Resources)
-    for user, resources in active:
+    for user, job in active:
         row(user).running += 1
-        held[user] += Resources.of(resources)
+        held[user] += footprint(job)
     shares = {user: entry.shares for user, entry in rows.items()}
     normal_shares = normalized(shares)
     entitled = entitlements(shares, [user for user, entry in rows.items() if entry.active])
@@ -124,14 +126,14 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
     shares, usage, dominant share and score just before the planner took it (the jobs placed
     earlier in the plan counted, as the planner counts them); under fifo and lifo its priority and
     submission time; always its class (classes go first, highest value first). `placements`:
-    Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources as
-    JSON text, priority, submitted_at)."""
+    Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources and
+    bundles as JSON text, priority, submitted_at). A job counts its whole footprint, bundles too."""
     rows = {row.id: row for row in pending}
     people = {member["name"]: member for member in members}
     held: dict[str, Resources] = defaultdict(Resources)
     for job in active:
-        held[job.user_name] += Resources.of(job.resources)
-    requests: dict[str, Resources] = {}
+        held[job.user_name] += footprint({"resources": job.resources, "bundles": job.bundles})
+    requests: dict[tuple[str, str | None], Resources] = {}
     figures = {}
     for job_id, node in placements:
         row = rows[job_id]
@@ -144,7 +146,9 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
             figure.update(shares=shares, usage=round(usage, 3), dominant_share=round(dominant, 6),
                           score=round(policy_score(group.policy, dominant, usage, group.half_life_s, shares), 6))
         figures[row.id] = figure
-        if row.resources not in requests:
-            requests[row.resources] = Resources.of(json.loads(row.resources))
-        held[row.user_name] += requests[row.resources]
+        written = (row.resources, row.bundles)
+        if written not in requests:
+            requests[written] = footprint({"resources": json.loads(written[0]),
+                                           "bundles": json.loads(written[1]) if written[1] else None})
+        held[row.user_name] += requests[written]
     return figures

@@ -10,12 +10,12 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from job.core.errors import BadInput
-from job.core.planner.snapshot import Policy, Preemption, PriorityClass, SelectorName, describe_error
+from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
@@ -31,6 +31,7 @@ BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
 # Metadata keys the scheduler sets on every Ray job it submits.
 RESERVED_METADATA_PREFIX = "scheduler."
 INT32_MAX = 2**31 - 1
+BUNDLE_STRATEGIES = get_args(BundleStrategy)
 
 
 def _check_name(value: str, pattern: re.Pattern, what: str) -> str:
@@ -116,6 +117,9 @@ class JobSpec(_Spec):
     user: str
     group: str
     entrypoint: str
+    # Before `resources`, whose check reads them: a driver may ask for nothing when they are given.
+    bundles: list[dict[str, float]] | None = None
+    bundle_strategy: str | None = Field(default=None, validate_default=True)
     resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
     node_labels: dict[str, str] = Field(default_factory=dict)
     runtime_env: dict[str, Any] = Field(default_factory=dict)
@@ -138,11 +142,48 @@ class JobSpec(_Spec):
         _storable(value, MAX_ENTRYPOINT_BYTES, has_nul="\x00" in value, unit="bytes")
         return value
 
+    @field_validator("bundles", mode="before")
+    @classmethod
+    def _bundles(cls, value: Any) -> list[dict[str, float]] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list | tuple) or not value:
+            raise ValueError("give at least one bundle, a map of resource name to amount (e.g. CPU=2)")
+        if len(value) > MAX_BUNDLES:
+            raise ValueError(f"at most {MAX_BUNDLES} bundles, got {len(value)}")
+        bundles = []
+        for index, bundle in enumerate(value, 1):
+            try:
+                parsed = parse_resources(bundle)
+            except ValueError as exc:
+                raise ValueError(f"bundle {index}: {exc}") from None
+            if not any(parsed.values()):
+                # Ray refuses a placement group bundle of nothing.
+                raise ValueError(f"bundle {index}: ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
+            bundles.append({name: amount for name, amount in parsed.items() if amount})
+        return bundles
+
+    @field_validator("bundle_strategy")
+    @classmethod
+    def _bundle_strategy(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("bundles") is None:
+            if value is not None:
+                raise ValueError("a strategy places bundles: give them too (--bundle)")
+            return None
+        if value is None:
+            return "PACK"
+        if value not in BUNDLE_STRATEGIES:
+            raise ValueError(f"{value!r} is not a strategy: use {', '.join(BUNDLE_STRATEGIES)}")
+        return value
+
     @field_validator("resources", mode="before")
     @classmethod
-    def _resources(cls, value: Any) -> dict[str, float]:
+    def _resources(cls, value: Any, info: ValidationInfo) -> dict[str, float]:
         parsed = parse_resources(value)
         if parsed and not any(parsed.values()):
+            if info.data.get("bundles"):
+                # Its work is in its bundles: the driver holds nothing, as Ray's default entrypoint.
+                return {}
             # It would fit every node, hold nothing and count for nothing in its user's share.
             raise ValueError("ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
         return parsed or {"CPU": 1.0}

@@ -13,6 +13,7 @@ from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.core import states
 from job.core.group import GroupConfig
+from job.core.group_snapshot import held_parts
 from job.core.jobs import ActiveJob
 from job.core.reconcile import Reconciled, reconcile_all, start_check
 from job.core.resources import to_units
@@ -33,7 +34,8 @@ class Reconciliation:
     members: list[dict]
     # SUBMITTING jobs Ray has not got, to send again.
     resend: list[int]
-    # (node, request) of the jobs Ray ran that ended (or were preempted) since the last tick.
+    # (node, request) of each part (driver, bundles) of the jobs Ray ran that ended (or were
+    # preempted) since the last tick.
     ended: list[tuple[str, dict]]
     finished: int
 
@@ -72,8 +74,9 @@ def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed
     gone = decided.gone
     still_active = [replace(job, **decided.updates.get(job.id, {})) for job in seen.active if job.id not in gone]
     # Ray ran their driver: RUNNING at the last tick, or started and ended since (a short job).
-    ended = [(job.node, job.resources) for job in seen.active
-             if job.id in gone and job.node and (job.started_at or decided.updates.get(job.id, {}).get("started_at"))]
+    ended = [part for job in seen.active
+             if job.id in gone and job.node and (job.started_at or decided.updates.get(job.id, {}).get("started_at"))
+             for part in held_parts(job)]
     return Reconciliation(still_active, charged, decided.resend, ended, finished)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 from job import log
@@ -38,6 +39,12 @@ def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent
     return submitted, refused
 
 
+def bundles_json(intent: Intent) -> str:
+    """`[{"resources": {...}, "node": "<node id>"}, ...]`, one per bundle, in the bundles' order."""
+    nodes = intent.bundle_nodes or [None] * len(intent.bundles)
+    return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes)])
+
+
 def _submit_one(cluster: RayCluster, intent: Intent, allowed_runtime_env_keys: frozenset[str], group: GroupConfig
                 ) -> tuple[Intent, Exception | None]:
     job_class = group.job_class(intent.priority_class)
@@ -48,6 +55,12 @@ def _submit_one(cluster: RayCluster, intent: Intent, allowed_runtime_env_keys: f
     # So that the entrypoint knows whether it may be stopped to make room, and can checkpoint.
     known = {"JOB_ID": str(intent.id), "JOB_ATTEMPT": str(intent.attempt), "JOB_CLASS": job_class,
              "JOB_PREEMPTIBLE": stoppable}
+    if intent.bundles:
+        # Its footprint, for its own placement group to claim (pinned by the label ray.io/node-id if
+        # it likes): the scheduler makes no reservation in Ray that the job's would queue behind.
+        footprint = {"JOB_BUNDLES": bundles_json(intent), "JOB_BUNDLE_STRATEGY": intent.bundle_strategy or "PACK"}
+        known |= footprint
+        metadata |= {f"{PREFIX}bundles": footprint["JOB_BUNDLES"], f"{PREFIX}bundle_strategy": footprint["JOB_BUNDLE_STRATEGY"]}
     env_vars = intent.runtime_env.get("env_vars", {})
     # A malformed env_vars is left as it is, for the adapter to refuse as the job's own fault.
     runtime_env = {**intent.runtime_env, "env_vars": {**env_vars, **known}} if isinstance(env_vars, dict) else intent.runtime_env

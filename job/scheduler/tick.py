@@ -204,7 +204,8 @@ class _GroupTick:
         tick_jobs.fail_invalid(self.conn, step.invalid)
         for job_id, message in step.invalid.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
-        intents = resent + tick_jobs.commit_intents(self.conn, step.decisions.placements, self.installation)
+        intents = resent + tick_jobs.commit_intents(self.conn, step.decisions.placements, self.installation,
+                                                         step.decisions.bundle_nodes)
         events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
                                            if i.id in step.figures})
         tick_jobs.set_waiting(self.conn, step.changed)

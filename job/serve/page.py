@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from html import escape
 
-from job.core.resources import Resources, describe
+from job.core.resources import Resources, describe, footprint
 from job.core.units import format_duration, time_of_day
 from job.core.share import UserShare
 from job.serve.report import Report
@@ -121,7 +121,7 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
     for job in jobs:
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
         shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
-        request = str(Resources.of(job["resources"]))
+        request = str(footprint(job))
         waited = format_duration(round(max((now - job["submitted_at"]).total_seconds(), 0)))
         basis = job["estimate_basis"]
         starts = ("-" if basis is None else "unknown" if job["estimated_start_at"] is None

@@ -44,7 +44,7 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
             pending_of[row["group_name"]].append((row["user_name"], row["reason"], row["jobs"]))
     active_of: dict[str, list] = defaultdict(list)
     for row in active:
-        active_of[row["group_name"]].append((row["user_name"], row["resources"]))
+        active_of[row["group_name"]].append((row["user_name"], row))
     by_group = {}
     for row in chosen:
         row["totals"] = totals_of(row["nodes"])

@@ -55,7 +55,7 @@ def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]
 def active_jobs(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
     """What each active job holds: as many as the clusters run at once, read through jobs_active."""
     return conn.execute(
-        """SELECT group_name, user_name, resources FROM jobs
+        """SELECT group_name, user_name, resources, bundles FROM jobs
            WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
         {"active": list(states.ACTIVE), "group": group},
     ).fetchall()
@@ -78,7 +78,7 @@ def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
     index-only scan): ordered over the whole table, PostgreSQL would walk through the history."""
     return conn.execute(
         """SELECT g.name AS group_name, j.id, j.user_name, coalesce(j.priority_class, g.default_class) AS class,
-                   j.priority, j.submitted_at, j.reason, j.message, j.resources, j.queue_position,
+                   j.priority, j.submitted_at, j.reason, j.message, j.resources, j.bundles, j.queue_position,
                    j.estimated_start_at, j.estimate_basis
             FROM resource_groups g
             CROSS JOIN LATERAL (SELECT id, queue_position FROM jobs WHERE jobs.group_name = g.name

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import args_row, class_row
+from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.estimates import Finished
@@ -26,7 +27,8 @@ def _select(fields: tuple[str, ...], computed: dict[str, str]) -> str:
 _ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
-_PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text"})
+_PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text",
+                                         "bundles": "bundles::text"})
 
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
@@ -48,7 +50,7 @@ def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[F
     request, seconds run. Through jobs_succeeded_recent, reading `limit` rows of the history
     whatever its size."""
     rows = conn.cursor(row_factory=args_row(Finished)).execute(
-        """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds
+        """SELECT user_name, resources, extract(epoch FROM finished_at - started_at)::float8 AS seconds, bundles
            FROM jobs WHERE group_name = %s AND state = %s
            ORDER BY finished_at DESC LIMIT %s""",
         (group, states.SUCCEEDED, limit),
@@ -179,14 +181,18 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
 _INTENT = ", ".join(f"jobs.{column}" for column in Intent.__dataclass_fields__)
 
 
-def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str) -> list[Intent]:
-    """The write-ahead intent: chosen node, next attempt and its submission_id, for jobs still
-    PENDING and not cancelled meanwhile. Returns what to submit."""
+def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str,
+                   bundle_nodes: Mapping[int, list[str]] | None = None) -> list[Intent]:
+    """The write-ahead intent: chosen node (and the node of each bundle, `bundle_nodes` by job),
+    next attempt and its submission_id, for jobs still PENDING and not cancelled meanwhile. Returns
+    what to submit."""
     if not placements:
         return []
+    planned = bundle_nodes or {}
     return conn.cursor(row_factory=class_row(Intent)).execute(*_each(
-        dict(placements), {"node": "text"},
-        """UPDATE jobs SET state = %(to)s, node = u.node, attempt = jobs.attempt + 1,
+        {job: (node, Jsonb(planned[job]) if job in planned else None) for job, node in placements},
+        {"node": "text", "bundle_nodes": "jsonb"},
+        """UPDATE jobs SET state = %(to)s, node = u.node, bundle_nodes = u.bundle_nodes, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = %(reason)s, message = 'placed on node ' || u.node || ', being submitted to Ray',
                   ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,

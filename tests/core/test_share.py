@@ -86,7 +86,7 @@ def test_a_groups_rows():
     users = {"alice": 1.0, "bob": 3.0, "carol": 1.0, "dave": 1.0}
     usage = {"alice": 1800.0, "bob": 0.0, "carol": 600.0}
     pending = [("alice", "Resources", 3), ("alice", "Limit", 1), ("bob", "Resources", 2)]
-    active = [("alice", {"CPU": 2, "GPU": 1}), ("bob", {"CPU": 4})]
+    active = [("alice", {"resources": {"CPU": 2, "GPU": 1}}), ("bob", {"resources": {"CPU": 4}})]
     totals = totals_of([{"resources": {"CPU": 8, "GPU": 2}}, {"resources": {"CPU": 8}}])
     rows = {row.user: row for row in group_shares(group, users, usage, pending, active, totals)}
     # dave has no job and no usage: not a user of the group; carol has usage only.
