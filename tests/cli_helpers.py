@@ -31,3 +31,9 @@ def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 
         capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
     )
     return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def database_contents(conn) -> list:
+    """Every row of the tables a command may write, to show that a refused one wrote nothing."""
+    return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("resource_groups", "users", "jobs", "group_state", "user_usage")]

@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from cli_helpers import run_cli
-from test_queue_cli import _database_contents
+from cli_helpers import database_contents, run_cli
 
 
 def test_node_types_and_autoscale_are_stored_and_shown(database_url, capsys):
@@ -51,12 +50,12 @@ def test_bad_autoscale_options_are_refused_and_nothing_changes(database_url, con
     assert run_cli(capsys, "group", "add", "main", "--ray-address", "http://127.0.0.1:8265", "--autoscale", "on",
                    "--node-type", "cpu=CPU:4:max=2").status == 0
     assert run_cli(capsys, "group", "add", "other", "--ray-address", "http://127.0.0.1:9265").status == 0
-    before = _database_contents(conn)
+    before = database_contents(conn)
     result = run_cli(capsys, *argv)
     assert result.status == 2, (result.out, result.err)
     assert message in result.err
     assert result.err.startswith("error: ") and result.err.count("\n") == 1
-    assert _database_contents(conn) == before
+    assert database_contents(conn) == before
 
 
 def test_node_types_written_around_the_cli_fail_that_group_only(database_url, conn):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cli_helpers import run_cli, run_process
+from cli_helpers import database_contents, run_cli, run_process
 
 
 def setup_group_and_users(capsys):
@@ -138,11 +138,6 @@ def test_user_show_and_list(database_url, capsys):
     assert json.loads(run_cli(capsys, "user", "show", "alice", "--json").out)["shares"] == 2  # kept
 
 
-def _database_contents(conn) -> list:
-    return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-            for table in ("resource_groups", "users", "jobs", "group_state", "user_usage")]
-
-
 SUBMIT = ["submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true"]
 
 BAD_INPUT = [
@@ -209,13 +204,13 @@ BAD_INPUT = [
 def test_bad_input_is_refused_and_nothing_changes(database_url, conn, capsys, argv, message):
     setup_group_and_users(capsys)
     run_cli(capsys, *SUBMIT)
-    before = _database_contents(conn)
+    before = database_contents(conn)
     result = run_cli(capsys, *argv)
     assert result.status == 2, (result.out, result.err)
     assert message in result.err
     assert result.err.startswith("error: ") and result.err.count("\n") == 1
     assert result.out == ""
-    assert _database_contents(conn) == before
+    assert database_contents(conn) == before
 
 
 def test_unmigrated_database_says_to_migrate(pg_server_url, capsys, monkeypatch):

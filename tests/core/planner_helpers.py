@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
 from job.core.planner import Snapshot, plan
 from job.core.resources import dominant_share, fits, to_units
 from job.core.usage import usage_share
@@ -178,3 +181,80 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
             placements.append((job["id"], node.id))
     state = {"selector.roundrobin": {"next_index": dict(sorted(next_index.items()))}} if group.selector == "roundrobin" else {}
     return placements, waiting, state
+
+
+# --- random snapshots, for the property tests ---------------------------------------------------
+
+NODE_IDS = ["n1", "n2", "n3", "n4", "n5", "n10"]
+USERS = ["ann", "bob", "cy"]
+
+# Whole requests and options are drawn from short lists: one draw each keeps examples cheap.
+REQUESTS = [
+    {}, {"CPU": 1}, {"CPU": 0.5}, {"CPU": 2}, {"CPU": 3}, {"CPU": 4, "memory": 4 * GIB}, {"CPU": 1, "memory": 16 * GIB},
+    {"GPU": 1}, {"GPU": 2, "CPU": 1}, {"memory": 2 * GIB}, {"CPU": 1, "licence": 1}, {"CPU": 8},
+]
+NODE_RESOURCES = [
+    {"CPU": 4, "memory": 8 * GIB}, {"CPU": 8, "memory": 4 * GIB}, {"CPU": 2, "memory": 32 * GIB},
+    {"CPU": 4, "memory": 16 * GIB, "GPU": 2}, {"CPU": 1, "GPU": 1}, {"CPU": 4, "licence": 2}, {"CPU": 8, "memory": 32 * GIB, "GPU": 1},
+]
+LABELS = [{}, {}, {"zone": "a"}, {"zone": "b"}, {"zone": "a", "gpu": "yes"}]
+# What work outside the queue holds on a node: on resources the node may or may not have, and more
+# than any node has.
+OUTSIDE = [{"CPU": 1}, {"CPU": 2}, {"CPU": 0.5, "memory": 4 * GIB}, {"CPU": 99}, {"GPU": 1}, {"memory": 64 * GIB}, {"licence": 1}]
+JOB_OPTIONS = [
+    {"priority": priority, "submitted_at": submitted, "not_before": not_before, "node_labels": labels}
+    for priority in (0, 0, 1)
+    for submitted in (None, at(-30), at(-30), at(-10))
+    for not_before in (None, None, at(-5), at(5))
+    for labels in ({}, {}, {}, {"zone": "a"}, {"gpu": "yes"})
+]
+USER_OPTIONS = [
+    {"shares": shares, "usage": usage, **limits}
+    for shares in (1, 1, 2)
+    for usage in (0, 0, 1800, 7200)
+    for limits in ({}, {}, {"max_running": 2}, {"max_resources": {"CPU": 4}})
+]
+GROUP_OPTIONS = [
+    {"resource_priority": priority, "half_life_s": half_life, "strict_order": strict, "max_running_per_user": max_running,
+     "max_resources_per_user": max_resources}
+    for priority in (["GPU", "CPU", "memory"], ["CPU", "memory"], ["memory", "GPU", "CPU"])
+    for half_life in (0, 3600)
+    for strict in (False, True)
+    for max_running in (None, None, 3)
+    for max_resources in (None, None, {"GPU": 1})
+]
+
+
+@st.composite
+def snapshots(draw, policy=None, loaded=False):
+    """A snapshot; `loaded`: the first node always has outside load."""
+    node_ids = draw(st.lists(st.sampled_from(NODE_IDS), min_size=1, max_size=5, unique=True))
+    nodes = {ident: (draw(st.sampled_from(NODE_RESOURCES)), draw(st.sampled_from(LABELS))) for ident in node_ids}
+    outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE])) for ident in node_ids}
+    running = [
+        (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from(node_ids + ["gone"])), draw(st.sampled_from(REQUESTS)))
+        for i in range(draw(st.integers(0, 4)))
+    ]
+    # Ids around 9 and 10: "10" must come after "9".
+    ids = draw(st.lists(st.integers(1, 12), max_size=10, unique=True))
+    pending = [
+        (str(ident), draw(st.sampled_from(USERS)), draw(st.sampled_from(REQUESTS)), draw(st.sampled_from(JOB_OPTIONS)))
+        for ident in ids
+    ]
+    users = {name: draw(st.sampled_from(USER_OPTIONS)) for name in draw(st.lists(st.sampled_from(USERS), unique=True))}
+    state = draw(st.sampled_from([{}, {"selector.roundrobin": {"next_index": {"": 3, "zone=a": 1}}}]))
+    return snapshot(
+        policy=policy or draw(st.sampled_from(["fifo", "lifo", "drf", "fairshare"])),
+        selector=draw(st.sampled_from(["legacy", "concentrated", "dispersed", "roundrobin"])),
+        nodes=nodes,
+        running=running,
+        pending=pending,
+        users=users,
+        state=state,
+        outside=outside,
+        **draw(st.sampled_from(GROUP_OPTIONS)),
+    )
+
+
+# Modest counts: the planner tests stay well under a minute on two shared cores.
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -264,3 +264,13 @@ def test_a_user_limit_of_zero_is_a_limit_for_the_demand_too():
     types = [NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={}, max=2)]
     autoscale.scale_up(snapshot, decided, types, {})
     assert autoscale.demand(snapshot, decided, types, {}) == []
+
+
+def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    gang = {"id": "r", "user": "bob", "node": "n1", "resources": {}, "bundles": [{"CPU": 2}, {"CPU": 2}],
+            "bundle_nodes": ["n1", "n1"]}
+    pending = [{"id": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"}]
+    reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
+    assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
+    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]

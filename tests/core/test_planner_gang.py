@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import MAX_BUNDLES, describe_error
 from job.core.resources import Resources, footprint, to_units
-from test_planner_properties import PROPERTY, snapshots
+from planner_helpers import PROPERTY, snapshots
 from planner_helpers import at, reference, run, snapshot
 
 SELECTORS = ("legacy", "dispersed", "concentrated", "roundrobin")

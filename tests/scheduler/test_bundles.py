@@ -14,7 +14,7 @@ from job.core.group_snapshot import Decisions, PendingRow, build_snapshot, held_
 from job.core.planner import plan
 from job.core.specs import JobSpec, validated
 from job.scheduler.submit import bundles_json
-from test_group_snapshot import GROUP, NOW, job, node
+from snapshot_helpers import GROUP, NOW, job, node
 
 BASE = {"user": "alice", "group": "g", "entrypoint": "python train.py"}
 
@@ -158,15 +158,3 @@ def test_shares_and_placement_figures_count_the_whole_footprint():
     figures = placement_figures(drf, [], [running], totals, [(1, "a"), (2, "a")],
                                 [_row(1, '[{"CPU": 2}]', "PACK")._replace(user_name="bob"), _row(2)._replace(user_name="bob")])
     assert figures[1]["dominant_share"] == pytest.approx(2 / 8) and figures[2]["dominant_share"] == pytest.approx(4 / 8)
-
-
-def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
-    from test_autoscale import CPU, snapshot, waiting
-
-    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
-    gang = {"id": "r", "user": "bob", "node": "n1", "resources": {}, "bundles": [{"CPU": 2}, {"CPU": 2}],
-            "bundle_nodes": ["n1", "n1"]}
-    pending = [{"id": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"}]
-    reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
-    assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
-    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]
