@@ -15,7 +15,11 @@ the queue and its attempts (the store counts it against the group's max_requeues
     LostInRay     Ray no longer knows a submission it had (the cluster restarted)
     InfraFailure  Ray's job supervisor could not start or died (error_type JOB_SUPERVISOR_ACTOR_*);
                   when its node dies under a running job Ray reports JOB_SUPERVISOR_ACTOR_DIED with
-                  "The actor died because its node has died", some 15 s after the node stopped
+                  "The actor died because its node has died", some 15 s after the node stopped;
+                  or a node holding one of its bundles, not its driver, died: Ray keeps the driver
+                  and waits to place the bundle again, so the job is stopped in Ray first ("its
+                  bundle's node <id> died under it", from the tick's alive nodes: a node list Ray
+                  failed to give fails the group's tick, so no node is taken for dead for want of it)
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
 
@@ -159,6 +163,10 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
         else:
             fields.update(reason=Reason.SUCCEEDED, message=_exit_text(ray_job))
         return Finish(fields)
+    lost = _lost_bundle_node(job, ray_job, start)
+    if lost is not None and job.cancel_requested_at is None and job.preempted_at is None:
+        return Requeue(Reason.INFRA_FAILURE, f"its bundle's node {lost} died under it (gone from the group's alive "
+                       "nodes; Ray would keep the job waiting for its bundle's room)", stop_first=True)
     if status == RAY_RUNNING:
         fields.update(state=RUNNING, started_at=job.started_at or ray_job.start_time or now, reason=None)
     else:  # PENDING in Ray: accepted, the driver not started yet
@@ -227,6 +235,18 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
     if past:
         return Reason.NODE_BUSY, f"{held_for}: {cause}", (Reason.NODE_BUSY, f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
     return Reason.NODE_BUSY, f"{held_for}: {cause}; requeued past {limit}", None
+
+
+def _lost_bundle_node(job: ActiveJob, ray_job: Any, start: StartCheck | None) -> str | None:
+    """The first of the job's bundle nodes no longer among the group's alive nodes, if any. Ray
+    keeps the driver running when a node of its placement group dies, and reschedules the bundle
+    where it may never fit (pinned to that node, or STRICT_SPREAD short of nodes): the job would
+    hang without its room. The node Ray runs the driver on is left out: Ray reports that death
+    itself, as JOB_SUPERVISOR_ACTOR_DIED. Without the nodes (no StartCheck) nothing is known."""
+    if start is None:
+        return None
+    return next((node for node in job.bundle_nodes or () if node not in start.nodes and node != ray_job.driver_node_id),
+                None)
 
 
 def _names(resources: list[str]) -> str:

@@ -339,3 +339,60 @@ def test_a_waiting_message_is_written_again_only_when_it_changes():
     row = replace(row, **first)
     again = reconcile_all([row], {"abc-1-1": RayJob("PENDING")}, NOW + timedelta(milliseconds=300), check)
     assert again.updates == {}
+
+
+# --- Who is to blame: a node of a job's bundles died -----------------------------------------------
+
+# A gang with its driver on n1 and a bundle on each of n1 and n2.
+GANG = {"bundles": [{"CPU": 2}, {"CPU": 2}], "bundle_strategy": "STRICT_SPREAD", "bundle_nodes": ["n1", "n2"]}
+BOTH_ALIVE = StartCheck(TIMEOUT, {"n1": room(), "n2": room()})
+N2_DEAD = StartCheck(TIMEOUT, {"n1": room()})
+N1_DEAD = StartCheck(TIMEOUT, {"n2": room()})
+
+BUNDLE_NODES = [
+    # (name, job, ray job, alive nodes, expected: requeued, stop asked of Ray, state of a job that goes on)
+    ("running, a bundle's node died", job("RUNNING", started_at=EARLIER, **GANG), RayJob("RUNNING"), N2_DEAD,
+     (True, None, None)),
+    ("pending in Ray, a bundle's node died", job("SUBMITTED", **GANG), RayJob("PENDING", driver_node_id=None), N1_DEAD,
+     (True, None, None)),
+    ("every bundle's node alive", job("RUNNING", started_at=EARLIER, **GANG), RayJob("RUNNING"), BOTH_ALIVE,
+     (False, None, "RUNNING")),
+    # Ray reports the death of the driver's node itself (JOB_SUPERVISOR_ACTOR_DIED), in its words.
+    ("the driver's node died", job("RUNNING", started_at=EARLIER, **GANG), RayJob("RUNNING"), N1_DEAD,
+     (False, None, "RUNNING")),
+    # A failed node list fails the tick; a reconciliation without the nodes knows of no death.
+    ("nodes unknown", job("RUNNING", started_at=EARLIER, **GANG), RayJob("RUNNING"), None, (False, None, "RUNNING")),
+    ("a job without bundles", job("RUNNING", started_at=EARLIER, node="n2"), RayJob("RUNNING", driver_node_id="n2"),
+     N1_DEAD, (False, None, "RUNNING")),
+    ("cancelled", job("RUNNING", started_at=EARLIER, cancel_requested_at=EARLIER, **GANG), RayJob("RUNNING"), N2_DEAD,
+     (False, "Cancelled", "RUNNING")),
+    # Being stopped already: back to the queue as a preemption, not spending a requeue.
+    ("a victim being preempted", job("RUNNING", started_at=EARLIER, preempted_at=EARLIER, preempted_by=9, **GANG),
+     RayJob("RUNNING"), N2_DEAD, (False, "Preempted", "RUNNING")),
+    ("ended in Ray meanwhile", job("RUNNING", started_at=EARLIER, **GANG), RayJob("SUCCEEDED", end_time=NOW, exit_code=0),
+     N2_DEAD, (False, None, "SUCCEEDED")),
+]
+
+
+@pytest.mark.parametrize("name, row, ray_job, alive, expected", BUNDLE_NODES, ids=[case[0] for case in BUNDLE_NODES])
+def test_a_job_whose_bundle_s_node_died_is_stopped_and_requeued_as_ray_s_fault(name, row, ray_job, alive, expected):
+    requeued, stop, state = expected
+    outcome = reconcile(row, ray_job, NOW, alive)
+    if requeued:
+        dead = next(node for node in row.bundle_nodes if node not in alive.nodes)
+        assert update_of(outcome) is None and stop_first_of(outcome) and not finished_of(outcome)
+        reason, message = requeue_of(outcome)
+        assert reason == "InfraFailure"
+        assert message.startswith(f"its bundle's node {dead} died under it (gone from the group's alive nodes")
+    else:
+        assert requeue_of(outcome) is None and not stop_first_of(outcome)
+        assert stop_of(outcome) == (None if stop is None else (stop, stop_of(outcome)[1]))
+        assert update_of(outcome)["state"] == state
+
+
+def test_reconcile_all_stops_first_a_gang_whose_bundle_s_node_died_and_counts_it_a_requeue():
+    active = [job("RUNNING", id=1, submission_id="s1", started_at=EARLIER, **GANG),
+              job("RUNNING", id=2, submission_id="s2", started_at=EARLIER)]
+    decided = reconcile_all(active, {"s1": RayJob("RUNNING"), "s2": RayJob("RUNNING")}, NOW, N2_DEAD)
+    assert decided.requeue[1][:2] == ("RUNNING", "InfraFailure") and "InfraFailure" in INFRA_REASONS
+    assert decided.stop_first == {1} and decided.gone == {1} and not decided.stops
