@@ -1,12 +1,14 @@
 """Failure classes against a real local Ray cluster and a real PostgreSQL: a driver Ray cannot start
 on a busy node is stopped and requeued (NodeBusy), a driver whose runtime environment Ray builds is
 left to start, and a node that dies under a running job requeues it (InfraFailure); each then
-succeeds on another node, one Ray submission per attempt."""
+succeeds on another node, one Ray submission per attempt. A node that dies under one of a gang's
+bundles requeues it too, and it then waits for the nodes it needs."""
 
 from __future__ import annotations
 
 import http.server
 import io
+import sys
 import threading
 import time
 import uuid
@@ -21,7 +23,7 @@ from fixtures_ray import HEAD, WORKER_A, WORKER_B
 from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until, wait_for
 from job import log
 from job.adapters.ray_cluster import RayCluster
-from job.api import submit
+from job.api import cancel, submit
 from job.devtools.local_ray import LocalRayCluster
 from job.scheduler import tick
 
@@ -104,6 +106,55 @@ def test_a_node_that_dies_under_a_running_job_requeues_it_and_it_runs_on_the_oth
     assert ray_submissions(local.dashboard_url, conn)[job_id] == {first["submission_id"]: "FAILED",
                                                                   done["submission_id"]: "SUCCEEDED"}
     assert cluster.job(first["submission_id"]).error_type == "JOB_SUPERVISOR_ACTOR_DIED"
+
+
+GANG_DRIVER = Path(__file__).resolve().parents[1] / "examples" / "gang_driver.py"
+
+
+def test_a_node_that_dies_under_a_gang_s_bundle_requeues_it_and_it_waits_for_two_nodes(own_cluster, conn, requeued):
+    local, left = own_cluster
+    add_group(conn, local.dashboard_url)
+    cluster = RayCluster(local.dashboard_url, timeout_s=10.0)
+    job_id = submit(user="bob", group="main", entrypoint=f"{sys.executable} {GANG_DRIVER} 600", resources={"CPU": 0},
+                    bundles=[{"CPU": 2}, {"CPU": 2}], bundle_strategy="STRICT_SPREAD")
+    rows = tick_until(conn, lambda rows: rows[job_id]["state"] == "RUNNING", timeout=60)
+    first = rows[job_id]
+    workers = {node.id: node for node in cluster.nodes({}, use_head_node=False)}
+    assert sorted(first["bundle_nodes"]) == sorted(workers) and first["node"] in workers
+
+    def claimed():
+        """the driver's own placement group, created on both workers"""
+        return [group for group in cluster.work().placement_groups
+                if group.state == "CREATED" and sorted(bundle.node for bundle in group.bundles) == sorted(workers)]
+
+    wait_for(claimed, timeout=60)
+    [dead] = [node_id for node_id in workers if node_id != first["node"]]
+    raylet = raylet_of(local, workers[dead].labels["pool"])
+    left.extend(local.processes())
+    raylet.kill()
+
+    # Ray keeps the driver running and its placement group waits for a node: only the tick, once
+    # Ray's alive nodes lack the dead one, stops the job and puts it back in the queue.
+    rows = tick_until(conn, lambda rows: rows[job_id]["state"] == "PENDING", timeout=120)
+    [line] = requeued
+    assert line["job"] == job_id and line["reason"] == "InfraFailure" and line["state"] == "PENDING"
+    assert line["message"].startswith(f"its bundle's node {dead} died under it (gone from the group's alive nodes"), line
+    # STRICT_SPREAD needs two workers; one is left.
+    rows = tick_until(conn, lambda rows: rows[job_id]["reason"] == "Unschedulable", timeout=30)
+    waiting = rows[job_id]
+    assert waiting["message"] == "needs 2 bundles of CPU 2 on separate nodes; in group main, 1 node has room even when empty"
+    assert (waiting["state"], waiting["attempt"], waiting["requeues"]) == ("PENDING", 1, 1)
+    assert waiting["submitted_at"] == first["submitted_at"]
+
+    def stopped():
+        submissions = ray_submissions(local.dashboard_url, conn)[job_id]
+        return submissions if submissions.get(first["submission_id"]) == "STOPPED" else None
+
+    # One submission for its one attempt, stopped by the tick (Ray did not fail it on its own).
+    assert wait_for(stopped) == {first["submission_id"]: "STOPPED"}
+    print(line["message"], waiting["message"], sep="\n")
+    cancel([job_id])
+    assert jobs(conn)[job_id]["state"] == "CANCELLED"
 
 
 # --- start timeout ------------------------------------------------------------------------------
