@@ -128,7 +128,7 @@ def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
                reason = u.reason,
                message = u.message || ' (attempt ' || {used} || ' of ' || %(max)s
                    || CASE WHEN {used} >= %(max)s THEN ', no attempt left)' ELSE ')' END,
-               node = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()""",
+               node = NULL, bundle_nodes = NULL, ray_status = NULL, accepted_at = NULL, updated_at = now()""",
         f"""jobs.state = u.from_state
              AND jobs.state = ANY(CASE WHEN {used} >= %(max)s THEN %(spend)s::text[] ELSE %(requeue)s::text[] END)""",
         {"max": max_attempts, "requeue": states.REQUEUE.sources, "requeued": states.REQUEUE.target,
@@ -156,6 +156,7 @@ def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, 
                    THEN ' (requeued ' || jobs.requeues || ' of ' || %(max)s || ' times already: no requeue left)'
                    ELSE ' (requeue ' || jobs.requeues + 1 || ' of ' || %(max)s || ', not counted as an attempt)' END,
                node = CASE WHEN jobs.requeues >= %(max)s THEN jobs.node END,
+               bundle_nodes = CASE WHEN jobs.requeues >= %(max)s THEN jobs.bundle_nodes END,
                started_at = CASE WHEN jobs.requeues >= %(max)s THEN jobs.started_at END,
                ray_status = NULL, accepted_at = NULL, exit_code = NULL, updated_at = now()""",
         """jobs.state = u.from_state
@@ -171,7 +172,7 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
         return []
     return [row["id"] for row in conn.execute(
         """UPDATE jobs SET state = %(to)s, reason = %(reason)s, message = 'cancelled; Ray had not started it',
-                  finished_at = now(), node = NULL, updated_at = now()
+                  finished_at = now(), node = NULL, bundle_nodes = NULL, updated_at = now()
            WHERE id = ANY(%(ids)s) AND state = ANY(%(from)s) RETURNING id""",
         {"ids": ids, "from": states.CANCEL_ABSENT.sources, "to": states.CANCEL_ABSENT.target,
          "reason": Reason.CANCELLED},
@@ -303,7 +304,7 @@ def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
     return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
         outcomes, {"from_state": "text", "message": "text"},
         """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
-                  reason = %(reason)s, message = u.message, node = NULL, started_at = NULL, ray_status = NULL,
+                  reason = %(reason)s, message = u.message, node = NULL, bundle_nodes = NULL, started_at = NULL, ray_status = NULL,
                   accepted_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL, updated_at = now()""",
         "jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)",
         {"to": states.REQUEUE_PREEMPTED.target, "sources": states.REQUEUE_PREEMPTED.sources,

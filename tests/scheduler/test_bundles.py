@@ -144,6 +144,11 @@ def test_an_intent_carries_its_bundles_and_their_nodes(database_url, conn, capsy
                                                       {"resources": {"CPU": 2}, "node": "n2"}]
     active = {a.id: a for a in tick_jobs.active_jobs(conn, "g")}
     assert active[gang].bundle_nodes == ["n1", "n2"] and active[alone].bundles is None
+    # Back in the queue, it keeps no planned node: the next plan chooses again.
+    [moved] = tick_jobs.return_to_pending(conn, {gang: ("SUBMITTING", "SubmitRefused", "refused")}, 3)
+    assert moved.state == "PENDING"
+    assert conn.execute("SELECT node, bundle_nodes FROM jobs WHERE id = %s", (gang,)).fetchone() == \
+        {"node": None, "bundle_nodes": None}
 
 
 def test_shares_and_placement_figures_count_the_whole_footprint():

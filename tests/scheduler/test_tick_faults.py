@@ -145,6 +145,7 @@ def test_a_node_that_dies_under_a_gang_s_bundle_requeues_it_and_it_waits_for_two
     assert waiting["message"] == "needs 2 bundles of CPU 2 on separate nodes; in group main, 1 node has room even when empty"
     assert (waiting["state"], waiting["attempt"], waiting["requeues"]) == ("PENDING", 1, 1)
     assert waiting["submitted_at"] == first["submitted_at"]
+    assert (waiting["node"], waiting["bundle_nodes"]) == (None, None), "a requeued job keeps no planned node"
 
     def stopped():
         submissions = ray_submissions(local.dashboard_url, conn)[job_id]
