@@ -195,7 +195,8 @@ class Decisions:
     waiting: list[tuple[int, str, str]]
     # Victim -> the job it makes room for.
     victims: dict[int, int]
-    # Job -> the node it holds room on, as the reservations stand after the plan.
+    # Job -> the node it holds room on, as the preemptions' reservations stand after the plan (a
+    # head-of-line one is judged again by every plan, from the queue as it then stands).
     reservations: dict[int, str]
 
     @classmethod
@@ -203,7 +204,7 @@ class Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
                    [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
-                   {int(r["job"]): r["node"] for r in plan.reservations or []})
+                   {int(r["job"]): r["node"] for r in plan.reservations or [] if r.get("kind", "preemption") == "preemption"})
 
 
 def reservation_changes(pending: list[PendingRow], after: dict[int, str]) -> dict[int, str | None]:
