@@ -20,6 +20,12 @@ its resources back and waits again in its place in the queue; placed again, it r
 time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
 skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 
+Reservations for the head of the line (`group.max_reservations` above 0, the default) likewise take
+every job as it is, since the job first in line is one that cannot be placed, and the running
+jobs' expected ends; the tick at which a waiting job passes `reserve_after` is not skipped, since
+time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
+plus its max runtime.
+
 The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
 jobs that cannot be placed and nodes without room left out. Under `strict_order` and a policy that
 does not keep each user's order (`lifo`; the traits of core/planner/rules.py) every pending job
@@ -131,6 +137,11 @@ def _ready(record: JobRecord) -> float:
     return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
 
 
+def _run_s(job: TraceJob) -> float:
+    """How long the job runs: its run time, stopped at its max runtime."""
+    return job.run_s if job.max_runtime_s is None else min(job.run_s, job.max_runtime_s)
+
+
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
              every_s: float = 5.0, start: Start | None = None) -> Outcome:
     """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
@@ -165,7 +176,10 @@ class _Simulation:
         self.preempting = PREEMPTIONS[group.preemption].preempts
         # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
         # counts below do not tell apart, and from a given start.
-        self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
+        self.reserving = group.max_reservations > 0
+        # When waiting jobs pass reserve_after (some may have started since: a tick for nothing).
+        self.reserve_at: list[float] = []
+        self.exact = self.preempting or self.reserving or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         _check_classes(jobs, group)
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
@@ -247,6 +261,10 @@ class _Simulation:
             upcoming = []
             if next_arrival < len(self.arrivals):
                 upcoming.append(_ready(self.arrivals[next_arrival]))
+            while self.reserve_at and (self.reserve_at[0] <= now or not self.pending_count):
+                heapq.heappop(self.reserve_at)
+            if self.reserve_at:
+                upcoming.append(self.reserve_at[0])
             if self.ends:
                 upcoming.append(self.ends[0][0])
             if not upcoming:
@@ -285,6 +303,8 @@ class _Simulation:
             record.pending["class"] = job.klass
         if job.node_labels:
             record.pending["node_labels"] = job.node_labels
+        if job.max_runtime_s is not None:
+            record.pending["max_runtime_s"] = job.max_runtime_s
         self._enqueue(record)
 
     def _enqueue(self, record: JobRecord) -> None:
@@ -295,6 +315,8 @@ class _Simulation:
         record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
         insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
+        if self.reserving:
+            heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.need]
@@ -355,7 +377,7 @@ class _Simulation:
 
     def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
-        self._run(record, node, now_s, now_s + record.job.run_s)
+        self._run(record, node, now_s, now_s + _run_s(record.job))
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
 
@@ -369,6 +391,8 @@ class _Simulation:
         started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
         record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
                           "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False}
+        if started_at is not None and job.max_runtime_s is not None:
+            record.running["expected_end"] = started_at + timedelta(seconds=job.max_runtime_s)
         record.number = self.started
         self.running[job.id] = record
 
