@@ -376,14 +376,14 @@ class _Planner:
         held_back, go, wait = self._held_back, self._go, self._wait
         for index in range(start, len(queue)):
             # The entry's fields in the order of entries.py; the first four only sort.
-            _, _, _, _, ident, later, shape, user = queue[index]
+            _, submitted, _, _, ident, later, shape, user = queue[index]
             why = held_back(later, shape, user)
             if why is None:
                 why = go(ident, shape, user, value)
                 if why is None:
                     return index + 1
                 if self.head_open and why[0] == "Resources":
-                    why = self._head(ident, shape, user, why)
+                    why = self._head(ident, submitted, shape, user, why)
             wait(ident, shape, user, value, why)
         return len(queue)
 
@@ -474,15 +474,18 @@ class _Planner:
             self.blocker = reservation.job
         return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation.node)
 
-    def _head(self, ident: str, shape: Shape, user: UserState, why: Why) -> Why:
+    def _head(self, ident: str, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
         """The first job of its class to wait for resources: past the group's reserve_after, it
         reserves where it fits soonest (reservations.py), unless it holds a reservation already."""
         self.head_open = False
-        if ident in self.reserved:
+        # It waits for resources since it was submitted at the earliest: a job submitted since
+        # reserve_after is passed over without reading the job itself.
+        reserve_after = self.group.reserve_after_s
+        if ident in self.reserved or (self.snapshot.now - submitted).total_seconds() < reserve_after:
             return why
         job = self._job(ident)
         since = job.get("waiting_since") or job.get("submitted_at")
-        if since is None or (self.snapshot.now - since).total_seconds() < self.group.reserve_after_s:
+        if since is None or (self.snapshot.now - since).total_seconds() < reserve_after:
             return why
         taken = {node for held in self.reserved.values() for node in held.needs}
         judged = soonest(shape, [node for node in shape.pool.nodes if node not in taken], self._ends())
@@ -515,14 +518,14 @@ class _Planner:
         """A job that fits no node's free resources, on the room a head-of-line reservation holds:
         True once placed there (it ends before that reservation's start), else the reservation it
         would delay, or None when no reserved node has room for it."""
-        kept_off = None
-        runtime = self._job(ident).get("max_runtime_s")
+        kept_off = runtime = None
         for reservation in self.heads:
             for node, room in reservation.held.items():
                 if node not in shape.pool.members or not all(
                         node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items):
                     continue
                 start = reservation.start
+                runtime = runtime or self._job(ident).get("max_runtime_s")
                 if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
                     kept_off = kept_off or reservation
                     continue

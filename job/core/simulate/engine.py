@@ -174,11 +174,10 @@ class _Simulation:
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
         self.preempting = PREEMPTIONS[group.preemption].preempts
-        # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
-        # counts below do not tell apart, and from a given start.
-        self.reserving = group.max_reservations > 0
-        # When waiting jobs pass reserve_after (some may have started since: a tick for nothing).
-        self.reserve_at: list[float] = []
+        # Every job as it is (the plain snapshot) also under reservations (the head of the line
+        # cannot be placed), for jobs with node labels, whose shapes the counts below do not tell
+        # apart, and from a given start. `reserve_at`: when waiting jobs pass reserve_after.
+        self.reserving, self.reserve_at = group.max_reservations > 0, []
         self.exact = self.preempting or self.reserving or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         _check_classes(jobs, group)
