@@ -134,6 +134,8 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
             job["class"] = row.priority_class
+        if row.max_runtime_s is not None:
+            job["max_runtime_s"] = row.max_runtime_s
         if row.reserved_node is not None and row.reserved_at >= held_since:
             reservations.append({"job": job["id"], "node": row.reserved_node})
         jobs.append(job)
@@ -169,7 +171,7 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j)}
+                     "stopping": _stopping(j), **_expected_end(j)}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
@@ -178,6 +180,14 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     snapshot.pending = jobs
     snapshot.reservations = reservations
     return snapshot, invalid
+
+
+def _expected_end(job: ActiveJob) -> dict:
+    """A started job with a max runtime ends by then: what a reservation for the head of the line
+    counts on (docs/planner.md, "Reservations and backfill")."""
+    if job.state != states.RUNNING or job.started_at is None or job.max_runtime_s is None:
+        return {}
+    return {"expected_end": job.started_at + timedelta(seconds=job.max_runtime_s)}
 
 
 def _stopping(job: ActiveJob) -> bool:
