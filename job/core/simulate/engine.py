@@ -20,10 +20,11 @@ its resources back and waits again in its place in the queue; placed again, it r
 time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
 skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 
-Reservations for the head of the line (`group.max_reservations` above 0, the default) likewise take
-every job as it is, since the job first in line is one that cannot be placed, and the running
-jobs' expected ends; the tick at which a waiting job passes `reserve_after` is not skipped, since
-time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
+Reservations for the head of the line (`group.max_reservations` above 0, the default): once a
+waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
+it is (the job first in line is one that cannot be placed, and reservations count on the running
+jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
+tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime.
 
 The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import count
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -174,11 +176,11 @@ class _Simulation:
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
         self.preempting = PREEMPTIONS[group.preemption].preempts
-        # Every job as it is (the plain snapshot) also under reservations (the head of the line
-        # cannot be placed), for jobs with node labels, whose shapes the counts below do not tell
-        # apart, and from a given start. `reserve_at`: when waiting jobs pass reserve_after.
-        self.reserving, self.reserve_at = group.max_reservations > 0, []
-        self.exact = self.preempting or self.reserving or start is not None or any(job.node_labels for job in jobs)
+        # Every job as it is also for jobs with node labels, whose shapes the counts below do not
+        # tell apart, from a given start, and once a job waited past reserve_after (`_reserving`:
+        # `reserve_at` when waiting jobs pass it, `oldest` the waiting jobs by submission).
+        self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
+        self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         _check_classes(jobs, group)
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
@@ -316,23 +318,26 @@ class _Simulation:
         self.pending_count += 1
         if self.reserving:
             heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.need]
         queue = queues[record.job.user]
         del queue[bisect_left(queue, record.queue_key)]
+        record.queue_key = None
         if not queue:
             del queues[record.job.user]
         self.pending_count -= 1
 
     def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
-        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue)
+        exact = self.exact or self._reserving(now_s)
+        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact)
         if not pending:
             return
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
         # Preemption weighs the scores of the running jobs' users too.
-        named = [*pending, *self.running.values()] if self.exact else pending
+        named = [*pending, *self.running.values()] if exact else pending
         for job in named:
             name = job["user"] if isinstance(job, dict) else job.job.user
             if name not in users:
@@ -342,7 +347,7 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if self.exact:
+        if exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
         else:
             nodes, held = self._nodes(pending)
@@ -360,6 +365,16 @@ class _Simulation:
                 record.stopping = record.running["stopping"] = True
                 self.victims.append(record)
         self.reservations = result.reservations or []
+
+    def _reserving(self, now_s: float) -> bool:
+        """Whether this plan may make or hold a reservation for the head of the line."""
+        if not self.reserving:
+            return False
+        oldest = self.oldest
+        while oldest and oldest[0][2].queue_key is None:
+            heapq.heappop(oldest)
+        return (bool(oldest) and now_s - oldest[0][0] >= self.group.reserve_after_s
+                or any(held.get("kind") == "head" for held in self.reservations))
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
