@@ -44,7 +44,7 @@ def soonest(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) ->
     for node in nodes:
         if not shape.need.fits_in(node.total):
             continue
-        judged = _sweep(ends.get(node.id, ()), lambda freed, node=node: _fits_on(shape, node, freed.get(node, {})), node)
+        judged = _sweep(_events(ends, [node]), lambda freed, node=node: _fits({node: dict(shape.items)}, freed))
         if judged is None:
             continue
         start_s, freed, blockers = judged
@@ -57,74 +57,59 @@ def soonest(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) ->
 def judge(reservation: Reservation, ends: dict[str, list[End]]) -> Judgement | None:
     """When a reservation's job fits on its nodes (their free resources before it holds any);
     None if never (outside load)."""
-    needs = reservation.needs
-    merged = sorted((end for node in needs for end in _on(ends, node)), key=lambda e: (e[0][0], e[0][1]))
-    freed_at: dict[NodeState, dict[str, int]] = {}
-    blockers: list[str] = []
+    judged = _sweep(_events(ends, list(reservation.needs)), lambda freed: _fits(reservation.needs, freed))
+    if judged is None:
+        return None
+    return Judgement([*(reservation.bundle_nodes or ()), reservation.node], *judged)
+
+
+def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) -> Judgement | None:
+    """A gang: placed whole (first fit, in node order) on copies of the nodes' free resources and
+    what has freed, as the jobs on them end in turn."""
+    placed: list[NodeState] = []
 
     def fits(freed: dict[NodeState, dict[str, int]]) -> bool:
-        return all(node.free.get(name, 0) + freed.get(node, {}).get(name, 0) >= amount for node, need in needs.items() for name, amount in need.items())
+        copies = on_empty(nodes, "free")
+        for copy, node in zip(copies, nodes):
+            add_to(copy.free, freed.get(node, {}))
+        chosen = place(shape.gang, copies, first_fit)
+        placed[:] = [nodes[copies.index(copy)] for copy in chosen or ()]
+        return chosen is not None
 
-    start_s = 0.0 if fits(freed_at) else None
-    for (after_s, ident, units), node in merged if start_s is None else ():
-        add_to(freed_at.setdefault(node, {}), units)
-        blockers.append(ident)
-        if fits(freed_at):
-            start_s = after_s
-            break
-    if start_s is None:
+    judged = _sweep(_events(ends, nodes), fits)
+    if judged is None:
         return None
-    nodes = [*(reservation.bundle_nodes or ()), reservation.node]
-    return Judgement(nodes, start_s, freed_at if math.isfinite(start_s) else {}, tuple(blockers))
+    start_s, freed, blockers = judged
+    used = set(placed)
+    # Only what the jobs on its own nodes free, and only those jobs, are its concern.
+    on_used = {ident for node in used for _, ident, _ in ends.get(node.id, ())}
+    return Judgement(list(placed), start_s, {node: units for node, units in freed.items() if node in used},
+                     tuple(ident for ident in blockers if ident in on_used))
 
 
-def _on(ends: dict[str, list[End]], node: NodeState) -> list[tuple[End, NodeState]]:
-    return [(end, node) for end in ends.get(node.id, ())]
+def _events(ends: dict[str, list[End]], nodes: list[NodeState]) -> list[tuple[End, NodeState]]:
+    """The ends on `nodes`, the soonest first, each with its node."""
+    return sorted(((end, node) for node in nodes for end in ends.get(node.id, ())), key=lambda e: (e[0][0], len(e[0][1]), e[0][1]))
 
 
-def _fits_on(shape: Shape, node: NodeState, freed: dict[str, int]) -> bool:
-    return all(node.free.get(name, 0) + freed.get(name, 0) >= amount for name, amount in shape.items)
+def _fits(needs: dict[NodeState, dict[str, int]], freed: dict[NodeState, dict[str, int]]) -> bool:
+    return all(node.free.get(name, 0) + freed.get(node, {}).get(name, 0) >= amount
+               for node, need in needs.items() for name, amount in need.items())
 
 
-def _sweep(ends, fits, node: NodeState) -> tuple[float, dict, tuple[str, ...]] | None:
-    """The first time `fits` holds as the jobs on `node` end in turn: (after_s, freed, blockers)."""
+def _sweep(events: list[tuple[End, NodeState]], fits) -> tuple[float, dict, tuple[str, ...]] | None:
+    """The first time `fits(freed)` holds as the jobs of `events` end in turn: (after_s, what
+    they freed per node, those jobs); what frees at an unknown time is not counted as freed."""
     freed: dict[NodeState, dict[str, int]] = {}
     if fits(freed):
         return 0.0, {}, ()
     blockers = []
-    for after_s, ident, units in ends:
+    for (after_s, ident, units), node in events:
         add_to(freed.setdefault(node, {}), units)
         blockers.append(ident)
         if fits(freed):
             return after_s, freed if math.isfinite(after_s) else {}, tuple(blockers)
     return None
-
-
-def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) -> Judgement | None:
-    """A gang: placed whole (first fit, in node order) on copies of the nodes' free resources, as
-    the jobs on them end in turn."""
-    copies = on_empty(nodes, "free")
-    by_id = {copy.id: (copy, node) for copy, node in zip(copies, nodes)}
-    merged = sorted((end for node in nodes for end in _on(ends, node)), key=lambda e: (e[0][0], e[0][1]))
-    freed: dict[NodeState, dict[str, int]] = {}
-    blockers: list[tuple[str, NodeState]] = []
-    start_s = 0.0
-    placed = place(shape.gang, copies, first_fit)
-    for (after_s, ident, units), node in merged if placed is None else ():
-        copy, _ = by_id[node.id]
-        add_to(copy.free, units)
-        add_to(freed.setdefault(node, {}), units)
-        blockers.append((ident, node))
-        start_s = after_s
-        placed = place(shape.gang, copies, first_fit)
-        if placed is not None:
-            break
-    if placed is None:
-        return None
-    chosen = [by_id[copy.id][1] for copy in placed]
-    used = set(chosen)
-    kept = {node: units for node, units in freed.items() if node in used} if math.isfinite(start_s) else {}
-    return Judgement(chosen, start_s, kept, tuple(ident for ident, node in blockers if node in used))
 
 
 def expected_start(now: datetime, start_s: float) -> datetime | None:
