@@ -423,6 +423,9 @@ class _Simulation:
             if job.job.klass is not None:
                 record.pending["class"] = job.job.klass
             self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s)
+            if job.end_s is not None and job.started_s is not None:
+                # A forecast's running job ends when it is expected to: what reservations count on.
+                record.running["expected_end"] = self.epoch + timedelta(seconds=job.end_s)
             record.stopping = record.running["stopping"] = job.stopping
             if job.stopping:
                 self.victims.append(record)
