@@ -215,3 +215,14 @@ def test_the_first_in_line_waits_no_longer_than_reserve_after_and_the_runs_in_it
     longest = max((j.max_runtime_s for j in jobs if j.id != "big"), default=0)
     assert big.start_s is not None and not math.isinf(big.start_s)
     assert big.start_s - first_s <= group.reserve_after_s + longest + 2 * 5.0
+
+
+def test_a_gang_starts_on_the_nodes_it_reserved_once_they_have_room():
+    nodes = {"n-1": {"CPU": 4}, "n-2": {"CPU": 4}, "n-3": {"CPU": 4}}
+    gang = {"id": "7", "user": "big", "resources": {"CPU": 1}, "bundles": [{"CPU": 4}, {"CPU": 3}],
+            "bundle_strategy": "STRICT_SPREAD", "submitted_at": at(-10)}
+    held = [{"job": "7", "node": "n-3", "kind": "head", "bundle_nodes": ["n-2", "n-3"]}]
+    result = run(document(nodes, [running("a", "n-1", 1, 30)], [gang, pending("9", "small", 1, 1)], held))
+    assert result["placements"][0] == {"job": "7", "node": "n-3", "bundle_nodes": ["n-2", "n-3"]}
+    assert {p["job"]: p["node"] for p in result["placements"]}["9"] == "n-1"
+    assert result["reservations"] == []

@@ -465,6 +465,8 @@ class _Planner:
             for node, need in reservation.needs.items():
                 add_to(node.free, reservation.held[node])
                 add_to(node.free, need, -1)
+                # What it held may be less than it takes: the selectors see each node's new free.
+                self.selector.placed(node)
             node, gang = reservation.node, reservation.shape.gang
             here = None if gang is None else reservation.bundle_nodes or [node] * len(gang.bundles)
             self._placed(reservation.job, node, reservation.shape, reservation.user, here)
