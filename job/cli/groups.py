@@ -56,7 +56,7 @@ def show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(group)
         return 0
-    for field in ("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s"):
+    for field in ("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s"):
         if group[field] is not None:
             group[field] = format_duration(group[field])
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])

@@ -4,6 +4,7 @@ several group configurations, with the figures that compare them (core/simulate)
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from job.core.errors import BadInput
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json
-from job.core.simulate.engine import simulate
+from job.core.simulate.engine import Outcome, simulate
 from job.core.simulate.generate import generate
 from job.core.simulate.metrics import summarise, windows
 from job.core.simulate.trace import Trace, parse_csv, parse_swf
@@ -33,7 +34,7 @@ def register(sub) -> None:
     p = command(sub, "simulate", run, "replay a workload through the planner and compare policies (no database, no Ray)",
                 json_output=True)
     p.add_argument("trace", nargs="?", metavar="TRACE",
-                   help="CSV (submit_time,user,resources,run_time[,priority,class]) or SWF (.swf) trace file")
+                   help="CSV (submit_time,user,resources,run_time[,priority,class,max_runtime]) or SWF (.swf) trace file")
     p.add_argument("--format", choices=("csv", "swf"), help="the trace's format (default: swf for .swf files, else csv)")
     p.add_argument("--generate", metavar="N", type=_positive, help="simulate N generated jobs instead of a trace")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated trace (default 1)")
@@ -49,6 +50,9 @@ def register(sub) -> None:
                         "policy=fairshare,half_life=1h (repeatable)")
     p.add_argument("--plot", metavar="FILE", help="draw each user's share over time per configuration (.png or .svg; "
                                                   "needs matplotlib: pip install 'job[plot]')")
+    p.add_argument("--jobs-out", metavar="FILE.csv",
+                   help="write one row per job: id,user,submit_time,start_time,end_time in seconds of virtual time "
+                        "(empty where never started), with a configuration column when several are compared")
     add_options(p, PLANNER_OPTIONS)
 
 
@@ -70,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     trace = _trace(args, totals.amounts())
     source = args.trace or "generated trace"
     results = []
+    rows: list[dict] = []
     for name, group in configurations:
         started = time.perf_counter()
         try:
@@ -77,12 +82,15 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             # What the trace asks that the configuration has not (a class, say).
             raise BadInput(f"{source}: {exc} (configuration {name})") from None
+        rows += _job_rows(outcome, name if len(configurations) > 1 else None)
         shares = windows(outcome, window_s)
         figures = summarise(outcome, shares)
         elapsed = time.perf_counter() - started
         results.append({"name": name, "group": group.model_dump(exclude={"name"}), "figures": figures,
                         "elapsed_s": round(elapsed, 3), "events_per_s": round(outcome.events / elapsed) if elapsed else None,
                         "shares": shares})
+    if args.jobs_out:
+        _write_jobs(args.jobs_out, rows)
     if args.plot:
         plot.shares(args.plot, [(result["name"], result["shares"]) for result in results])
     users = len({job.user for job in trace.jobs})
@@ -97,6 +105,31 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
+
+
+JOB_COLUMNS = ("id", "user", "submit_time", "start_time", "end_time")
+
+
+def _job_rows(outcome: Outcome, configuration: str | None) -> list[dict]:
+    """One row per job of the trace, its last run's start and end (None where it never started)."""
+    rows = []
+    for record in outcome.records:
+        row = {"id": record.job.id, "user": record.job.user, "submit_time": record.job.submit_s,
+               "start_time": record.start_s, "end_time": record.end_s if record.start_s is not None else None}
+        rows.append(row if configuration is None else {"configuration": configuration, **row})
+    return rows
+
+
+def _write_jobs(path: str, rows: list[dict]) -> None:
+    columns = ("configuration", *JOB_COLUMNS) if rows and "configuration" in rows[0] else JOB_COLUMNS
+    try:
+        with open(path, "w", newline="") as out:
+            writer = csv.writer(out)
+            writer.writerow(columns)
+            writer.writerows([("" if row[column] is None else f"{row[column]:g}" if isinstance(row[column], float)
+                               else row[column]) for column in columns] for row in rows)
+    except OSError as exc:
+        raise BadInput(f"--jobs-out: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _configurations(args: argparse.Namespace) -> list[tuple[str, Group]]:

@@ -22,8 +22,9 @@ from job.core.planner.snapshot import limits_of
 from job.core.resources import Resources, accumulate, describe, fits, footprint
 from job.core.specs import NodeType
 
-# Reasons of jobs that wait for resources alone: those the cluster growing would let run.
-WAITS_FOR_RESOURCES = ("Resources", "ScalingUp")
+# Reasons of jobs that wait for resources alone (kept off a reserved node too): those the cluster
+# growing would let run.
+WAITS_FOR_RESOURCES = ("Resources", "Reserved", "ScalingUp")
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:

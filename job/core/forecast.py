@@ -60,7 +60,8 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         pending.append(TraceJob(
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],
             run_s=math.inf if run is None else run, priority=job.get("priority", 0), klass=job.get("class"),
-            node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before"))))
+            node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before")),
+            max_runtime_s=job.get("max_runtime_s")))
     running = [
         # The snapshot does not say when a running job was submitted: its start stands for it.
         Running(job=TraceJob(id=job["id"], user=job["user"], submit_s=seconds(job.get("started_at")) or 0.0,

@@ -150,6 +150,8 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
             job["class"] = row.priority_class
+        if row.max_runtime_s is not None:
+            job["max_runtime_s"] = row.max_runtime_s
         if row.reserved_node is not None and row.reserved_at >= held_since:
             reservations.append({"job": job["id"], "node": row.reserved_node})
         jobs.append(job)
@@ -185,7 +187,7 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j), **_held_bundles(j)}
+                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j)}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},
@@ -203,6 +205,14 @@ def _held_bundles(job: ActiveJob) -> dict:
     return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK", "bundle_nodes": job.bundle_nodes}
 
 
+def _expected_end(job: ActiveJob) -> dict:
+    """A started job with a max runtime ends by then: what a reservation for the head of the line
+    counts on (docs/planner.md, "Reservations and backfill")."""
+    if job.state != states.RUNNING or job.started_at is None or job.max_runtime_s is None:
+        return {}
+    return {"expected_end": job.started_at + timedelta(seconds=job.max_runtime_s)}
+
+
 def _stopping(job: ActiveJob) -> bool:
     """Asked to stop already (a cancel, a preemption, its max runtime): never a victim again."""
     return job.cancel_requested_at is not None or job.preempted_at is not None or job.reason in STOP_REASONS
@@ -218,7 +228,8 @@ class Decisions:
     waiting: list[tuple[int, str, str]]
     # Victim -> the job it makes room for.
     victims: dict[int, int]
-    # Job -> the node it holds room on, as the reservations stand after the plan.
+    # Job -> the node it holds room on, as the preemptions' reservations stand after the plan (a
+    # head-of-line one is judged again by every plan, from the queue as it then stands).
     reservations: dict[int, str]
     # Job -> the node planned for each of its bundles, for the placed jobs that have bundles.
     bundle_nodes: dict[int, list[str]]
@@ -228,7 +239,7 @@ class Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
                    [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
-                   {int(r["job"]): r["node"] for r in plan.reservations or []},
+                   {int(r["job"]): r["node"] for r in plan.reservations or [] if r.get("kind", "preemption") == "preemption"},
                    {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})
 
 

@@ -313,6 +313,10 @@ class GroupSpec(_Spec):
     preemption: Preemption = "off"
     min_runtime_s: float = Field(default=600.0, ge=0)
     max_preemptions: int = Field(default=10, ge=0, le=10_000)
+    # The job first in line of its class that waited this long for resources reserves where it
+    # fits soonest; at most max_reservations at a time, 0 for none (docs/planner.md).
+    reserve_after_s: float = Field(default=300.0, ge=0)
+    max_reservations: int = Field(default=1, ge=0, le=1000)
     # Tell Ray's autoscaler what the queue needs (job/core/autoscale.py).
     autoscale: bool = False
     # The nodes an http:// group's cluster can add; a raycluster:// group's come from its RayCluster.
@@ -391,7 +395,8 @@ class GroupSpec(_Spec):
             raise ValueError("a resource is named twice")
         return [_check_resource_name(name) for name in names]
 
-    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", mode="before")
+    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s",
+                     mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)

@@ -76,6 +76,7 @@ class Reason(StrEnum):
     NOT_BEFORE = "NotBefore"
     PRIORITY = "Priority"
     PREEMPTING = "Preempting"
+    RESERVED = "Reserved"
     SCALING_UP = "ScalingUp"
 
 # Known to Ray: an intent committed (SUBMITTING) or a submission Ray has.

@@ -94,8 +94,8 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     (["--generate", "10", "--plot", "p.pdf"], "--plot: p.pdf: the file must end in .png or .svg"),
     (["--generate", "10", "--compare", "colour=red"],
      "--compare colour=red: 'colour=red': expected KEY=VALUE with KEY one of default_class, half_life, max_preemptions, "
-     "max_resources_per_user, max_running_per_user, min_runtime, policy, preemption, priority_class, "
-     "resource_priority, selector, strict_order"),
+     "max_reservations, max_resources_per_user, max_running_per_user, min_runtime, policy, preemption, priority_class, "
+     "reserve_after, resource_priority, selector, strict_order"),
     (["--generate", "10", "--compare", "policy=best"],
      "--compare policy=best: policy: Input should be 'fifo', 'lifo', 'drf' or 'fairshare'"),
     (["--generate", "10", "--compare", "policy=drf", "--compare", "policy=drf"], "--compare: a configuration is given twice"),

@@ -86,3 +86,15 @@ def test_a_snapshot_without_now_is_refused():
     shot = Snapshot.model_validate({"group": {"policy": "fifo", "selector": "dispersed"}})
     with pytest.raises(ValueError, match="now"):
         forecast(shot, {}, {})
+
+
+def test_the_forecast_keeps_a_reservation_for_the_head_of_the_line():
+    # big (4 CPUs) is first in line and waited past reserve_after; r1 ends at 100 s. small's job
+    # of unknown max runtime would take the room r2 frees at 10 s and delay big: it keeps off n1.
+    shot = snapshot(running=[("r1", "a", "n1", 2), ("r2", "a", "n1", 2)],
+                    pending=[("big", "b", 4, -600, {}), ("small", "a", 2, -10, {})])
+    ends = {"r1": at(100), "r2": at(10)}
+    assert forecast(shot, ends, {"big": 50, "small": 50}) == [Estimate("big", 1, at(100)), Estimate("small", 2, at(150))]
+    without = snapshot(running=[("r1", "a", "n1", 2), ("r2", "a", "n1", 2)],
+                       pending=[("big", "b", 4, -600, {}), ("small", "a", 2, -10, {})], max_reservations=0)
+    assert forecast(without, ends, {"big": 50, "small": 50})[1] == Estimate("small", 2, at(10))

@@ -155,3 +155,18 @@ def test_releasing_keeps_entries_until_release_s_after_they_ended():
     later, kept = releasing(document, [("c", {"CPU": 2})], NOW + timedelta(seconds=RELEASE_S - 1))
     assert later == [("a", {"CPU": 1}), ("b", {"GPU": 1}), ("c", {"CPU": 2})]
     assert releasing(kept, [], NOW + timedelta(seconds=RELEASE_S))[0] == [("c", {"CPU": 2})]
+
+
+def test_what_reservations_count_on_a_running_job_s_expected_end_and_a_pending_job_s_max_runtime():
+    active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=5), max_runtime_s=600),
+              job(2, "RUNNING", "a", {"CPU": 2}, started_at=NOW),
+              job(3, "SUBMITTED", "a", {"CPU": 2}, max_runtime_s=600)]
+    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10)), row(5, max_runtime_s=60)]
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, pending, [], {})
+    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, None]
+    assert [j.get("max_runtime_s") for j in snapshot.pending] == [None, 60]
+    decided = plan(snapshot)
+    # Job 4 is first in line and reserves node a, its start not known: jobs 2 and 3 have no end.
+    assert decided.reservations == [{"job": "4", "node": "a", "kind": "head", "expected_start": None}]
+    # A head-of-line reservation is not stored: each plan judges it again.
+    assert Decisions.of(decided).reservations == {}

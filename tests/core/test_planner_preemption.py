@@ -325,6 +325,8 @@ def test_victims_are_always_eligible_and_within_the_budget(document):
 @PROPERTY
 @given(preempting_snapshots())
 def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_stop(document):
+    # About preemption's holds: none for the head of the line beside them.
+    document["group"]["max_reservations"] = 0
     result = plan(Snapshot.model_validate(document)).document()
     pending = {job["id"]: job for job in document["pending"]}
     # Free at the end of the plan: totals less running, placed and the new reservations' holds.
@@ -366,6 +368,8 @@ def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_st
 @PROPERTY
 @given(preempting_snapshots())
 def test_same_snapshot_same_plan_and_every_pending_job_once(document):
+    # About preemption's reservations: none for the head of the line beside them.
+    document["group"]["max_reservations"] = 0
     first = plan(Snapshot.model_validate(document)).model_dump_json()
     assert plan(Snapshot.model_validate(document)).model_dump_json() == first
     result = plan(Snapshot.model_validate(document)).document()

@@ -26,7 +26,7 @@ def test_csv_good_lines(text, expected):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("0,alice,CPU:1\n", "t.csv line 1: expected 4 to 6 fields (submit_time,user,resources,run_time,priority,class), got 3"),
+    ("0,alice,CPU:1\n", "t.csv line 1: expected 4 to 7 fields (submit_time,user,resources,run_time,priority,class,max_runtime), got 3"),
     ("0,alice,CPU:1,5\nsoon,bob,CPU:1,5\n", "t.csv line 2: submit_time: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)"),
     ("0,alice,CPU:1,-5\n", "t.csv line 1: run_time: not a duration: '-5' (use e.g. 90s, 5m, 1h30m, 2d)"),
     ("0,,CPU:1,5\n", "t.csv line 1: user: empty"),
@@ -57,7 +57,9 @@ def test_swf_good_lines_and_skipped_jobs():
         swf_line(4, submit=50, run=10, allocated=-1, requested=-1),  # no processors
     ])
     trace = parse_swf(text, "w.swf")
-    assert trace.jobs == [TraceJob("1", "u7", 0.0, {"CPU": 4.0}, 100.0), TraceJob("2", "u3", 30.0, {"CPU": 8.0}, 50.0)]
+    # Field 9, the requested time (200 s in every line), is the max runtime.
+    assert trace.jobs == [TraceJob("1", "u7", 0.0, {"CPU": 4.0}, 100.0, max_runtime_s=200.0),
+                          TraceJob("2", "u3", 30.0, {"CPU": 8.0}, 50.0, max_runtime_s=200.0)]
     assert trace.skipped == 2
 
 

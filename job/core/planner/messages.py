@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from job.core.planner.gang import first_fit, on_empty
-from job.core.planner.picture import Gang, NodeState, Pool, Shape, UserState, add_to
+from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Decision
 from job.core.planner.snapshot import Group, Reason
 from job.core.resources import describe, fits, format_amount
@@ -134,7 +134,9 @@ def unschedulable(words: Words, shape: Shape) -> str:
     return f"{_needs(words, shape)}; no single node of {where} has all of it (the most of each on any node: {describe(most)})"
 
 
-def resources(words: Words, shape: Shape) -> str:
+def resources(words: Words, shape: Shape | Reservation) -> str:
+    if isinstance(shape, Reservation):
+        return reserved_for(words, shape)
     if shape.gang is not None:
         return f"{_needs(words, shape)}; {_gang_missing(words, shape, 'free')}"
     most = words.most(shape, "free")
@@ -199,6 +201,37 @@ def preempting(words: Words, subject: NodeState | Decision) -> str:
     return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
 
 
+# Jobs named in a reservation's message; the others are counted.
+BLOCKERS_NAMED = 3
+
+
+def reserved_for(words: Words, reservation: Reservation) -> str:
+    """`reserved node n-3; expected to start about 14:20 UTC, when jobs 12 and 15 end`."""
+    nodes = list(dict.fromkeys([*(reservation.bundle_nodes or ()), reservation.node]))
+    where = f"node {nodes[0].id}" if len(nodes) == 1 else f"nodes {', '.join(node.id for node in nodes)}"
+    if reservation.start is not None and not reservation.blockers:
+        return f"reserved {where}; expected to start about {_clock(words.now, reservation.start)}"
+    blockers = list(reservation.blockers)
+    if len(blockers) > BLOCKERS_NAMED:
+        blockers = [*blockers[:BLOCKERS_NAMED - 1], f"{len(blockers) - BLOCKERS_NAMED + 1} more"]
+    named = blockers[0] if len(blockers) == 1 else f"{', '.join(blockers[:-1])} and {blockers[-1]}"
+    jobs = f"job {named} ends" if len(reservation.blockers) == 1 else f"jobs {named} end"
+    if reservation.start is None:
+        return f"reserved {where}; to start once {jobs}, at a time not known (no max runtime)"
+    return f"reserved {where}; expected to start about {_clock(words.now, reservation.start)}, when {jobs}"
+
+
+def _clock(now: datetime, when: datetime) -> str:
+    """`14:20 UTC`, with its date when that is not today's."""
+    when, now = when.astimezone(timezone.utc), now.astimezone(timezone.utc)
+    return when.strftime("%H:%M UTC" if when.date() == now.date() else "%Y-%m-%d %H:%M UTC")
+
+
+def kept_off(words: Words, reservation: Reservation) -> str:
+    """`would delay job 7's reservation on n-3`."""
+    return f"would delay job {reservation.job}'s reservation on {reservation.node.id}"
+
+
 def priority(words: Words, blocker: str) -> str:
     return f"strict order: waits behind job {blocker}, which is first in line and waits for resources"
 
@@ -212,4 +245,5 @@ MESSAGES: dict[Reason, Callable[[Words, Any], str]] = {
     "Resources": resources,
     "Preempting": preempting,
     "Priority": priority,
+    "Reserved": kept_off,
 }

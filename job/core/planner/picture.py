@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from job.core.resources import Resources
 
@@ -128,10 +129,53 @@ class UserState:
 
 @dataclass(eq=False, slots=True)
 class Reservation:
-    """A pending job that preempted for `node` and holds its room there: its request is off the
-    node's free resources for every other job, and it starts there, and only there."""
+    """A pending job that holds room on its node(s) and starts there, and only there: one that
+    preempted for its node (`kind` "preemption"), or one first in line that has waited past the
+    group's reserve_after ("head", reservations.py).
+
+    `held`, per node, is what of the node's free resources is kept from every other job: of its
+    request there (`needs`), the part that what is expected to free by `start` will not cover.
+    A job that will end before `start` may use it too (backfill); `start` None: not known."""
 
     job: str
-    node: NodeState
+    node: NodeState  # its driver's
     shape: Shape
     user: UserState
+    kind: str = "preemption"
+    # A job with bundles: the node of each bundle (else all on `node`).
+    bundle_nodes: list[NodeState] | None = None
+    needs: dict[NodeState, dict[str, int]] = field(default_factory=dict)
+    held: dict[NodeState, dict[str, int]] = field(default_factory=dict)
+    start: datetime | None = None
+    # The jobs whose ends it waits for, by id.
+    blockers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.needs:
+            self.needs = parts_by_node(self.shape, self.node, self.bundle_nodes)
+
+    def fits(self) -> bool:
+        """Whether its request fits now on every node of it, beside everything else."""
+        return all(node.free.get(name, 0) + self.held[node].get(name, 0) >= amount
+                   for node, need in self.needs.items() for name, amount in need.items())
+
+    def document(self) -> dict:
+        record = {"job": self.job, "node": self.node.id}
+        if self.kind != "preemption":
+            record["kind"] = self.kind
+            record["expected_start"] = self.start
+        if self.bundle_nodes is not None:
+            record["bundle_nodes"] = [node.id for node in self.bundle_nodes]
+        return record
+
+
+def parts_by_node(shape: Shape, node: NodeState, bundle_nodes: list[NodeState] | None) -> dict[NodeState, dict[str, int]]:
+    """What a job of `shape` takes on each node: its driver on `node`, each bundle on its node of
+    `bundle_nodes` (all on `node` when None)."""
+    if shape.gang is None:
+        return {node: dict(shape.items)}
+    needs: dict[NodeState, dict[str, int]] = {}
+    homes = bundle_nodes or [node] * len(shape.gang.bundles)
+    for part, home in zip((*shape.gang.bundles, shape.gang.driver), (*homes, node)):
+        add_to(needs.setdefault(home, {}), part.need)
+    return needs

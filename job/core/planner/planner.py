@@ -7,9 +7,12 @@ then offered to the node selector; a placement updates the node's free resources
 and the selector's state before the next job. A job that fits nowhere may preempt (preemption.py):
 it then reserves the node it preempted on and waits, `Preempting`, until its victims have stopped.
 
-A reservation takes the reserving job's request off its node's free resources for every other
-job, from the start of the plan; the reserving job itself is placed there once the node has room
-for it beside everything else, and nowhere else.
+A reservation holds room for its job on its node(s): the job preempted there, or it is first in
+line of its class and has waited past the group's `reserve_after` (reservations.py). Of its request
+it holds, for every other job, what the jobs expected to end by its start will not free; the
+reserving job itself is placed there once the node has room for it beside everything else, and
+nowhere else. A job that will end before a reservation's start may use its held room (backfill);
+one kept off it waits, `Reserved`.
 
 A node's free resources start at its total, less what work outside the queue holds there
 (`nodes[].outside`, at most the total) and what our running jobs hold. Outside load costs work per
@@ -19,6 +22,7 @@ node, once, and per waiting shape in its message: nothing per job.
 from __future__ import annotations
 
 import gc
+import math
 from datetime import datetime, timezone
 
 from job.core.planner.entries import SHAPE, USER, Entry
@@ -26,6 +30,7 @@ from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.messages import MESSAGES, Words
 from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
+from job.core.planner.reservations import End, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
 from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
 from job.core.resources import Resources, dominant_share, footprint, to_units
@@ -71,6 +76,23 @@ def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, f
     return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside)
 
 
+def _homes_fit(shape: Shape, homes: list[NodeState | None] | None) -> bool:
+    """Whether a reservation's bundle nodes (None: all on its node) are there, one per bundle."""
+    if homes is None:
+        return True
+    return shape.gang is not None and len(homes) == len(shape.gang.bundles) and None not in homes
+
+
+def _add_end(ends: dict[str, list[End]], where: dict, job: dict, after_s: float) -> None:
+    """What `job` holds on each node of `where` (its driver on `node`, each bundle on its node of
+    `bundle_nodes`), freed `after_s` from now."""
+    nodes = [where["node"], *where.get("bundle_nodes", ())]
+    for node_id, part in zip(nodes, [job["resources"], *job.get("bundles", ())]):
+        units = dict(Resources.of(part).items())
+        if units:
+            ends.setdefault(node_id, []).append((after_s, job["id"], units))
+
+
 class _Planner:
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
@@ -98,25 +120,30 @@ class _Planner:
         self.candidates: dict[str, list[Candidate]] = {}
         self.going: list[tuple[UserState, Resources]] = []
         self._charge_running()
-        wanted = {r["job"]: r["node"] for r in snapshot.reservations}
+        self._start_plan()
+        wanted = {r["job"]: r for r in snapshot.reservations}
         reserving: dict[str, Entry] = {}
         self.tiers = self._entries(wanted, reserving)
+        # Pending jobs by id, made when a reservation first needs them.
+        self.by_id: dict[str, dict] | None = None
         self.reserved = self._hold_reservations(wanted, reserving)
+        # The head-of-line reservations, and how many more the plan may make.
+        self.heads = [held for held in self.reserved.values() if held.kind == "head"]
+        self.head_slots = group.max_reservations - len(self.heads) if snapshot.now is not None else 0
+        self.head_open = False
         requested = set().union(*(shape.names for shape in self.shapes.values())) - set(priority)
         self.order = (*priority, *sorted(requested))
         rule = self.selector_rule = SELECTORS[group.selector]
         self.selector = rule.kind(self.nodes, self.order, rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {})))
-        coming = [(held.user, held.shape.need) for held in self.reserved.values()]
+        coming = [(held.user, held.shape.need) for held in self.reserved.values() if held.kind == "preemption"]
         self.preemptor = (Preemptor(group, self.totals, self.candidates, coming, self.going)
                           if self.preemption.preempts else None)
-        self._start_plan()
 
     def _start_plan(self) -> None:
         """The plan as it is made, job by job."""
         self.placements: list[dict] = []
         self.waiting: list[dict] = []
         self.preemptions: list[dict] = []
-        self.reservations: list[dict] = []
         # Jobs that may reclaim within their class (fairshare), once every placement is made.
         self.reclaiming: list[tuple[dict, Shape, UserState, int]] = []
         # Per reason, per what its message depends on, the entries waiting for that message.
@@ -231,18 +258,62 @@ class _Planner:
                 reserving[ident] = entry
         return sorted(tiers.items(), key=lambda item: -item[0])
 
-    def _hold_reservations(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> dict[str, Reservation]:
-        """The reservations that hold, by job: each whose job waits and whose node is still there
-        and big enough takes the job's request off the node's free resources; the others end here."""
+    def _hold_reservations(self, wanted: dict[str, dict], reserving: dict[str, Entry]) -> dict[str, Reservation]:
+        """The reservations that hold, by job: each whose job waits and whose nodes are still there
+        and big enough holds its room there (a head-of-line one judged again, at most the group's
+        max_reservations of them); the others end here."""
         by_id = {node.id: node for node in self.nodes}
-        held: dict[str, Reservation] = {}
-        for ident, node_id in wanted.items():
-            entry, node = reserving.get(ident), by_id.get(node_id)
-            if entry is None or node is None or not entry[SHAPE].need.fits_in(node.total):
+        kept: dict[str, Reservation] = {}
+        heads = 0
+        ends = None
+        for ident, record in wanted.items():
+            entry, node = reserving.get(ident), by_id.get(record["node"])
+            homes = [by_id.get(home) for home in record["bundle_nodes"]] if "bundle_nodes" in record else None
+            kind = record.get("kind", "preemption")
+            if entry is None or node is None or not _homes_fit(entry[SHAPE], homes):
                 continue
-            held[ident] = Reservation(ident, node, entry[SHAPE], entry[USER])
-            add_to(node.free, entry[SHAPE].need, -1)
-        return held
+            if kind == "head" and heads >= self.group.max_reservations:
+                continue
+            reservation = Reservation(ident, node, entry[SHAPE], entry[USER], kind, homes)
+            if not all(home.total.get(name, 0) >= amount for home, need in reservation.needs.items()
+                       for name, amount in need.items()):
+                continue
+            freed = {}
+            if kind == "head":
+                ends = ends if ends is not None else self._ends()
+                judged = judge(reservation, ends)
+                if judged is None:
+                    continue
+                heads += 1
+                reservation.start, reservation.blockers = expected_start(self.snapshot.now, judged.start_s), judged.blockers
+                freed = judged.freed
+            reservation.held = held_room(reservation.needs, freed)
+            for home, amounts in reservation.held.items():
+                add_to(home.free, amounts, -1)
+            kept[ident] = reservation
+        return kept
+
+    def _job(self, ident: str) -> dict:
+        if self.by_id is None:
+            self.by_id = {job["id"]: job for job in self.snapshot.pending}
+        return self.by_id[ident]
+
+    def _ends(self) -> dict[str, list[End]]:
+        """Per node id, the jobs expected to end there, the soonest first: those running, by their
+        expected end, and those placed so far in this plan, by their max runtime (unknown: never)."""
+        now = self.snapshot.now
+        ends: dict[str, list[End]] = {}
+        for job in self.snapshot.running:
+            end = job.get("expected_end")
+            after_s = (end - now).total_seconds() if end is not None and now is not None else math.inf
+            _add_end(ends, job, job, max(after_s, 0.0))
+        for placement in self.placements:
+            job = self._job(placement["job"])
+            runtime = job.get("max_runtime_s")
+            _add_end(ends, placement, job, math.inf if runtime is None else runtime)
+        for listed in ends.values():
+            listed.sort(key=lambda end: (end[0], len(end[1]), end[1]))
+        return ends
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
@@ -289,6 +360,8 @@ class _Planner:
     def _tier(self, value: int, entries: list[Entry]) -> None:
         """The jobs of one class value, in the order of the group's policy."""
         end = 0
+        # The first job of the class to wait for resources may reserve (_head).
+        self.head_open = self.head_slots > 0
 
         def taken() -> int:
             return end
@@ -303,12 +376,14 @@ class _Planner:
         held_back, go, wait = self._held_back, self._go, self._wait
         for index in range(start, len(queue)):
             # The entry's fields in the order of entries.py; the first four only sort.
-            _, _, _, _, ident, later, shape, user = queue[index]
+            _, submitted, _, _, ident, later, shape, user = queue[index]
             why = held_back(later, shape, user)
             if why is None:
                 why = go(ident, shape, user, value)
                 if why is None:
                     return index + 1
+                if self.head_open and why[0] == "Resources":
+                    why = self._head(ident, submitted, shape, user, why)
             wait(ident, shape, user, value, why)
         return len(queue)
 
@@ -344,12 +419,17 @@ class _Planner:
             self._placed(ident, node, shape, user)
             return None
         shape.full = True
+        kept_off = None
+        if self.heads:
+            kept_off = self._backfill(ident, shape, user)
+            if kept_off is True:
+                return None
         decision = None if self.preemptor is None else self.preemptor.victims_for(shape, user, value)
         if self.group.strict_order:
             self.blocker = ident
         if decision is None:
-            return "Resources", shape
-        self._preempt(ident, shape, decision)
+            return ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
+        self._preempt(ident, shape, user, decision)
         return "Preempting", decision
 
     def _go_gang(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
@@ -371,26 +451,93 @@ class _Planner:
             self.blocker = ident
         if decision is None:
             return "Resources", shape
-        self._preempt(ident, shape, decision)
+        self._preempt(ident, shape, user, decision)
         return "Preempting", decision
 
     def _to_reserved(self, reservation: Reservation) -> Why | None:
-        """A reserving job starts on its node, and only there."""
-        node = reservation.node
-        # Its own request is held off the node's free resources: it fits once nothing else is
-        # short there.
-        if all(node.free.get(name, 0) >= 0 for name in reservation.shape.names):
+        """A reserving job starts on its node(s), and only there."""
+        if reservation.fits():
             del self.reserved[reservation.job]
-            if self.preemptor is not None:
+            if reservation.kind == "head":
+                self.heads.remove(reservation)
+            elif self.preemptor is not None:
                 self.preemptor.started(reservation.user, reservation.shape.need)
-            gang = reservation.shape.gang
-            here = None if gang is None else [node] * len(gang.bundles)
+            for node, need in reservation.needs.items():
+                add_to(node.free, reservation.held[node])
+                add_to(node.free, need, -1)
+                # What it held may be less than it takes: the selectors see each node's new free.
+                self.selector.placed(node)
+            node, gang = reservation.node, reservation.shape.gang
+            here = None if gang is None else reservation.bundle_nodes or [node] * len(gang.bundles)
             self._placed(reservation.job, node, reservation.shape, reservation.user, here)
             return None
         # It waits for resources, only on its node: behind it, strict order waits too.
         if self.group.strict_order:
             self.blocker = reservation.job
-        return "Preempting", node
+        return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation.node)
+
+    def _head(self, ident: str, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
+        """The first job of its class to wait for resources: past the group's reserve_after, it
+        reserves where it fits soonest (reservations.py), unless it holds a reservation already."""
+        self.head_open = False
+        # It waits for resources since it was submitted at the earliest: a job submitted since
+        # reserve_after is passed over without reading the job itself.
+        reserve_after = self.group.reserve_after_s
+        if ident in self.reserved or (self.snapshot.now - submitted).total_seconds() < reserve_after:
+            return why
+        job = self._job(ident)
+        since = job.get("waiting_since") or job.get("submitted_at")
+        if since is None or (self.snapshot.now - since).total_seconds() < reserve_after:
+            return why
+        taken = {node for held in self.reserved.values() for node in held.needs}
+        judged = soonest(shape, [node for node in shape.pool.nodes if node not in taken], self._ends())
+        if judged is None:
+            return why
+        *homes, node = judged.nodes
+        reservation = Reservation(ident, node, shape, user, "head", homes if shape.gang is not None else None,
+                                  start=expected_start(self.snapshot.now, judged.start_s), blockers=judged.blockers)
+        self._hold(reservation, judged.freed)
+        self.heads.append(reservation)
+        self.head_slots -= 1
+        return "Resources", reservation
+
+    def _hold(self, reservation: Reservation, freed: dict[NodeState, dict[str, int]]) -> None:
+        """Holds, from the rest of the plan, what of the request what frees by the start will not
+        cover; never below 0 left free (what the selectors' keys allow, heap_keys.py), and what
+        was taken is what the reservation holds."""
+        reservation.held = {}
+        for node, amounts in held_room(reservation.needs, freed).items():
+            taken = reservation.held[node] = {}
+            free = node.free
+            for name, amount in amounts.items():
+                before = free.get(name, 0)
+                free[name] = max(before - amount, min(before, 0))
+                taken[name] = before - free[name]
+            self.selector.placed(node)
+        self.reserved[reservation.job] = reservation
+
+    def _backfill(self, ident: str, shape: Shape, user: UserState) -> Reservation | bool | None:
+        """A job that fits no node's free resources, on the room a head-of-line reservation holds:
+        True once placed there (it ends before that reservation's start), else the reservation it
+        would delay, or None when no reserved node has room for it."""
+        kept_off = runtime = None
+        for reservation in self.heads:
+            for node, room in reservation.held.items():
+                if node not in shape.pool.members or not all(
+                        node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items):
+                    continue
+                start = reservation.start
+                runtime = runtime or self._job(ident).get("max_runtime_s")
+                if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
+                    kept_off = kept_off or reservation
+                    continue
+                for name, amount in shape.items:
+                    real = node.free.get(name, 0) + room.get(name, 0) - amount
+                    node.free[name] = min(node.free.get(name, 0), real)
+                    room[name] = real - node.free[name]
+                self._placed(ident, node, shape, user)
+                return True
+        return kept_off
 
     def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState,
                 bundle_nodes: list[NodeState] | None = None) -> None:
@@ -418,16 +565,22 @@ class _Planner:
         """Reclaim within a class, after every placement: a later placement of the waiting user
         could otherwise undo the inequality that allowed it (preemption.py)."""
         for record, shape, user, value in self.reclaiming:
+            if record["job"] in self.reserved:
+                continue
             decision = self.preemptor.victims_for(shape, user, value, reclaim=True)
             if decision is not None:
-                self._preempt(record["job"], shape, decision)
+                self._preempt(record["job"], shape, user, decision)
                 record["reason"] = "Preempting"
                 self.unsaid["Preempting"][decision] = [record]
 
-    def _preempt(self, ident: str, shape: Shape, decision: Decision) -> None:
-        self._reserve(decision, shape)
+    def _preempt(self, ident: str, shape: Shape, user: UserState, decision: Decision) -> None:
+        """The job reserves the decision's node: of its request, what its victims will not free
+        there is held from every later job."""
+        freed: dict[str, int] = {}
+        for victim in decision.victims:
+            add_to(freed, victim.need)
+        self._hold(Reservation(ident, decision.node, shape, user), {decision.node: freed})
         self.preemptions.append({"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]})
-        self.reservations.append({"job": ident, "node": decision.node.id})
 
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""
@@ -444,21 +597,8 @@ class _Planner:
     def _plan(self) -> Plan:
         state = self.selector.state_document()
         state = {} if state is None else {self.selector_rule.state_name: state}
-        if self.preemptor is None and not self.snapshot.reservations:
+        if self.preemptor is None and not self.snapshot.reservations and not self.reserved:
             return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state)
-        kept = [{"job": held.job, "node": held.node.id} for held in self.reserved.values()]
         return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state,
-                                    preemptions=self.preemptions, reservations=kept + self.reservations)
-
-    def _reserve(self, decision: Decision, shape: Shape) -> None:
-        """Holds the room the job will need on the decision's node once its victims stop: of what
-        is free there now, the part the victims' resources will not cover. No less than 0 is left
-        free, since the job fits once they stop."""
-        node = decision.node
-        freed: dict[str, int] = {}
-        for victim in decision.victims:
-            add_to(freed, victim.need)
-        free = node.free
-        for name, amount in shape.items:
-            free[name] -= max(amount - freed.get(name, 0), 0)
-        self.selector.placed(node)
+                                    preemptions=self.preemptions,
+                                    reservations=[held.document() for held in self.reserved.values()])

@@ -31,7 +31,7 @@ SelectorName = Literal[SELECTOR_NAMES]
 # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
 # that a node type of an autoscaling cluster can hold.
 Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
-                 "Preempting", "ScalingUp"]
+                 "Preempting", "Reserved", "ScalingUp"]
 Preemption = Literal[PREEMPTION_NAMES]
 # Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
 BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -80,6 +80,10 @@ class Group(_Strict):
     preemption: Preemption = "off"
     min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 600
     max_preemptions: Annotated[int, Field(ge=0)] = 10
+    # The job first in line of its class that has waited this long for resources reserves the
+    # node(s) where it will fit soonest; at most max_reservations at a time (0: none).
+    reserve_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300
+    max_reservations: Annotated[int, Field(ge=0)] = 1
 
 
 class Node(_Strict):
@@ -107,6 +111,8 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
     "bundles": NotRequired[Bundles],
     "bundle_strategy": NotRequired[BundleStrategy],
     "bundle_nodes": NotRequired[list[Name]],
+    # When it is expected to end (its start plus its max runtime, or an estimate); None: unknown.
+    "expected_end": NotRequired[AwareDatetime | None],
 }))
 
 
@@ -122,15 +128,28 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
     # What its work needs beside the driver, placed all or nothing with it (docs/planner.md, "Bundles").
     "bundles": NotRequired[Bundles],
     "bundle_strategy": NotRequired[BundleStrategy],
+    # Since when it has waited for resources (default: its submitted_at).
+    "waiting_since": NotRequired[AwareDatetime | None],
+    # Its max runtime: only a job whose end is known may use the room a reservation holds.
+    "max_runtime_s": NotRequired[Annotated[float, Field(gt=0, allow_inf_nan=False)] | None],
 }))
+
+# Why a job holds a reservation: it preempted for the node, or it is first in line and has waited
+# past the group's reserve_after.
+ReservationKind = Literal["preemption", "head"]
 
 
 @with_config(ConfigDict(extra="forbid"))
 class Reservation(TypedDict):
-    """A pending job that preempted for `node` keeps the node's room for its request."""
+    """A pending job that keeps room for its request on `node` (its driver's; each bundle's on
+    `bundle_nodes`)."""
 
     job: Name
     node: Name
+    kind: NotRequired[ReservationKind]
+    bundle_nodes: NotRequired[list[Name]]
+    # When it is expected to start (the plan's; a snapshot's is judged again).
+    expected_start: NotRequired[AwareDatetime | None]
 
 
 class User(_Strict):

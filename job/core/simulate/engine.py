@@ -20,6 +20,13 @@ its resources back and waits again in its place in the queue; placed again, it r
 time from the start. The plan's reservations go into the next snapshot. While jobs wait no tick is
 skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 
+Reservations for the head of the line (`group.max_reservations` above 0, the default): once a
+waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
+it is (the job first in line is one that cannot be placed, and reservations count on the running
+jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
+tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
+plus its max runtime.
+
 The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
 jobs that cannot be placed and nodes without room left out. Under `strict_order` and a policy that
 does not keep each user's order (`lifo`; the traits of core/planner/rules.py) every pending job
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import count
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -131,6 +139,11 @@ def _ready(record: JobRecord) -> float:
     return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
 
 
+def _run_s(job: TraceJob) -> float:
+    """How long the job runs: its run time, stopped at its max runtime."""
+    return job.run_s if job.max_runtime_s is None else min(job.run_s, job.max_runtime_s)
+
+
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
              every_s: float = 5.0, start: Start | None = None) -> Outcome:
     """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
@@ -163,8 +176,10 @@ class _Simulation:
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
         # time passes, min_runtime_s after its start).
         self.preempting = PREEMPTIONS[group.preemption].preempts
-        # Every job as it is (the plain snapshot) also for jobs with node labels, whose shapes the
-        # counts below do not tell apart, and from a given start.
+        # Every job as it is also for jobs with node labels, whose shapes the counts below do not
+        # tell apart, from a given start, and once a job waited past reserve_after (`_reserving`:
+        # `reserve_at` when waiting jobs pass it, `oldest` the waiting jobs by submission).
+        self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         _check_classes(jobs, group)
@@ -247,6 +262,10 @@ class _Simulation:
             upcoming = []
             if next_arrival < len(self.arrivals):
                 upcoming.append(_ready(self.arrivals[next_arrival]))
+            while self.reserve_at and (self.reserve_at[0] <= now or not self.pending_count):
+                heapq.heappop(self.reserve_at)
+            if self.reserve_at:
+                upcoming.append(self.reserve_at[0])
             if self.ends:
                 upcoming.append(self.ends[0][0])
             if not upcoming:
@@ -285,6 +304,8 @@ class _Simulation:
             record.pending["class"] = job.klass
         if job.node_labels:
             record.pending["node_labels"] = job.node_labels
+        if job.max_runtime_s is not None:
+            record.pending["max_runtime_s"] = job.max_runtime_s
         self._enqueue(record)
 
     def _enqueue(self, record: JobRecord) -> None:
@@ -295,23 +316,28 @@ class _Simulation:
         record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
         insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
+        if self.reserving:
+            heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.need]
         queue = queues[record.job.user]
         del queue[bisect_left(queue, record.queue_key)]
+        record.queue_key = None
         if not queue:
             del queues[record.job.user]
         self.pending_count -= 1
 
     def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
-        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue)
+        exact = self.exact or self._reserving(now_s)
+        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact)
         if not pending:
             return
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
         # Preemption weighs the scores of the running jobs' users too.
-        named = [*pending, *self.running.values()] if self.exact else pending
+        named = [*pending, *self.running.values()] if exact else pending
         for job in named:
             name = job["user"] if isinstance(job, dict) else job.job.user
             if name not in users:
@@ -321,7 +347,7 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if self.exact:
+        if exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
         else:
             nodes, held = self._nodes(pending)
@@ -340,6 +366,16 @@ class _Simulation:
                 self.victims.append(record)
         self.reservations = result.reservations or []
 
+    def _reserving(self, now_s: float) -> bool:
+        """Whether this plan may make or hold a reservation for the head of the line."""
+        if not self.reserving:
+            return False
+        oldest = self.oldest
+        while oldest and oldest[0][2].queue_key is None:
+            heapq.heappop(oldest)
+        return (bool(oldest) and now_s - oldest[0][0] >= self.group.reserve_after_s
+                or any(held.get("kind") == "head" for held in self.reservations))
+
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
         if self.every_node:
@@ -355,7 +391,7 @@ class _Simulation:
 
     def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
-        self._run(record, node, now_s, now_s + record.job.run_s)
+        self._run(record, node, now_s, now_s + _run_s(record.job))
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
 
@@ -369,6 +405,8 @@ class _Simulation:
         started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
         record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
                           "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False}
+        if started_at is not None and job.max_runtime_s is not None:
+            record.running["expected_end"] = started_at + timedelta(seconds=job.max_runtime_s)
         record.number = self.started
         self.running[job.id] = record
 
@@ -385,6 +423,9 @@ class _Simulation:
             if job.job.klass is not None:
                 record.pending["class"] = job.job.klass
             self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s)
+            if job.end_s is not None and job.started_s is not None:
+                # A forecast's running job ends when it is expected to: what reservations count on.
+                record.running["expected_end"] = self.epoch + timedelta(seconds=job.end_s)
             record.stopping = record.running["stopping"] = job.stopping
             if job.stopping:
                 self.victims.append(record)

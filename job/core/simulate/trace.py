@@ -3,13 +3,14 @@ jobs go out; reading the file is the command line's business.
 
 Two formats:
 
-- CSV, `submit_time,user,resources,run_time[,priority,class]`, one job a line. Times are seconds
+- CSV, `submit_time,user,resources,run_time[,priority,class,max_runtime]`, one job a line. Times are seconds
   or durations (`90`, `5m`, `1h30m`) from the start of the trace; resources are written as for
   `--nodes`, `CPU:4,memory:8GiB` (quoted, since they hold commas; braces optional). A first line
   starting with `submit_time` is a header; blank lines and lines starting with `#` are skipped.
 - SWF, the Standard Workload Format of the Parallel Workloads Archive: 18 whitespace-separated
   fields per job, comment lines starting with `;`. Used: submit time (2), run time (4), requested
-  processors (8, or allocated processors (5) where not requested) as CPUs, user id (12). A job
+  processors (8, or allocated processors (5) where not requested) as CPUs, requested time (9) as
+  the max runtime (-1: none), user id (12). A job
   with no run time or no processors (-1: cancelled before it started) is skipped and counted.
 """
 
@@ -38,6 +39,8 @@ class TraceJob:
     # on the trace's clock, None for at once). Traces have none; a forecast's jobs may.
     node_labels: dict[str, str] = field(default_factory=dict)
     not_before_s: float | None = None
+    # Its max runtime: stopped there if still running, and the end a reservation counts on.
+    max_runtime_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -72,7 +75,7 @@ def _duration(text: str, where: str) -> float:
         raise BadInput(f"{where}: {exc}") from None
 
 
-CSV_FIELDS = ("submit_time", "user", "resources", "run_time", "priority", "class")
+CSV_FIELDS = ("submit_time", "user", "resources", "run_time", "priority", "class", "max_runtime")
 
 
 def parse_csv(text: str, source: str = "trace") -> Trace:
@@ -84,8 +87,8 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
         if number == 1 and row[0].strip() == "submit_time":
             continue
         where = f"{source} line {number}"
-        if not 4 <= len(row) <= 6:
-            raise BadInput(f"{where}: expected 4 to 6 fields ({','.join(CSV_FIELDS)}), got {len(row)}")
+        if not 4 <= len(row) <= len(CSV_FIELDS):
+            raise BadInput(f"{where}: expected 4 to {len(CSV_FIELDS)} fields ({','.join(CSV_FIELDS)}), got {len(row)}")
         cells = dict(zip(CSV_FIELDS, (cell.strip() for cell in row)))
         user = cells["user"]
         if not user:
@@ -104,12 +107,23 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
             run_s=_duration(cells["run_time"], f"{where}: run_time"),
             priority=priority,
             klass=cells.get("class") or None,
+            max_runtime_s=_max_runtime(cells.get("max_runtime"), f"{where}: max_runtime"),
         ))
     return trace
 
 
+def _max_runtime(text: str | None, where: str) -> float | None:
+    if not text:
+        return None
+    seconds = _duration(text, where)
+    if seconds <= 0:
+        raise BadInput(f"{where}: must be above zero, got {text!r}")
+    return seconds
+
+
 # SWF's fields, 1-based as the format numbers them.
-_SWF_FIELDS = {2: "submit time", 4: "run time", 5: "allocated processors", 8: "requested processors", 12: "user id"}
+_SWF_FIELDS = {2: "submit time", 4: "run time", 5: "allocated processors", 8: "requested processors",
+               9: "requested time", 12: "user id"}
 
 
 def parse_swf(text: str, source: str = "trace") -> Trace:
@@ -128,7 +142,7 @@ def parse_swf(text: str, source: str = "trace") -> Trace:
                 values[index] = float(fields[index - 1])
             except ValueError:
                 raise BadInput(f"{where}: field {index} ({name}): not a number: {fields[index - 1]!r}") from None
-        submit, run, allocated, requested, user = (values[i] for i in (2, 4, 5, 8, 12))
+        submit, run, allocated, requested, limit, user = (values[i] for i in (2, 4, 5, 8, 9, 12))
         if submit < 0:
             raise BadInput(f"{where}: field 2 (submit time): must not be negative, got {fields[1]!r}")
         processors = requested if requested > 0 else allocated
@@ -136,7 +150,7 @@ def parse_swf(text: str, source: str = "trace") -> Trace:
             trace.skipped += 1
             continue
         trace.jobs.append(TraceJob(id=fields[0], user=f"u{int(user)}" if user >= 0 else "unknown", submit_s=submit,
-                                   resources={"CPU": processors}, run_s=run))
+                                   resources={"CPU": processors}, run_s=run, max_runtime_s=limit if limit > 0 else None))
     _unique_ids(trace, source)
     return trace
 
