@@ -38,6 +38,8 @@ class ActiveJob:
     preempted_by: int | None = None
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     builds_runtime_env: bool = False
+    # Its use as the last tick observed it (core/observed.py `record`), None before any.
+    observed: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import args_row, class_row
+from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.estimates import Finished
@@ -104,6 +105,15 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
         "(jobs.state, u.state) IN (SELECT * FROM unnest(%(sources)s::text[], %(targets)s::text[]))",
         {"sources": [source for source, _ in moves], "targets": [target for _, target in moves]},
         returning="jobs.id"))]
+
+
+def set_observed(conn: psycopg.Connection, observed: dict[int, dict]) -> None:
+    """Each running job's observed use (core/observed.py `record`), in one statement; only jobs
+    still RUNNING."""
+    if observed:
+        conn.execute(*_each({job_id: Jsonb(record) for job_id, record in observed.items()}, {"observed": "jsonb"},
+                            "UPDATE jobs SET observed = u.observed", "jobs.state = ANY(%(from)s)",
+                            {"from": states.SET_OBSERVED.sources}))
 
 
 # A requeue's values per job: the state it was found in, the reason and the message.
