@@ -213,9 +213,12 @@ def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse |
     if (fields["state"] == RUNNING and job.max_runtime_s is not None
             and (now - fields["started_at"]).total_seconds() > job.max_runtime_s):
         return Reason.RUNTIME_LIMIT, f"ran longer than its max runtime of {job.max_runtime_s:g} s"
+    if job.reason == Reason.OVER_USE:
+        # Asked already: its reason and message stay while it stops, though its work, stopping
+        # first, may bring its use back under its declaration.
+        return Reason.OVER_USE, job.message
     if fields["state"] == RUNNING and over is not None:
-        # Once asked, the message it was stopped with stays: its use may change while it stops.
-        return Reason.OVER_USE, job.message if job.reason == Reason.OVER_USE else over.message
+        return Reason.OVER_USE, over.message
     return None
 
 

@@ -373,6 +373,8 @@ def test_a_running_job_past_its_grace_is_stopped_with_its_reason_and_keeps_its_m
     stopping = job("RUNNING", started_at=EARLIER, reason="OverUse", message="used CPU 2 and declared CPU 0.5 for 6s")
     later = reconcile(stopping, RayJob("RUNNING"), NOW, over=over)
     assert stop_of(later) == ("OverUse", "used CPU 2 and declared CPU 0.5 for 6s")
+    # Its actors, stopping first, bring its use back under its declaration: still stopping for it.
+    assert stop_of(reconcile(stopping, RayJob("RUNNING"), NOW)) == ("OverUse", "used CPU 2 and declared CPU 0.5 for 6s")
     # A cancel comes first; a job Ray holds PENDING has no use of its own yet.
     assert stop_of(reconcile(job("RUNNING", started_at=EARLIER, cancel_requested_at=NOW), RayJob("RUNNING"), NOW,
                              over=over))[0] == "Cancelled"
