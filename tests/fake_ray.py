@@ -9,6 +9,7 @@ from typing import Any
 
 from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
 from job.core import states
+from job.core.observed import ClusterWork
 
 REFUSED = "refused-by-ray"
 
@@ -34,6 +35,9 @@ class FakeRay:
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
         return {i: self.known[i] for i in submission_ids if i in self.known}
+
+    def work(self) -> ClusterWork:
+        return ClusterWork()
 
     def job(self, submission_id: str) -> RayJob | None:
         return self.known.get(submission_id)

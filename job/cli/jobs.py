@@ -178,6 +178,18 @@ def list_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _observed(record: dict) -> dict[str, str]:
+    """Declared and used side by side, with what Ray says the use is, as the last tick that saw
+    the job run observed it (core/observed.py `record`)."""
+    nodes = "; ".join(f"{format_resources(held)} on node {node}" for node, held in record["nodes"].items())
+    counts = [(record["placement_groups"], "placement group"), (record["actors"], "actor"), (record["tasks"], "task")]
+    return {"declared": format_resources(record["declared"]),
+            "used": format_resources(record["used"]) + (f" ({nodes})" if nodes else ""),
+            "charged": format_resources(record["charged"]),
+            "in ray": ", ".join(f"{count} {noun}{'' if count == 1 else 's'}" for count, noun in counts),
+            **({"over since": record["over_since"]} if record["over_since"] else {})}
+
+
 def _why(row: dict) -> str:
     if row["reason"] is None:
         return "-"
@@ -189,7 +201,7 @@ def show(args: argparse.Namespace) -> int:
         row = job_rows.get_job(conn, job_id(args.id))
     job = job_json(row)
     if args.json:
-        print_json(job)
+        print_json({**job, "observed": row["observed"]})
         return 0
     job["resources"] = format_resources(row["resources"])
     # Each bundle with its planned node beside it, once placed.
@@ -197,6 +209,8 @@ def show(args: argparse.Namespace) -> int:
     job["bundles"] = "; ".join(format_resources(bundle) + (f" on {node}" if node else "")
                                for bundle, node in zip(row["bundles"] or (), nodes)) or "-"
     del job["bundle_nodes"]
+    if row["observed"] is not None:
+        job.update(_observed(row["observed"]))
     if row["max_runtime_s"] is not None:
         job["max_runtime_s"] = format_duration(row["max_runtime_s"])
     job["why"] = _why(row)

@@ -112,6 +112,10 @@ OPTIONS = [
     Option("--node-type", "node_types", "list", "NAME=CPU:8,GPU:1,memory:32GiB[@LABEL=VALUE...]:max=N",
            "a kind of node an http:// group's cluster can add (repeatable; replaces the list; "
            "a raycluster:// group's are read from its RayCluster)", parse_node_type),
+    Option("--overuse", "overuse", "value", "allow|stop",
+           "a job Ray shows using more than it declared: charged its use (allow), or also stopped past the grace (stop)"),
+    Option("--overuse-grace", "overuse_grace_s", "value", "DURATION",
+           "how long a job may use more than it declared under --overuse stop (default 1m)"),
 ]
 _BY_FIELD = {option.field: option for option in OPTIONS}
 

@@ -5,19 +5,22 @@ the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
+from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import Bundles, ResourceMap
 from job.core.reconcile import STOP_REASONS
-from job.core.resources import Resources, to_units
+from job.core.resources import Resources, accumulate, to_units
+from job.core.states import RAY_RUNNING
 
 
 class PendingRow(NamedTuple):
@@ -85,25 +88,44 @@ def held_parts(job: ActiveJob) -> list[tuple[str, dict]]:
     return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or ())]
 
 
-def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str, dict]] = ()
-                 ) -> dict[str, dict[str, float | int]]:
+def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[RunningJob]:
+    """Our jobs whose driver Ray runs, as `observe` takes them: the driver's request on the node
+    Ray runs it on, the driver's job id once it called `ray.init()`, and the bundles it declared
+    on their planned nodes."""
+    running = []
+    for job in active:
+        ray_job = ray_jobs.get(job.submission_id)
+        if ray_job is not None and ray_job.status == RAY_RUNNING and (ray_job.driver_node_id or job.node):
+            bundles = tuple(Bundle(node, Resources.of(bundle)) for node, bundle in zip(job.bundle_nodes or (), job.bundles or ()))
+            running.append(RunningJob(job.id, job.user_name, job.submission_id, ray_job.driver_job_id,
+                                      ray_job.driver_node_id or job.node, Resources.of(job.resources), bundles))
+    return running
+
+
+def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str, dict]] = (),
+                 use: Observed | None = None) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
     total, less what Ray reports free, less what our started jobs hold there, per resource, never
     below zero. Nodes where nothing is held outside, or where Ray did not say what is free (`free`
     None), are left out.
 
     Our started jobs are those RUNNING: Ray has started their driver and counts its resources as
-    used. A SUBMITTED job is accepted but not started, and Ray does not count it yet; the planner
-    charges it to its node all the same (as every active job), so it is not outside load either.
-    `releasing`: (node, request) of our jobs that have just ended, whose resources Ray may still
-    count as used for a few seconds (its job supervisor ends after the job): ours as well.
-    Amounts are compared in Ray's fixed point: float noise in what Ray reports is no load."""
+    used. What they hold is their observed use (`use`, core/observed.py: their drivers, placement
+    groups, actors and tasks wherever Ray put them, and what they declared and have not claimed
+    yet), of the jobs still active; without it, their requests on their nodes. A SUBMITTED job is
+    accepted but not started, and Ray does not count it yet; the planner charges it to its node all
+    the same (as every active job), so it is not outside load either. `releasing`: (node, request)
+    of our jobs that have just ended, whose resources Ray may still count as used for a few seconds
+    (its job supervisor ends after the job): ours as well. Amounts are compared in Ray's fixed
+    point: float noise in what Ray reports is no load."""
     started: dict[str, dict[str, int]] = {}
-    ours = [part for job in active if job.state == states.RUNNING and job.node for part in held_parts(job)]
-    for node_id, resources in [*ours, *releasing]:
-        held = started.setdefault(node_id, {})
-        for name, amount in resources.items():
-            held[name] = held.get(name, 0) + to_units(amount)
+    if use is None:
+        ours = [(node, Resources.of(request)) for job in active if job.state == states.RUNNING and job.node
+                for node, request in held_parts(job)]
+    else:
+        ours = [part for job in active if job.id in use.jobs for part in use.jobs[job.id].held().items()]
+    for node_id, resources in [*ours, *((node_id, Resources.of(request)) for node_id, request in releasing)]:
+        accumulate(started.setdefault(node_id, {}), resources)
     found = {}
     for node in nodes:
         if node.free is None:
@@ -158,8 +180,25 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
     return jobs, invalid, reservations
 
 
+def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]:
+    """Per node, what each of our still active jobs holds there beyond what it declared there
+    (the snapshot's `nodes[].held`), in Ray's amounts."""
+    found: dict[str, list[dict]] = {}
+    for job in active:
+        job_use = use.jobs.get(job.id)
+        if job_use is None:
+            continue
+        for node_id, held in job_use.held().items():
+            beyond = held - job_use.declared.get(node_id, Resources())
+            beyond = Resources((name, amount) for name, amount in beyond.items() if amount > 0)
+            if beyond:
+                found.setdefault(node_id, []).append({"job": str(job.id), "resources": beyond.amounts()})
+    return found
+
+
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
-                   users: list[dict], state: dict, ended: list[tuple[str, dict]] = ()) -> tuple[Snapshot, dict[int, str]]:
+                   users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
+                   use: Observed | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -168,7 +207,9 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     row can get wrong, its request and labels, is checked once per distinct value.
 
     Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
-    there is any. A pending job that names a class the group no longer has cannot be planned; a
+    there is any. With our running jobs' observed use (`use`), each node also carries what they
+    hold there beyond their declaration (`held`), and each running job what Ray shows it holding
+    (`uses`): its user's charge, and the words naming it in the messages of the jobs it holds back. A pending job that names a class the group no longer has cannot be planned; a
     running one counts as of the group's default class. A reservation older than the group's start
     timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
@@ -178,16 +219,20 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     jobs, invalid, reservations = _pending_jobs(group, pending, now)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
     state = {**state, RELEASING: kept}
-    outside = outside_load(nodes, active, freeing)
+    outside = outside_load(nodes, active, freeing, use)
+    held = {} if use is None else held_beyond(active, use)
+    uses = {} if use is None else use.jobs
     snapshot = Snapshot.model_validate({
         "group": group.planner_group(),
         "now": now,
         "nodes": [{"id": n.id, "resources": n.resources, "labels": n.labels,
-                   **({"outside": outside[n.id]} if n.id in outside else {})} for n in nodes],
+                   **({"outside": outside[n.id]} if n.id in outside else {}),
+                   **({"held": held[n.id]} if n.id in held else {})} for n in nodes],
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j)}
+                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j),
+                     **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
                               "max_resources": u["max_resources"]} for u in users},

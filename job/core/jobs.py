@@ -42,6 +42,8 @@ class ActiveJob:
     bundles: list[dict[str, float]] | None = None
     bundle_strategy: str | None = None
     bundle_nodes: list[str] | None = None
+    # Its use as the last tick observed it (core/observed.py `record`), None before any.
+    observed: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

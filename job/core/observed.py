@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from job.core.resources import Resources, accumulate, fits, to_units
 
@@ -134,8 +136,31 @@ def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> O
 
 def held_by(job: RunningJob, use: JobUse) -> str:
     """Why another job waits on this one's use, naming it and its user."""
-    return (f"held by job {job.id} of {job.user}, which uses {_sum(use.held())} "
-            f"and declared {_sum(use.declared)}")
+    return naming(job.id, job.user, _sum(use.held()), _sum(use.declared))
+
+
+def naming(job_id: int | str, user: str, uses: Resources, declared: Resources) -> str:
+    """The words of `held_by`, for whoever has a job's use and declaration in hand (the planner's
+    waiting messages read them from the snapshot)."""
+    return f"held by job {job_id} of {user}, which uses {uses} and declared {declared}"
+
+
+def over(use: JobUse) -> bool:
+    """Whether Ray shows the job holding more than it declared, of any resource."""
+    return not _sum(use.observed).fits_in(_sum(use.declared))
+
+
+def record(use: JobUse, before: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """What the tick keeps of a job's use (`jobs.observed`, shown by `show`, counted by `share`):
+    its totals declared, used and charged, its use per node, what Ray says it is, and since when
+    it has used more than it declared (`over_since`, kept from `before` while it still does: the
+    grace of `--overuse stop` runs from there)."""
+    since = ((before or {}).get("over_since") or now.isoformat()) if over(use) else None
+    return {"declared": _sum(use.declared).amounts(), "used": _sum(use.observed).amounts(),
+            "charged": use.charged().amounts(),
+            "nodes": {node: resources.amounts() for node, resources in sorted(use.observed.items())},
+            "placement_groups": use.placement_groups, "actors": use.actors, "tasks": use.tasks,
+            "over_since": since}
 
 
 def _observed_uses(jobs: list[RunningJob], work: ClusterWork) -> dict[int, JobUse]:

@@ -23,6 +23,10 @@ the queue and its attempts (the store counts it against the group's max_requeues
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
 
+Over-use. In a group with `--overuse stop`, a running job that Ray shows holding more than it
+declared (core/observed.py) for longer than the group's grace is stopped (`OverUse`); when Ray
+reports it STOPPED it ends FAILED with reason OverUse: what it used is its own doing.
+
 A victim of a preemption (`preempted_at` set by the tick's decision) is asked to stop until Ray
 reports it STOPPED; it then goes back to PENDING with reason Preempted, counted as a preemption,
 neither an attempt nor a requeue. A victim that ended otherwise meanwhile ended as it did.
@@ -44,13 +48,13 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from job.core.jobs import ActiveJob
-from job.core.resources import describe, to_units
+from job.core.resources import Resources, describe, to_units
 from job.core.units import format_duration
 from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
                              SUBMITTING, Reason)
 
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
-STOP_REASONS = (Reason.CANCELLED, Reason.RUNTIME_LIMIT)
+STOP_REASONS = (Reason.CANCELLED, Reason.RUNTIME_LIMIT, Reason.OVER_USE)
 # Ray's JobErrorType values for its own faults: the job supervisor could not start or died.
 RAY_FAULTS = frozenset({
     "JOB_SUPERVISOR_ACTOR_START_TIMEOUT", "JOB_SUPERVISOR_ACTOR_UNSCHEDULABLE", "JOB_SUPERVISOR_ACTOR_START_FAILURE",
@@ -130,10 +134,32 @@ class Preempted:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class OverUse:
+    """A running job of a group with `--overuse stop` that has used more than it declared for
+    longer than the group's grace: stopped in Ray with this message, it then ends FAILED."""
+
+    message: str
+
+
 Decision = Track | Finish | Requeue | Resend | CancelAbsent | Preempted
 
 
-def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCheck | None = None) -> Decision:
+def over_use(record: Mapping[str, Any] | None, grace_s: float, now: datetime) -> OverUse | None:
+    """Whether a job whose last observed use is `record` (core/observed.py `record`) is past the
+    grace: over its declaration since `over_since` for at least `grace_s`."""
+    since = (record or {}).get("over_since")
+    if since is None:
+        return None
+    lasted = (now - datetime.fromisoformat(since)).total_seconds()
+    if lasted < grace_s:
+        return None
+    return OverUse(f"used {Resources.of(record['used'])} and declared {Resources.of(record['declared'])} for "
+                   f"{format_duration(int(lasted))}, past the group's over-use grace of {format_duration(int(grace_s))}")
+
+
+def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCheck | None = None,
+              over: OverUse | None = None) -> Decision:
     if ray_job is None:
         return _absent(job)
     status = ray_job.status
@@ -154,7 +180,10 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
             return Requeue(Reason.INFRA_FAILURE, _ray_fault(job, ray_job))
         fields.update(state=status, finished_at=ray_job.end_time or now,
                       started_at=job.started_at or ray_job.start_time)
-        if status == STOPPED and job.reason in STOP_REASONS:
+        if status == STOPPED and job.reason == Reason.OVER_USE:
+            # Stopped for its own use: a failure of its own, with the message it was stopped with.
+            fields.update(state=FAILED, message=job.message)
+        elif status == STOPPED and job.reason in STOP_REASONS:
             fields["message"] = _message_of_stop(job.reason)
         elif status == STOPPED:
             fields.update(reason=Reason.STOPPED, message="stopped in Ray, not by the scheduler")
@@ -176,14 +205,15 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
             fields["reason"], fields["message"], requeue = _waiting_in_ray(job, waited, start)
             if requeue is not None and job.cancel_requested_at is None:
                 return Requeue(*requeue, stop_first=True)
-    stop = _stop(job, fields, now)
+    stop = _stop(job, fields, now, over)
     if stop is not None:
         fields["reason"], fields["message"] = stop
     return Track(fields, stop)
 
 
-def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime) -> tuple[str, str] | None:
-    """Why a job that goes on must stop, and the message: a cancel, a preemption, its max runtime."""
+def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse | None) -> tuple[str, str] | None:
+    """Why a job that goes on must stop, and the message: a cancel, a preemption, its max runtime,
+    its over-use."""
     if job.cancel_requested_at is not None:
         return Reason.CANCELLED, "stop requested by `cancel`"
     if job.preempted_at is not None:
@@ -191,6 +221,12 @@ def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime) -> tuple[str, s
     if (fields["state"] == RUNNING and job.max_runtime_s is not None
             and (now - fields["started_at"]).total_seconds() > job.max_runtime_s):
         return Reason.RUNTIME_LIMIT, f"ran longer than its max runtime of {job.max_runtime_s:g} s"
+    if job.reason == Reason.OVER_USE:
+        # Asked already: its reason and message stay while it stops, though its work, stopping
+        # first, may bring its use back under its declaration.
+        return Reason.OVER_USE, job.message
+    if fields["state"] == RUNNING and over is not None:
+        return Reason.OVER_USE, over.message
     return None
 
 
@@ -333,12 +369,14 @@ def start_check(timeout_s: float, nodes: list[Any], active: list[ActiveJob], ray
 
 
 def reconcile_all(active: list[ActiveJob], ray_jobs: dict[str, Any], now: datetime,
-                  start: StartCheck | None = None) -> Reconciled:
-    """`reconcile` for each active job, given Ray's jobs by submission_id."""
+                  start: StartCheck | None = None, over: Mapping[int, OverUse] | None = None) -> Reconciled:
+    """`reconcile` for each active job, given Ray's jobs by submission_id and the jobs past their
+    over-use grace (`over`, by id)."""
+    over = over or {}
     updates, stops, requeue, preempted = {}, {}, {}, {}
     stop_first, cancels, resend, finished = set(), [], [], set()
     for job in active:
-        decision = reconcile(job, ray_jobs.get(job.submission_id), now, start)
+        decision = reconcile(job, ray_jobs.get(job.submission_id), now, start, over.get(job.id))
         match decision:
             case Track(stop=stop) if stop is not None:
                 stops[job.id] = stop

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -321,6 +321,10 @@ class GroupSpec(_Spec):
     autoscale: bool = False
     # The nodes an http:// group's cluster can add; a raycluster:// group's come from its RayCluster.
     node_types: list[dict[str, Any]] = Field(default_factory=list, validate_default=True)
+    # A running job that Ray shows holding more than it declared: let be (charged its use), or
+    # stopped once it did so for longer than the grace (core/reconcile.py `over_use`).
+    overuse: Literal["allow", "stop"] = "allow"
+    overuse_grace_s: float = Field(default=60.0, ge=0)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
@@ -395,7 +399,7 @@ class GroupSpec(_Spec):
             raise ValueError("a resource is named twice")
         return [_check_resource_name(name) for name in names]
 
-    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s",
+    @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s", "overuse_grace_s",
                      mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float | None:

@@ -64,6 +64,8 @@ class Reason(StrEnum):
     # Stops we ask of Ray, and how Ray ended a job.
     CANCELLED = "Cancelled"
     RUNTIME_LIMIT = "RuntimeLimit"
+    # Used more than it declared past its group's grace (`--overuse stop`): its own fault, FAILED.
+    OVER_USE = "OverUse"
     PREEMPTED = "Preempted"
     STOPPED = "Stopped"
     FAILED = "Failed"
@@ -164,6 +166,7 @@ STOPPING_VICTIM = _keeps("victim stopping", ACTIVE)                          # t
 REQUEUE_PREEMPTED = _moves("preempted requeue", ACTIVE, PENDING)             # tick_jobs.requeue_preempted
 SET_RESERVATION = _keeps("reservation", (PENDING,))                          # tick_jobs.set_reservations
 SET_ESTIMATE = _keeps("estimate", (PENDING,))                                # tick_jobs.set_estimates
+SET_OBSERVED = _keeps("observed use", (RUNNING,))                            # tick_jobs.set_observed
 # tick_jobs.update_jobs: the state Ray reports, per job; a job never goes back (RUNNING to SUBMITTED).
 RECONCILE = Transition("reconcile", frozenset({
     *((state, state) for state in ACTIVE),
@@ -173,7 +176,7 @@ RECONCILE = Transition("reconcile", frozenset({
 
 WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
           MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE,
-          MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION, SET_ESTIMATE)
+          MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION, SET_ESTIMATE, SET_OBSERVED)
 
 
 def known_states(names: list[str]) -> list[str]:

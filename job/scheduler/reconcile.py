@@ -4,7 +4,7 @@ timeouts and charge usage."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import psycopg
@@ -15,8 +15,9 @@ from job.core import states
 from job.core.group import GroupConfig
 from job.core.group_snapshot import held_parts
 from job.core.jobs import ActiveJob
-from job.core.reconcile import Reconciled, reconcile_all, start_check
-from job.core.resources import to_units
+from job.core.observed import Observed as ObservedUse
+from job.core.reconcile import Reconciled, over_use, reconcile_all, start_check
+from job.core.resources import Resources, accumulate
 from job.core.states import Reason
 from job.core.usage import charge_users
 from job.scheduler.report import Steps
@@ -38,6 +39,8 @@ class Reconciliation:
     # preempted) since the last tick.
     ended: list[tuple[str, dict]]
     finished: int
+    # The running jobs whose observed use (core/observed.py `record`) changed: id -> the record.
+    observed: dict[int, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,18 @@ class Observed:
     totals: dict[str, int]
     # What the cluster can add, for a group that autoscales; None for one that does not.
     node_types: list | None = None
+    # What our running jobs really hold (core/observed.py), and each one's record of it, by id
+    # (none when Ray truncated a list: the records kept are the last ones seen whole).
+    use: ObservedUse | None = None
+    records: dict[int, dict] = field(default_factory=dict)
 
 
 def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed, steps: Steps) -> Reconciliation:
     start = start_check(group.start_timeout_s, seen.nodes, seen.active, seen.ray_jobs)
-    decided = reconcile_all(seen.active, seen.ray_jobs, seen.now, start)
+    over = ({job_id: stop for job_id, record in seen.records.items()
+             if (stop := over_use(record, group.overuse_grace_s, seen.now)) is not None}
+            if group.overuse == "stop" else {})
+    decided = reconcile_all(seen.active, seen.ray_jobs, seen.now, start, over)
     untaken = _ask_ray_to_stop(group.name, seen.cluster, seen.active, decided, steps)
     # A requeue whose stop Ray did not take (the submission ended meanwhile) is left for the next
     # tick, which reads how it ended.
@@ -69,7 +79,7 @@ def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed
             log.event("job_finished", group=group.name, job=row.id, user=row.user_name, state=row.state,
                       reason=Reason.PENDING_TIMEOUT)
             finished += 1
-    charged = charge(conn, group, seen.active, seen.totals, seen.now)
+    charged = charge(conn, group, seen.active, seen.totals, seen.now, seen.use)
     conn.commit()
     gone = decided.gone
     still_active = [replace(job, **decided.updates.get(job.id, {})) for job in seen.active if job.id not in gone]
@@ -77,7 +87,9 @@ def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed
     ended = [part for job in seen.active
              if job.id in gone and job.node and (job.started_at or decided.updates.get(job.id, {}).get("started_at"))
              for part in held_parts(job)]
-    return Reconciliation(still_active, charged, decided.resend, ended, finished)
+    before = {job.id: job.observed for job in seen.active}
+    changed = {job_id: record for job_id, record in seen.records.items() if record != before.get(job_id)}
+    return Reconciliation(still_active, charged, decided.resend, ended, finished, changed)
 
 
 def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[ActiveJob], decided: Reconciled,
@@ -131,18 +143,21 @@ def _write(conn: psycopg.Connection, group: GroupConfig, active: list[ActiveJob]
 
 
 def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[ActiveJob], totals: dict[str, int],
-           now: datetime) -> list[dict]:
+           now: datetime, use: ObservedUse | None = None) -> list[dict]:
     """Charge each user the dominant share its jobs held since the last charge, decayed by the half
-    life. Returns the group's users (those with jobs waiting or active, or with usage) as charged."""
+    life: a running job's charge per resource is the larger of what it declared and what Ray shows
+    it holding (`use`), the others' their request. Returns the group's users (those with jobs
+    waiting or active, or with usage) as charged."""
     since = group.usage_charged_at
     members = users.users_of_group(conn, group.name)
     usage: dict[str, float] = {}
     if since is not None:
         elapsed = max((now - since).total_seconds(), 0.0)
-        held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        held: dict[str, dict[str, int]] = defaultdict(dict)
+        observed = {} if use is None else use.jobs
         for job in ran:
-            for resource, amount in job.resources.items():
-                held[job.user_name][resource] += to_units(amount)
+            accumulate(held[job.user_name],
+                       observed[job.id].charged() if job.id in observed else Resources.of(job.resources))
         usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed,
                              group.half_life_s)
     if not groups.charge_usage(conn, group.name, usage, since, now):

@@ -33,6 +33,8 @@ class GroupResult:
     # For a group that autoscales: its demand (describe_demand), and whether it was sent this tick.
     demand: str | None = None
     demand_sent: bool = False
+    # Why the tick counted its running jobs as declared rather than as observed (a list Ray truncated).
+    observed_fallback: str | None = None
 
 
 class Steps:
@@ -66,4 +68,5 @@ def summary(result: GroupResult) -> None:
               running=result.running, finished=result.finished, preempted=result.preempted,
               statements=result.statements,
               **({} if result.demand is None else {"demand": result.demand, "demand_sent": result.demand_sent}),
+              **({} if result.observed_fallback is None else {"observed": result.observed_fallback}),
               **{f"{step}_ms": ms for step, ms in result.steps_ms.items()}, ray_ms=round(result.ray_ms, 1))

@@ -21,8 +21,9 @@ from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, estimate
-from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes
+from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
 from job.core.jobs import Intent, Victim
+from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
@@ -133,7 +134,7 @@ class _GroupTick:
             self.result.placed = len(step.decisions.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
-        intents, victims = self.commit(step, done.resend, seen.now)
+        intents, victims = self.commit(step, done, seen.now)
         self.preempt(seen.cluster, victims, step.pending, seen.now)
         self.submit(seen.cluster, intents, done.members)
         if seen.node_types is not None:
@@ -153,14 +154,23 @@ class _GroupTick:
         active = tick_jobs.active_jobs(self.conn, self.name)
         # Each active job looked up by its own submission id: never Ray's whole history.
         ray_jobs = self.steps.ray(cluster.jobs, [job.submission_id for job in active])
+        running = running_of(active, ray_jobs)
+        # Three lists whatever the number of jobs, and none while nothing of ours runs: what Ray
+        # holds then is all outside load, which its free resources tell.
+        use = observe(running, self.steps.ray(cluster.work) if running else ClusterWork(), nodes)
         now = utcnow()
+        if use.fallback is None:
+            records = {job.id: record(use.jobs[job.id], job.observed, now) for job in active if job.id in use.jobs}
+        else:
+            records = {}
+            self.result.observed_fallback = use.fallback
         totals: dict[str, int] = Counter()
         for node in nodes:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
         self.steps.done("observe")
-        return Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types)
+        return Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types, use, records)
 
     def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
@@ -171,7 +181,7 @@ class _GroupTick:
             pending = tick_jobs.pending_jobs(self.conn, self.name)
             state = groups.group_state(self.conn, self.name)
             snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
-                                               state, done.ended)
+                                               state, done.ended, seen.use)
             decided = plan(snapshot)
             # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
             demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
@@ -193,11 +203,12 @@ class _GroupTick:
         self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
         return step
 
-    def commit(self, step: PlanStep, resend: list[int], now: datetime) -> tuple[list[Intent], list[Victim]]:
-        """Intents, preemptions (the victims marked, the reservations), waiting reasons and estimates
-        that changed and the selector's state, in one transaction; returns the intents to submit (those of
-        SUBMITTING jobs Ray has not got, then the new ones) and the victims to stop."""
-        resent = tick_jobs.intents_of(self.conn, resend)
+    def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
+        """Intents, preemptions (the victims marked, the reservations), waiting reasons, estimates
+        and running jobs' observed use that changed and the selector's state, in one transaction;
+        returns the intents to submit (those of SUBMITTING jobs Ray has not got, then the new ones)
+        and the victims to stop."""
+        resent = tick_jobs.intents_of(self.conn, done.resend)
         for intent in resent:
             log.event("submit_resent", group=self.name, job=intent.id, submission_id=intent.submission_id,
                       node=intent.node, message="not in Ray yet: sent again under the same submission id")
@@ -214,6 +225,7 @@ class _GroupTick:
         victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)
         tick_jobs.set_reservations(self.conn, reservation_changes(step.pending, step.decisions.reservations), now)
         groups.save_group_state(self.conn, self.name, step.saved)
+        tick_jobs.set_observed(self.conn, done.observed)
         self.conn.commit()
         self.steps.done("commit")
         if victims:

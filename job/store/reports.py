@@ -53,11 +53,17 @@ def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]
 
 
 def active_jobs(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
-    """What each active job holds: as many as the clusters run at once, read through jobs_active."""
+    """What each active job holds: as many as the clusters run at once, read through jobs_active.
+    A running job holds what it is charged, the larger of declared and observed per resource
+    (`observed`, the tick's record); the others their request."""
     return conn.execute(
-        """SELECT group_name, user_name, resources, bundles FROM jobs
-           WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
-        {"active": list(states.ACTIVE), "group": group},
+        """SELECT group_name, user_name,
+                  CASE WHEN state = %(running)s AND observed IS NOT NULL THEN observed->'charged' ELSE resources END
+                  AS resources,
+                  -- The charged use already counts the bundles (the larger of declared and used).
+                  CASE WHEN state = %(running)s AND observed IS NOT NULL THEN NULL ELSE bundles END AS bundles
+           FROM jobs WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
+        {"active": list(states.ACTIVE), "running": states.RUNNING, "group": group},
     ).fetchall()
 
 

@@ -108,6 +108,15 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
         returning="jobs.id"))]
 
 
+def set_observed(conn: psycopg.Connection, observed: dict[int, dict]) -> None:
+    """Each running job's observed use (core/observed.py `record`), in one statement; only jobs
+    still RUNNING."""
+    if observed:
+        conn.execute(*_each({job_id: Jsonb(record) for job_id, record in observed.items()}, {"observed": "jsonb"},
+                            "UPDATE jobs SET observed = u.observed", "jobs.state = ANY(%(from)s)",
+                            {"from": states.SET_OBSERVED.sources}))
+
+
 # A requeue's values per job: the state it was found in, the reason and the message.
 _REQUEUE = {"from_state": "text", "reason": "text", "message": "text"}
 

@@ -127,6 +127,15 @@ def test_priority_classes_and_preemption_options(database_url, conn, capsys):
     assert refused.status == 2 and "1 of class high" in refused.err
 
 
+def test_overuse_options(database_url, capsys):
+    setup_group_and_users(capsys)
+    group = json.loads(run_cli(capsys, "group", "show", "gpu", "--json").out)
+    assert (group["overuse"], group["overuse_grace_s"]) == ("allow", 60)
+    assert run_cli(capsys, "group", "set", "gpu", "--overuse", "stop", "--overuse-grace", "5s").status == 0
+    group = json.loads(run_cli(capsys, "group", "show", "gpu", "--json").out)
+    assert (group["overuse"], group["overuse_grace_s"]) == ("stop", 5)
+
+
 def test_user_show_and_list(database_url, capsys):
     setup_group_and_users(capsys)
     run_cli(capsys, "submit", "--user", "alice", "--group", "gpu", "--entrypoint", "true")
@@ -194,6 +203,8 @@ BAD_INPUT = [
     (["group", "set", "gpu", "--preemption", "always"], "preemption: Input should be 'off', 'priority' or 'fairshare'"),
     (["group", "set", "gpu", "--min-runtime", "soon"], "min_runtime_s: not a duration"),
     (["group", "set", "gpu", "--max-preemptions", "-1"], "max_preemptions: Input should be greater than or equal to 0"),
+    (["group", "set", "gpu", "--overuse", "kill"], "overuse: Input should be 'allow' or 'stop'"),
+    (["group", "set", "gpu", "--overuse-grace", "soon"], "overuse_grace_s: not a duration"),
     (["jobs", "--state", "DONE"], "state: unknown DONE"),
     (["cancel", "abc"], "job id: 'abc' is not a job id"),
     (["show", "999"], "job 999 does not exist"),

@@ -4,13 +4,17 @@ and victims being stopped. Pure: no database, no Ray."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 
 from job.core.group import GroupConfig
-from job.core.group_snapshot import RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing, reservation_changes
+from job.core.group_snapshot import (RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing,
+                                     reservation_changes, running_of)
+from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, RunningJob, Work, observe
 from job.core.planner import plan
+from job.core.resources import Resources
 from snapshot_helpers import GIB, GROUP, NOW, Node, job, node
 
 def outside(nodes: list[Node], active: list[dict]) -> dict[str, dict[str, float]]:
@@ -170,3 +174,49 @@ def test_what_reservations_count_on_a_running_job_s_expected_end_and_a_pending_j
     assert decided.reservations == [{"job": "4", "node": "a", "kind": "head", "expected_start": None}]
     # A head-of-line reservation is not stored: each plan judges it again.
     assert Decisions.of(decided).reservations == {}
+
+
+# --- Observed use (core/observed.py) -----------------------------------------------------------
+
+@dataclass
+class RayJob:
+    status: str
+    driver_node_id: str | None
+    driver_job_id: str | None = None
+
+
+def greedy_use(active):
+    """Job 1 declared CPU 0.5 on a, its driver there, three 1-CPU actors: one on a, two on b."""
+    work = ClusterWork(actors=(
+        Work("01000000", "a", Resources.of({"CPU": 0.5}), name=SUPERVISOR_PREFIX + "s1"),
+        *(Work("04000000", node_id, Resources.of({"CPU": 1})) for node_id in ("a", "b", "b"))))
+    running = running_of(active, {"s1": RayJob("RUNNING", "a", "04000000"), "s2": RayJob("PENDING", None)})
+    return running, observe(running, work, NODES_OF_GREEDY)
+
+
+NODES_OF_GREEDY = [node("a", {"CPU": 2}, {"CPU": 0.5}), node("b", {"CPU": 2}, {"CPU": 0})]
+
+
+def test_the_running_jobs_observed_are_those_ray_runs_on_the_node_it_runs_them():
+    active = [job(1, "SUBMITTED", "a", {"CPU": 0.5}), job(2, "SUBMITTED", "b", {"CPU": 1})]
+    running, _ = greedy_use(active)
+    assert running == [RunningJob(1, "u", "s1", "04000000", "a", Resources.of({"CPU": 0.5}))]
+
+
+def test_a_jobs_own_actors_are_ours_not_outside_load_and_what_it_holds_beyond_its_declaration_is_named():
+    active = [job(1, "RUNNING", "a", {"CPU": 0.5})]
+    _, use = greedy_use(active)
+    snapshot, _ = build_snapshot(GROUP, NOW, NODES_OF_GREEDY, active, [], [], {}, use=use)
+    assert {n.id: (n.outside, n.held) for n in snapshot.nodes} == {
+        "a": ({}, [{"job": "1", "resources": {"CPU": 1}}]), "b": ({}, [{"job": "1", "resources": {"CPU": 2}}])}
+    assert snapshot.running[0]["uses"] == {"CPU": 3.5}
+    # Declared only, the same actors are work outside the queue.
+    assert outside(NODES_OF_GREEDY, active) == {"a": {"CPU": 1}, "b": {"CPU": 2}}
+
+
+def test_a_job_that_ended_in_this_tick_is_releasing_not_observed_twice():
+    _, use = greedy_use([job(1, "RUNNING", "a", {"CPU": 0.5})])
+    snapshot, _ = build_snapshot(GROUP, NOW, NODES_OF_GREEDY, [], [], [], {}, [("a", {"CPU": 0.5})], use=use)
+    # Only its driver is in the books while Ray frees it; its actors show as outside until Ray drops them.
+    assert {n.id: n.outside for n in snapshot.nodes} == {"a": {"CPU": 1}, "b": {"CPU": 2}}
+    assert all(not n.held for n in snapshot.nodes) and snapshot.running == []

@@ -4,12 +4,13 @@ records; ours and outside load per node; the fallback when Ray truncated a list;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job.core.observed import (Bundle, ClusterWork, PlacementGroup, RunningJob, Work, held_by, observe,
+from job.core.observed import (Bundle, ClusterWork, PlacementGroup, RunningJob, Work, held_by, observe, over, record,
                                SUPERVISOR_PREFIX)
 from job.core.resources import Resources
 
@@ -118,6 +119,30 @@ def test_the_charge_is_the_larger_of_declared_and_observed_per_resource():
 def test_held_by_names_the_job_its_user_its_use_and_its_declaration():
     seen = observe([GREEDY], ClusterWork(actors=GREEDY_WORK.actors[:4]), NODES)
     assert held_by(GREEDY, seen.jobs[42]) == "held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5"
+
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+
+
+def test_the_record_gives_declared_used_and_charged_what_ray_says_it_is_and_since_when_it_is_over():
+    use = observe([GREEDY], GREEDY_WORK, NODES).jobs[42]
+    assert over(use)
+    assert record(use, None, NOW) == {
+        "declared": {"CPU": 0.5}, "used": {"CPU": 4.75}, "charged": {"CPU": 4.75},
+        "nodes": {"a": {"CPU": 1.75}, "b": {"CPU": 2}, "head": {"CPU": 1}},
+        "placement_groups": 1, "actors": 3, "tasks": 1, "over_since": NOW.isoformat()}
+    # Still over: since when is kept, so that the grace runs from the start.
+    earlier = record(use, None, NOW - timedelta(seconds=30))
+    assert record(use, earlier, NOW) == earlier
+
+
+def test_a_job_within_its_declaration_is_not_over_and_its_record_says_since_nothing():
+    use = observe([GREEDY], ClusterWork(actors=(supervisor("q-42-1", "a", 0.5),)), NODES).jobs[42]
+    assert not over(use)
+    was_over = {"over_since": (NOW - timedelta(minutes=5)).isoformat()}
+    assert record(use, was_over, NOW)["over_since"] is None
+    # Not yet started: in the books, observed nothing, never over.
+    assert not over(observe([GREEDY], ClusterWork(), NODES).jobs[42])
 
 
 # --- properties ----------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from job.core.jobs import ActiveJob
-from job.core.reconcile import (INFRA_REASONS, RAY_FAULTS, CancelAbsent, Finish, NodeRoom, Requeue, Resend, StartCheck,
-                                Track, reconcile, reconcile_all, start_check)
+from job.core.reconcile import (INFRA_REASONS, RAY_FAULTS, CancelAbsent, Finish, NodeRoom, OverUse, Requeue, Resend,
+                                StartCheck, Track, over_use, reconcile, reconcile_all, start_check)
 from job.core.resources import to_units
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -396,3 +396,59 @@ def test_reconcile_all_stops_first_a_gang_whose_bundle_s_node_died_and_counts_it
     decided = reconcile_all(active, {"s1": RayJob("RUNNING"), "s2": RayJob("RUNNING")}, NOW, N2_DEAD)
     assert decided.requeue[1][:2] == ("RUNNING", "InfraFailure") and "InfraFailure" in INFRA_REASONS
     assert decided.stop_first == {1} and decided.gone == {1} and not decided.stops
+
+
+# --- Over-use (`--overuse stop`) -----------------------------------------------------------------
+
+def over_record(since: datetime | None) -> dict:
+    return {"declared": {"CPU": 0.5}, "used": {"CPU": 3.5}, "charged": {"CPU": 3.5},
+            "over_since": since.isoformat() if since else None}
+
+
+@pytest.mark.parametrize("since, grace_s, past", [
+    (None, 0, False),                       # within its declaration
+    (NOW - timedelta(seconds=4), 5, False),  # over, within the grace
+    (NOW - timedelta(seconds=5), 5, True),   # over for the whole grace
+    (NOW, 0, True),                         # no grace
+])
+def test_over_use_is_past_the_grace_from_when_it_started(since, grace_s, past):
+    decision = over_use(over_record(since), grace_s, NOW)
+    assert (decision is not None) == past
+    assert over_use(None, 0, NOW) is None
+
+
+def test_the_over_use_message_names_what_it_used_and_declared_and_the_grace():
+    assert over_use(over_record(NOW - timedelta(seconds=12)), 5, NOW) == OverUse(
+        "used CPU 3.5 and declared CPU 0.5 for 12s, past the group's over-use grace of 5s")
+
+
+def test_a_running_job_past_its_grace_is_stopped_with_its_reason_and_keeps_its_message_while_it_stops():
+    over = OverUse("used CPU 3.5 and declared CPU 0.5 for 12s, past the group's over-use grace of 5s")
+    decision = reconcile(job("RUNNING", started_at=EARLIER), RayJob("RUNNING"), NOW, over=over)
+    assert stop_of(decision) == ("OverUse", over.message)
+    assert (update_of(decision)["reason"], update_of(decision)["message"]) == ("OverUse", over.message)
+    stopping = job("RUNNING", started_at=EARLIER, reason="OverUse", message="used CPU 2 and declared CPU 0.5 for 6s")
+    later = reconcile(stopping, RayJob("RUNNING"), NOW, over=over)
+    assert stop_of(later) == ("OverUse", "used CPU 2 and declared CPU 0.5 for 6s")
+    # Its actors, stopping first, bring its use back under its declaration: still stopping for it.
+    assert stop_of(reconcile(stopping, RayJob("RUNNING"), NOW)) == ("OverUse", "used CPU 2 and declared CPU 0.5 for 6s")
+    # A cancel comes first; a job Ray holds PENDING has no use of its own yet.
+    assert stop_of(reconcile(job("RUNNING", started_at=EARLIER, cancel_requested_at=NOW), RayJob("RUNNING"), NOW,
+                             over=over))[0] == "Cancelled"
+    assert stop_of(reconcile(job("SUBMITTED"), RayJob("PENDING", start_time=None), NOW, over=over)) is None
+
+
+def test_a_job_stopped_for_its_over_use_ends_failed_its_own_fault_with_its_message():
+    stopping = job("RUNNING", started_at=EARLIER, reason="OverUse", message="used CPU 3.5 and declared CPU 0.5 for 6s")
+    decision = reconcile(stopping, RayJob("STOPPED", end_time=NOW), NOW)
+    assert isinstance(decision, Finish)
+    assert (decision.update["state"], decision.update["reason"], decision.update["message"]) == (
+        "FAILED", "OverUse", "used CPU 3.5 and declared CPU 0.5 for 6s")
+
+
+def test_reconcile_all_stops_the_jobs_past_their_grace_only():
+    over = OverUse("used CPU 3.5 and declared CPU 0.5 for 12s, past the group's over-use grace of 5s")
+    jobs = [job("RUNNING", id=1, submission_id="s1", started_at=EARLIER),
+            job("RUNNING", id=2, submission_id="s2", started_at=EARLIER)]
+    decided = reconcile_all(jobs, {"s1": RayJob("RUNNING"), "s2": RayJob("RUNNING")}, NOW, over={2: over})
+    assert decided.stops == {2: ("OverUse", over.message)}

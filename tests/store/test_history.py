@@ -422,6 +422,7 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.fail_pending_timeouts, conn, group, 86400.0, now)
     call(tick_jobs.update_jobs, conn, {job.id: {column: getattr(job, column) for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                        for job in active})
+    call(tick_jobs.set_observed, conn, {job_id: {"used": {"CPU": 1}, "over_since": None} for job_id in active_ids})
     call(tick_jobs.return_to_pending, conn, {job.id: (job.state, "LostInRay", "lost") for job in active}, 3)
     call(tick_jobs.requeue_infra, conn, {job.id: (job.state, "InfraFailure", "node died") for job in active}, 5)
     call(tick_jobs.requeue_preempted, conn, {job.id: (job.state, "stopped to make room") for job in active})

@@ -346,6 +346,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.fail_pending_timeouts, conn, GROUP, 60.0, now + timedelta(days=1))
         call(tick_jobs.update_jobs, conn, {active[2]: {column: None for column in tick_jobs.JOB_UPDATE_COLUMNS}
                                            | {"state": states.RUNNING}})
+        call(tick_jobs.set_observed, conn, {active[2]: {"used": {"CPU": 1}, "over_since": None}})
         assert call(tick_jobs.mark_victims, conn, {active[2]: pending[2]}, now)
         call(tick_jobs.victims_stopping, conn, {active[2]: "being stopped"})
         assert call(tick_jobs.requeue_preempted, conn, {active[2]: (states.RUNNING, "stopped to make room")})

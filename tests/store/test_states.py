@@ -170,6 +170,9 @@ CASES = [
     ("set_estimates", lambda conn, rows: tick_jobs.set_estimates(
         conn, {job_id: (1, datetime.now(timezone.utc), "from max runtimes") for job_id, _, _ in rows}),
      states.SET_ESTIMATE.moves),
+    ("set_observed", lambda conn, rows: tick_jobs.set_observed(
+        conn, {job_id: {"used": {"CPU": 3}, "over_since": None} for job_id, _, _ in rows}),
+     states.SET_OBSERVED.moves),
     ("mark_victims", lambda conn, rows: tick_jobs.mark_victims(
         conn, {job_id: rows[0][0] for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.MARK_VICTIM.moves),

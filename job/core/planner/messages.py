@@ -28,22 +28,28 @@ class Words:
     now: datetime | None
     # Each resource's place in the plan's comparison order: amounts are said in that order.
     rank: dict[str, int]
-    # Whether any node has outside load: only then is it looked for.
+    # Whether any node has outside load, or our jobs' use beyond their declaration: only then are
+    # they looked for.
     outside: bool
     # Class names by value (classes of one value read as one).
     classes: dict[int, str]
+    # The words naming each running job that holds a node beyond its declaration, by id.
+    holders: dict[str, str] = field(default_factory=dict)
     # The most of a resource on any node of a pool, total or free, by (pool, "total" or "free",
     # name): the shapes of one pool share them.
     maxima: dict[tuple[Pool, str, str], int] = field(default_factory=dict)
-    # The nodes of a pool with outside load, by id: the shapes of one pool share them.
+    # The nodes of a pool with outside load or our jobs' use beyond their declaration, by id: the
+    # shapes of one pool share them.
     loaded: dict[Pool, list[NodeState]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, group: Group, now: datetime | None, order: tuple[str, ...], outside: bool) -> Words:
+    def of(cls, group: Group, now: datetime | None, order: tuple[str, ...], outside: bool,
+           holders: dict[str, str] | None = None) -> Words:
         classes: dict[int, str] = {}
         for c in group.priority_classes:
             classes[c.value] = "/".join(filter(None, (classes.get(c.value), c.name)))
-        return cls(group.name, now, {name: index for index, name in enumerate(order)}, outside, classes)
+        return cls(group.name, now, {name: index for index, name in enumerate(order)}, outside, classes,
+                   holders or {})
 
     def in_order(self, amounts) -> list[tuple[str, int]]:
         return sorted(amounts, key=lambda item: self.rank[item[0]])
@@ -148,29 +154,46 @@ def resources(words: Words, shape: Shape | Reservation) -> str:
 
 
 def _outside(words: Words, shape: Shape) -> str:
-    """` (work outside the queue holds CPU 2 on node a; CPU 1 on node b)`: the nodes of the pool
-    that would take the shape now but for outside load, by id, each with what outside load holds
-    of the resources the shape is short of there; "" when there are none. At most
-    OUTSIDE_NODES_NAMED are named, the others counted (`; and more on 4 other nodes`)."""
+    """` (held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5: CPU 1 on node a; work
+    outside the queue holds CPU 2 on node b)`: the nodes of the pool that would take the shape now
+    but for outside load and our running jobs' use beyond their declaration, by id, each with what
+    these hold of the resources the shape is short of there: each such job named with its user,
+    then outside load; "" when there are none. At most OUTSIDE_NODES_NAMED nodes are named per
+    job and for outside load, the others counted (`; and more on 4 other nodes`)."""
     if not words.outside:
         return ""
     loaded = words.loaded.get(shape.pool)
     if loaded is None:
-        loaded = words.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside]
+        loaded = words.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside or node.held]
     need = words.in_order(shape.items)
-    held = []
+    outside_held: list[tuple[NodeState, list[tuple[str, int]]]] = []
+    by_job: dict[str, list[tuple[NodeState, list[tuple[str, int]]]]] = {}
     for node in loaded:
         free, outside = node.free, node.outside
         if fits(need, free):
             continue
-        if all(free.get(name, 0) + outside.get(name, 0) >= amount for name, amount in need):
-            held.append((node, [(name, outside[name]) for name, amount in need if free.get(name, 0) < amount]))
-    if not held:
-        return ""
-    named = "; ".join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
+        ours = {}
+        for units in node.held.values():
+            add_to(ours, units)
+        if not all(free.get(name, 0) + outside.get(name, 0) + ours.get(name, 0) >= amount for name, amount in need):
+            continue
+        short = [name for name, amount in need if free.get(name, 0) < amount]
+        for job, units in node.held.items():
+            if part := [(name, units[name]) for name in short if units.get(name)]:
+                by_job.setdefault(job, []).append((node, part))
+        if part := [(name, outside[name]) for name in short if outside.get(name)]:
+            outside_held.append((node, part))
+    said = [f"{words.holders.get(job, f'held by job {job}')}: {_on_nodes(held, ', ')}" for job, held in by_job.items()]
+    if outside_held:
+        said.append(f"work outside the queue holds {_on_nodes(outside_held, '; ')}")
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def _on_nodes(held: list[tuple[NodeState, list[tuple[str, int]]]], between: str) -> str:
+    """`CPU 2 on node a; CPU 1 on node b`, the first OUTSIDE_NODES_NAMED nodes named, the others counted."""
+    named = between.join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
     others = len(held) - OUTSIDE_NODES_NAMED
-    more = f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else ""
-    return f" (work outside the queue holds {named}{more})"
+    return named + (f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else "")
 
 
 def not_before(words: Words, start: datetime) -> str:

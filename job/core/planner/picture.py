@@ -25,6 +25,9 @@ class NodeState:
     # In units: what work outside the queue holds, per resource the node has, at most its total;
     # only the amounts above 0. Already taken off `free`; kept for the waiting messages.
     outside: dict[str, int] = field(default_factory=dict)
+    # In units, by job id: what our running jobs hold there beyond their declaration, at most what
+    # outside load left of its total. Already taken off `free`; kept for the waiting messages.
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 
 from job.core.planner.entries import SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
+from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
 from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
@@ -56,9 +57,10 @@ def plan(snapshot: Snapshot) -> Plan:
 
 
 def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, frozenset[str]]]) -> NodeState:
-    """The node as the plan starts: free is its total less what outside load holds there. Outside
-    load counts at most the node's total of a resource, and not at all on a resource the node has
-    none of: no more than a node has can be held there. `kinds`: the totals and priority resources
+    """The node as the plan starts: free is its total less what outside load holds there, and what
+    our running jobs hold beyond their declaration (`held`). Each counts at most what is left of
+    the node's total of a resource, and not at all on a resource the node has none of: no more
+    than a node has can be held there. `kinds`: the totals and priority resources
     of each distinct node resources met so far in this plan (a thousand nodes are of a few kinds)."""
     kind = tuple(node.resources.items())
     known = kinds.get(kind)
@@ -67,13 +69,30 @@ def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, f
         known = kinds[kind] = (total, frozenset(name for name in priority if total.get(name) > 0))
     total, has = known
     free = dict(total.items())
-    outside = {}
-    for name, amount in node.outside.items():
-        held = min(to_units(amount), free.get(name, 0))
-        if held > 0:
-            outside[name] = held
-            free[name] -= held
-    return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside)
+    outside = _taken(node.outside, free)
+    held = {entry["job"]: taken for entry in node.held if (taken := _taken(entry["resources"], free))}
+    return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside, held=held)
+
+
+def _taken(amounts: dict[str, float], free: dict[str, int]) -> dict[str, int]:
+    """`amounts` (Ray's) taken off `free` in place, each at most what is left of it; what was taken."""
+    taken = {}
+    for name, amount in amounts.items():
+        part = min(to_units(amount), free.get(name, 0))
+        if part > 0:
+            taken[name] = part
+            free[name] -= part
+    return taken
+
+
+def _charged(need: Resources, job: dict) -> Resources:
+    """What a running job's user is charged: per resource, the larger of its declaration (`need`)
+    and what Ray shows it holding (`uses`)."""
+    uses = job.get("uses")
+    if not uses:
+        return need
+    used = Resources.of(uses)
+    return Resources((name, max(need.get(name), used.get(name))) for name in {*need, *used})
 
 
 def _homes_fit(shape: Shape, homes: list[NodeState | None] | None) -> bool:
@@ -102,8 +121,9 @@ class _Planner:
         priority = group.resource_priority
         kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
         self.nodes = [_node(node, priority, kinds) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
-        # Whether any node has outside load: the waiting messages look for it only then.
-        self.outside = any(node.outside for node in self.nodes)
+        # Whether any node has outside load or our jobs' use beyond their declaration: the waiting
+        # messages look for them only then.
+        self.outside = any(node.outside or node.held for node in self.nodes)
         self.totals: dict[str, int] = {}
         for node in self.nodes:
             add_to(self.totals, node.total)
@@ -119,6 +139,8 @@ class _Planner:
         # filled only when the group preempts.
         self.candidates: dict[str, list[Candidate]] = {}
         self.going: list[tuple[UserState, Resources]] = []
+        # The words naming each running job that holds a node beyond its declaration, by id.
+        self.holders: dict[str, str] = {}
         self._charge_running()
         self._start_plan()
         wanted = {r["job"]: r for r in snapshot.reservations}
@@ -169,9 +191,12 @@ class _Planner:
         by_id = {node.id: node for node in self.nodes}
         requests: dict[tuple, Resources] = {}
         preempts = self.preemption.preempts
+        holding = {job for node in self.nodes for job in node.held}
         for job in self.snapshot.running:
             user = self.users.get(job["user"]) or self._user(job["user"])
             user.running += 1
+            if job["id"] in holding:
+                self.holders[job["id"]] = naming(job["id"], user.name, Resources.of(job.get("uses", {})), footprint(job))
             if "bundles" in job:
                 self._charge_gang(job, user, by_id)
                 continue
@@ -179,7 +204,7 @@ class _Planner:
             need = requests.get(raw)
             if need is None:
                 need = requests[raw] = Resources.of(job["resources"])
-            add_to(user.used, need)
+            add_to(user.used, _charged(need, job))
             node = by_id.get(job["node"])
             if node is not None:
                 add_to(node.free, need, -1)
@@ -192,7 +217,7 @@ class _Planner:
         """A running job with bundles holds its driver's request on its node and each bundle on the
         bundle's node; its user is charged the whole footprint."""
         need = footprint(job)
-        add_to(user.used, need)
+        add_to(user.used, _charged(need, job))
         here: dict[str, dict[str, int]] = {}
         for node_id, part in zip([job["node"], *job["bundle_nodes"]], [job["resources"], *job["bundles"]]):
             if node_id in by_id:
@@ -584,7 +609,7 @@ class _Planner:
 
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""
-        words = Words.of(self.group, self.snapshot.now, self.order, self.outside)
+        words = Words.of(self.group, self.snapshot.now, self.order, self.outside, self.holders)
         for reason, by_subject in self.unsaid.items():
             say = MESSAGES[reason]
             for subject, records in by_subject.items():

@@ -86,6 +86,15 @@ class Group(_Strict):
     max_reservations: Annotated[int, Field(ge=0)] = 1
 
 
+@with_config(ConfigDict(extra="forbid"))
+class Held(TypedDict):
+    """What one of our running jobs holds on a node beyond what its `running` entry counts there:
+    its work (actors, tasks, placement groups) that Ray shows on the node and it did not declare."""
+
+    job: Name
+    resources: ResourceMap
+
+
 class Node(_Strict):
     id: Name
     resources: ResourceMap
@@ -93,6 +102,9 @@ class Node(_Strict):
     # What work outside the queue holds on the node (Ray's amounts; the tick works it out from what
     # Ray reports free). The planner keeps it free, at most the node's total of each resource.
     outside: ResourceMap = Field(default_factory=dict)
+    # What our running jobs hold there beyond their declaration (the tick's observed use): kept
+    # free like outside load, and named in the waiting messages by job and user.
+    held: list[Held] = Field(default_factory=list)
 
 
 # `class` is a Python keyword: the functional form of TypedDict is the way to name that key.
@@ -113,6 +125,9 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
     "bundle_nodes": NotRequired[list[Name]],
     # When it is expected to end (its start plus its max runtime, or an estimate); None: unknown.
     "expected_end": NotRequired[AwareDatetime | None],
+    # What Ray shows it holding, on every node (the tick's observed use): its user is charged, per
+    # resource, the larger of this and its declared footprint.
+    "uses": NotRequired[ResourceMap],
 }))
 
 
