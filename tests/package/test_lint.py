@@ -3,6 +3,7 @@ name used but never defined, or an import shadowed by another, fails the run tha
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -62,3 +63,29 @@ def test_a_citation_of_a_file_not_in_the_repository_is_found(tmp_path):
     absent = "DESIGN" + ".md"  # spelled apart, or this file would cite it
     (tmp_path / "job" / "a.py").write_text(f'"""As {absent} says."""\n')
     assert _missing(tmp_path) == [f"{absent} (cited in job/a.py)", "docs/planner.md (cited in README.md)"]
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def _long_functions(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_of_the_package_is_over_60_lines():
+    """A function that long does several things; the package's are split into named steps."""
+    assert _long_functions(ROOT / "job") == []
+
+
+def test_a_long_function_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "pkg" / "m.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
+    assert _long_functions(tmp_path / "pkg") == [f"pkg/m.py:5 long ({MAX_FUNCTION_LINES + 1} lines)"]
