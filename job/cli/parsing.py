@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import psycopg
 
 from job.core.errors import BadInput, PermissionDenied
-from job.core.planner.snapshot import MAX_BUNDLES
+from job.core.specs import expand_bundles
 from job.core.units import parse_pairs
 from job.core.units import parse_duration
 from job.settings import settings
@@ -60,20 +60,10 @@ def bundles(items: list[str] | None, option: str) -> list[dict[str, str]] | None
     them); None when none is given. The amounts are JobSpec's to read, as `--resource`'s are."""
     if not items:
         return None
-    found: list[dict[str, str]] = []
-    for item in items:
-        count, times, body = item.partition("x")
-        if not (times and count.isdigit()):
-            count, body = "1", item
-        try:
-            bundle = parse_pairs(filter(None, (part.strip() for part in body.split(","))), "=", "[Nx]NAME=AMOUNT,...")
-        except ValueError as exc:
-            raise BadInput(f"{option}: {exc}") from None
-        # A count past MAX_BUNDLES is refused before a list that long is built.
-        if not bundle or not 0 < int(count) <= MAX_BUNDLES:
-            raise BadInput(f"{option}: {item!r}: give 1 to {MAX_BUNDLES} bundles of NAME=AMOUNT,..., e.g. 4xGPU=1,CPU=8")
-        found += [dict(bundle) for _ in range(int(count))]
-    return found
+    try:
+        return expand_bundles(items, "=", "4xGPU=1,CPU=8")
+    except ValueError as exc:
+        raise BadInput(f"{option}: {exc}") from None
 
 
 def json_object(text: str, option: str) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -18,7 +18,7 @@ from job.core.errors import BadInput
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
-from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_time
+from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_pairs, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,62}")
@@ -109,6 +109,58 @@ def _bounded_json(value: Any, most_bytes: int) -> Any:
     return value
 
 
+def expand_bundles(items: Iterable[str], separator: str, example: str) -> list[dict[str, str]]:
+    """`[Nx]NAME<separator>AMOUNT,...` items as one map per bundle (`4xGPU=1,CPU=8`: four of them),
+    the amounts still text for `check_bundles`: `--bundle`'s values, and a trace's `bundles`."""
+    found: list[dict[str, str]] = []
+    for item in items:
+        count, times, body = item.partition("x")
+        if not (times and count.isdigit()):
+            count, body = "1", item
+        bundle = parse_pairs(filter(None, (part.strip() for part in body.split(","))), separator,
+                             f"[Nx]NAME{separator}AMOUNT,...")
+        # A count past MAX_BUNDLES is refused before a list that long is built.
+        if not bundle or not 0 < int(count) <= MAX_BUNDLES:
+            raise ValueError(f"{item!r}: give 1 to {MAX_BUNDLES} bundles of NAME{separator}AMOUNT,..., e.g. {example}")
+        found += [dict(bundle) for _ in range(int(count))]
+    return found
+
+
+def check_bundles(value: Any) -> list[dict[str, float]] | None:
+    """A job's bundles, each a resource map as `resources` takes, 1 to MAX_BUNDLES of them, each
+    asking for something; None for none. Also the simulator's traces' check."""
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError("give at least one bundle, a map of resource name to amount (e.g. CPU=2)")
+    if len(value) > MAX_BUNDLES:
+        raise ValueError(f"at most {MAX_BUNDLES} bundles, got {len(value)}")
+    bundles = []
+    for index, bundle in enumerate(value, 1):
+        try:
+            parsed = parse_resources(bundle)
+        except ValueError as exc:
+            raise ValueError(f"bundle {index}: {exc}") from None
+        if not any(parsed.values()):
+            # Ray refuses a placement group bundle of nothing.
+            raise ValueError(f"bundle {index}: ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
+        bundles.append({name: amount for name, amount in parsed.items() if amount})
+    return bundles
+
+
+def check_bundle_strategy(value: str | None, has_bundles: bool) -> str | None:
+    """A job's bundle strategy: PACK when bundles are given without one, None without bundles."""
+    if not has_bundles:
+        if value is not None:
+            raise ValueError("a strategy places bundles: give them too (--bundle)")
+        return None
+    if value is None:
+        return "PACK"
+    if value not in BUNDLE_STRATEGIES:
+        raise ValueError(f"{value!r} is not a strategy: use {', '.join(BUNDLE_STRATEGIES)}")
+    return value
+
+
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -145,36 +197,12 @@ class JobSpec(_Spec):
     @field_validator("bundles", mode="before")
     @classmethod
     def _bundles(cls, value: Any) -> list[dict[str, float]] | None:
-        if value is None:
-            return None
-        if not isinstance(value, list | tuple) or not value:
-            raise ValueError("give at least one bundle, a map of resource name to amount (e.g. CPU=2)")
-        if len(value) > MAX_BUNDLES:
-            raise ValueError(f"at most {MAX_BUNDLES} bundles, got {len(value)}")
-        bundles = []
-        for index, bundle in enumerate(value, 1):
-            try:
-                parsed = parse_resources(bundle)
-            except ValueError as exc:
-                raise ValueError(f"bundle {index}: {exc}") from None
-            if not any(parsed.values()):
-                # Ray refuses a placement group bundle of nothing.
-                raise ValueError(f"bundle {index}: ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
-            bundles.append({name: amount for name, amount in parsed.items() if amount})
-        return bundles
+        return check_bundles(value)
 
     @field_validator("bundle_strategy")
     @classmethod
     def _bundle_strategy(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("bundles") is None:
-            if value is not None:
-                raise ValueError("a strategy places bundles: give them too (--bundle)")
-            return None
-        if value is None:
-            return "PACK"
-        if value not in BUNDLE_STRATEGIES:
-            raise ValueError(f"{value!r} is not a strategy: use {', '.join(BUNDLE_STRATEGIES)}")
-        return value
+        return check_bundle_strategy(value, info.data.get("bundles") is not None)
 
     @field_validator("resources", mode="before")
     @classmethod

@@ -141,3 +141,22 @@ def test_a_class_the_configuration_lacks_is_refused(tmp_path, capsys):
     assert (result.status, result.out) == (2, "")
     assert result.err == (f"error: {trace}: job 1: class 'gold' is not one of the group's priority classes (default) "
                           "(configuration policy=drf)\n")
+
+
+def test_a_gang_trace_as_a_process(tmp_path):
+    trace = tmp_path / "gangs.csv"
+    # Two gangs of two 2-CPU bundles on separate nodes, on two 2-CPU nodes: one after the other;
+    # then a plain job, and a gang no two nodes can hold (unschedulable).
+    trace.write_text("submit_time,user,resources,run_time,priority,class,max_runtime,bundles,bundle_strategy\n"
+                     "0,alice,CPU:0,100,,,,2xCPU:2,STRICT_SPREAD\n"
+                     "0,bob,CPU:0,50,,,,2xCPU:2,STRICT_SPREAD\n"
+                     '10,carol,CPU:1,10\n'
+                     '20,dave,CPU:0,10,,,,"3xCPU:1;CPU:2",STRICT_SPREAD\n')
+    jobs = tmp_path / "jobs.csv"
+    result = run_process("simulate", str(trace), "--nodes", "2x{CPU:2}", "--policy", "fifo", "--json",
+                         "--jobs-out", str(jobs))
+    assert result.status == 0, result.err
+    [configuration] = json.loads(result.out)["configurations"]
+    assert (configuration["figures"]["started"], configuration["figures"]["unschedulable"]) == (3, 1)
+    rows = [line.split(",")[:5] for line in jobs.read_text().splitlines()[1:]]
+    assert [(row[0], row[3]) for row in rows] == [("1", "0"), ("2", "100"), ("3", "150"), ("4", "")]

@@ -106,11 +106,15 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     for node in nodes:
         for name, amount in Resources.of(node.resources).items():
             totals[name] = totals.get(name, 0) + amount
-    fits_somewhere = {job.id: any(Resources.of(job.resources).fits_in(Resources.of(n.resources)) for n in nodes
-                                  if all(n.labels.get(k) == v for k, v in job.node_labels.items())) for job in jobs}
+    # A gang counts as fitting when each of its parts fits some node: so are the gangs of the traces here.
+    fits_somewhere = {job.id: all(any(Resources.of(part).fits_in(Resources.of(n.resources)) for n in nodes
+                                      if all(n.labels.get(k) == v for k, v in job.node_labels.items()))
+                                  for part in (job.resources, *(job.bundles or ()))) for job in jobs}
     waiting = [job for job in jobs if fits_somewhere[job.id]]
     # id -> (job, node, start, stopping)
     running: dict[str, tuple[TraceJob, str, float, bool]] = {}
+    # id -> the nodes of a running gang's bundles
+    homes: dict[str, list[str]] = {}
     reservations: list = []
     result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in jobs}
     usage: dict[str, float] = {}
@@ -121,9 +125,10 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
         now_s = tick * every_s
         held: dict[str, dict[str, int]] = {}
         for job, _, _, _ in running.values():
-            for name, amount in job.resources.items():
-                held.setdefault(job.user, {})
-                held[job.user][name] = held[job.user].get(name, 0) + to_units(amount)
+            for part in (job.resources, *(job.bundles or ())):
+                for name, amount in part.items():
+                    held.setdefault(job.user, {})
+                    held[job.user][name] = held[job.user].get(name, 0) + to_units(amount)
         if last_s is not None and grp.policy == "fairshare":
             usage.update(charge_users(usage, held, totals, now_s - last_s, grp.half_life_s))
         last_s = now_s
@@ -139,12 +144,12 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                 "group": grp.model_dump(), "now": EPOCH + timedelta(seconds=now_s), "nodes": [n.model_dump() for n in nodes],
                 "running": [{"id": ident, "user": job.user, "node": node, "resources": job.resources,
                              "class": job.klass or grp.default_class, "started_at": EPOCH + timedelta(seconds=start),
-                             "stopping": stopping}
+                             "stopping": stopping, **gang_of(job, homes.get(ident))}
                             for ident, (job, node, start, stopping) in running.items()],
                 "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                              "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
                              "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
-                             **({"class": job.klass} if job.klass else {})} for job in arrived],
+                             **({"class": job.klass} if job.klass else {}), **gang_of(job)} for job in arrived],
                 "reservations": reservations,
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
                          | {name: {"usage": value} for name, value in usage.items() if name not in users},
@@ -156,6 +161,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
             for placement in decided.placements:
                 job = by_id[placement["job"]]
                 running[job.id] = (job, placement["node"], now_s, False)
+                homes[job.id] = placement.get("bundle_nodes")
                 result[job.id] = (now_s, placement["node"])
                 waiting.remove(job)
             for preemption in decided.preemptions or ():
@@ -166,6 +172,14 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
             break  # what is left can never start (a limit no job can meet)
         tick += 1
     return result
+
+
+def gang_of(job: TraceJob, bundle_nodes: list[str] | None = None) -> dict:
+    """A gang's fields in a snapshot entry: its bundles and strategy, and where running, their nodes."""
+    if not job.bundles:
+        return {}
+    return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy,
+            **({"bundle_nodes": bundle_nodes} if bundle_nodes else {})}
 
 
 CLASSES = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
@@ -336,3 +350,63 @@ def test_a_preempting_job_starts_on_the_node_it_reserved():
     assert (first.stopped, second.stopped) == ([], [("n0001", 0, 15)])
     assert (third.start_s, third.node) == (15, "n0001")
     assert (second.start_s, second.node) == (15, "n0002")
+
+
+# --- Gangs: jobs with bundles -----------------------------------------------------------------
+
+def gang(ident: str, user: str, submit: float, run: float, bundles: list[dict], strategy: str = "PACK",
+         driver: dict | None = None, **fields) -> TraceJob:
+    return TraceJob(id=ident, user=user, submit_s=submit, resources=driver or {}, run_s=run, bundles=tuple(bundles),
+                    bundle_strategy=strategy, **fields)
+
+
+def test_two_strict_spread_gangs_on_two_nodes_run_one_after_the_other():
+    jobs = [gang("1", "a", 0, 100, [{"CPU": 2}] * 2, "STRICT_SPREAD"),
+            gang("2", "b", 0, 50, [{"CPU": 2}] * 2, "STRICT_SPREAD")]
+    nodes = parse_nodes("2x{CPU:2}")
+    outcome = simulate(jobs, nodes, group("drf"), every_s=5)
+    assert schedule(outcome) == {"1": (0, "n0001"), "2": (100, "n0001")}
+    assert schedule(outcome) == plain_replay(jobs, nodes, group("drf"), {}, 5)
+    first = outcome.records[0]
+    assert first.homes == ("n0001", "n0001", "n0002")
+    # Its user held the whole group while it ran: the footprint is charged, not the driver.
+    assert outcome.users["a"].timeline[0] == (0, 1.0, 1.0)
+
+
+def test_a_pack_gang_on_one_node_beside_small_jobs():
+    jobs = [gang("1", "a", 0, 60, [{"CPU": 1}] * 2, driver={"CPU": 1}),
+            *jobs_of([("b", 0, {"CPU": 1}, 30), ("b", 0, {"CPU": 1}, 30)])]
+    jobs[1:] = [dataclasses.replace(job, id=str(index)) for index, job in enumerate(jobs[1:], 2)]
+    nodes = parse_nodes("1x{CPU:4}")
+    outcome = simulate(jobs, nodes, group("fifo"), every_s=5)
+    # The gang takes 3 of the 4 CPUs; one small job fits beside it, the other waits for that one.
+    assert schedule(outcome) == {"1": (0, "n0001"), "2": (0, "n0001"), "3": (30, "n0001")}
+    assert schedule(outcome) == plain_replay(jobs, nodes, group("fifo"), {}, 5)
+    assert outcome.records[0].running is None and outcome.records[0].homes == ("n0001", "n0001", "n0001")
+
+
+GANG_TRACES = {
+    "spread": [gang("1", "a", 0, 40, [{"CPU": 2}] * 3, "SPREAD"), gang("2", "b", 1, 20, [{"CPU": 4}], "STRICT_PACK"),
+               *[TraceJob(str(n), "c", n, {"CPU": 1}, 15) for n in range(3, 9)]],
+    "mixed": [gang("1", "a", 0, 30, [{"CPU": 1}] * 4, "STRICT_SPREAD", driver={"CPU": 1}),
+              gang("2", "a", 0, 30, [{"CPU": 2, "memory": GIB}] * 2, "PACK"),
+              TraceJob("3", "b", 0, {"CPU": 4}, 50), TraceJob("4", "b", 5, {"CPU": 2}, 10),
+              gang("5", "c", 7, 12, [{"CPU": 3}, {"CPU": 1}], "STRICT_PACK", driver={"CPU": 0.5}),
+              gang("6", "c", 30, 5, [{"CPU": 1}] * 2, "SPREAD")],
+    "waits": [gang(str(n), "ab"[n % 2], n, 25, [{"CPU": 2}] * 2, ["PACK", "STRICT_SPREAD"][n % 2]) for n in range(1, 7)],
+}
+GANG_GROUPS = [dict(policy="fifo"), dict(policy="drf"), dict(policy="fairshare", half_life_s=60),
+               dict(policy="drf", selector="concentrated"), dict(policy="drf", selector="roundrobin"),
+               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True)]
+
+
+@pytest.mark.parametrize("options", GANG_GROUPS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()))
+@pytest.mark.parametrize("name", GANG_TRACES)
+@pytest.mark.parametrize("nodes", ["2x{CPU:4,memory:8GiB}", "4x{CPU:2,memory:4GiB}"])
+def test_gang_traces_give_the_schedule_of_a_plain_replay(name, nodes, options):
+    node_list = parse_nodes(nodes)
+    jobs = GANG_TRACES[name]
+    for every_s in (1, 5):
+        outcome = simulate(jobs, node_list, group(**dict(options)), every_s=every_s)
+        assert schedule(outcome) == plain_replay(jobs, node_list, group(**dict(options)), {}, every_s)
+        assert all(record.start_s is not None or record.unschedulable for record in outcome.records)

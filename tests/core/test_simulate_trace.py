@@ -48,6 +48,40 @@ def swf_line(number=1, submit=0, wait=5, run=100, allocated=4, requested=4, user
     return " ".join(str(field) for field in fields)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ('0,alice,CPU:0,60,,,,"2xCPU:2;GPU:1,CPU:4",STRICT_SPREAD\n',
+     [TraceJob("1", "alice", 0.0, {}, 60.0, bundles=({"CPU": 2.0}, {"CPU": 2.0}, {"GPU": 1.0, "CPU": 4.0}),
+               bundle_strategy="STRICT_SPREAD")]),
+    ("0,bob,CPU:1,5,,,,CPU:1;memory:1GiB\n",
+     [TraceJob("1", "bob", 0.0, {"CPU": 1.0}, 5.0, bundles=({"CPU": 1.0}, {"memory": float(GIB)}), bundle_strategy="PACK")]),
+    ("0,carol,CPU:1,5,,,,,\n", [TraceJob("1", "carol", 0.0, {"CPU": 1.0}, 5.0)]),
+])
+def test_csv_bundles(text, expected):
+    assert parse_csv(text, "t.csv").jobs == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,a,CPU:1,5,,,,CPU\n", "t.csv line 1: bundles: expected [Nx]NAME:AMOUNT,..., got 'CPU'"),
+    ("0,a,CPU:1,5,,,,0xCPU:1\n",
+     "t.csv line 1: bundles: '0xCPU:1': give 1 to 64 bundles of NAME:AMOUNT,..., e.g. 2xCPU:2;GPU:1,CPU:4"),
+    ("0,a,CPU:1,5,,,,CPU:1;;CPU:2\n",
+     "t.csv line 1: bundles: '': give 1 to 64 bundles of NAME:AMOUNT,..., e.g. 2xCPU:2;GPU:1,CPU:4"),
+    ("0,a,CPU:1,5,,,,40xCPU:1;40xCPU:1\n", "t.csv line 1: bundles: at most 64 bundles, got 80"),
+    ("0,a,CPU:1,5,,,,cpu:1\n", "t.csv line 1: bundles: bundle 1: unknown resource 'cpu': did you mean 'CPU'?"),
+    ("0,a,CPU:1,5,,,,CPU:1;CPU:0\n",
+     "t.csv line 1: bundles: bundle 2: ask for more than nothing: at least one amount above zero (e.g. CPU=1)"),
+    ("0,a,CPU:1,5,,,,,PACK\n", "t.csv line 1: bundle_strategy: a strategy places bundles: give them too (the bundles column)"),
+    ("0,a,CPU:1,5,,,,CPU:1,pack\n",
+     "t.csv line 1: bundle_strategy: 'pack' is not a strategy: use PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"),
+    ("0,a,CPU:1,5,,,,CPU:1,PACK,x\n", "t.csv line 1: expected 4 to 9 fields "
+     "(submit_time,user,resources,run_time,priority,class,max_runtime,bundles,bundle_strategy), got 10"),
+])
+def test_csv_bad_bundles_name_the_line_and_field(text, message):
+    with pytest.raises(BadInput) as error:
+        parse_csv(text, "t.csv")
+    assert str(error.value) == message
+
+
 def test_swf_good_lines_and_skipped_jobs():
     text = "\n".join([
         "; Version: 2.2", "; Computer: test", "",

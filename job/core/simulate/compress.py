@@ -12,9 +12,10 @@ with the jobs running or waiting (without preemption; with it, every job goes in
   at most can be placed, k being the copies of it that the nodes' free resources hold, node by
   node (for the first TRACKED_SHAPES shapes of the trace; beyond, what is free on all nodes
   together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
-  age), so at most its first k are: the others are left out, and all of a shape with k = 0.
-- nodes without room for the least of each resource that any of these jobs asks for are left
-  out, replaced by one node that stands for them all, held in full (`room_nodes`).
+  age), so at most its first k are: the others are left out, and all of a shape with k = 0. A job
+  with bundles is a shape of its own (its footprint, bundles and strategy), bounded by the total.
+- nodes without room for the least of each resource that any part of these jobs asks for (a
+  gang's driver and each bundle on its own) are left out, replaced by one node that stands for them all, held in full (`room_nodes`).
 
 Left out, they change no placement: the plan's placements are those of the whole queue on every
 node (tests/core/test_simulate_engine.py replays traces both ways). Which rules allow which of these
@@ -44,7 +45,7 @@ def copies(free: dict[str, int], need: Resources) -> int:
     return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
 
 
-def candidates(waiting: dict[Resources, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
+def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
                every_job: bool) -> list[dict]:
     """The pending jobs this plan may place, from `waiting` (per shape, per user, the user's
     queue of keys ending with the job), `fit` (the copies the nodes hold of each tracked shape)
@@ -59,7 +60,9 @@ def candidates(waiting: dict[Resources, dict[str, list[tuple]]], fit: dict[Resou
             continue
         most = fit.get(need)
         if most is None:
-            most = copies(free, need)
+            # A gang's shape is (footprint, bundles, strategy), its copies never counted per node
+            # (its parts may go to several): each placed takes its footprint off the free total.
+            most = copies(free, need if isinstance(need, Resources) else need[0])
         if most > 0:
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue[:most])

@@ -27,6 +27,11 @@ jobs' expected ends); before, no plan can make one, and the compressed snapshot 
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime.
 
+A job with bundles (a gang) goes into the snapshot with them and its strategy; placed whole by
+the planner, it holds its driver on the plan's node and each bundle on its node of the plan's
+`bundle_nodes`, its user is charged its whole footprint, and it frees every part when it ends.
+Whether the empty nodes can take a gang at all is the planner's own question (its Unschedulable).
+
 The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
 jobs that cannot be placed and nodes without room left out. Under `strict_order` and a policy that
 does not keep each user's order (`lifo`; the traits of core/planner/rules.py) every pending job
@@ -47,7 +52,7 @@ from job.core.planner import Snapshot, plan
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
 from job.core.planner.picture import add_to
-from job.core.resources import Resources, dominant_share
+from job.core.resources import Resources, dominant_share, footprint
 from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, room_nodes,
                                         user_entries)
 from job.core.simulate.trace import TraceJob
@@ -60,7 +65,14 @@ EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
 @dataclass(eq=False, slots=True)
 class JobRecord:
     job: TraceJob
+    # Its whole footprint (its driver's request and every bundle): what its user is charged.
     need: Resources
+    # Its queue's key: `need`, or for a job with bundles (need, bundles, strategy), since a gang
+    # places otherwise than a plain job of the same footprint.
+    shape: Resources | tuple
+    # Its parts (driver, then each bundle) and, while it runs, the node each is held on.
+    parts: tuple[Resources, ...]
+    homes: tuple[str, ...] = ()
     # Where the job ran last and when it started there; None if it never started.
     node: str | None = None
     start_s: float | None = None
@@ -133,6 +145,20 @@ class Start:
     reservations: list[dict] = field(default_factory=list)
 
 
+def _record(job: TraceJob) -> JobRecord:
+    if not job.bundles:
+        need = Resources.of(job.resources)
+        return JobRecord(job=job, need=need, shape=need, parts=(need,))
+    need = footprint({"resources": job.resources, "bundles": job.bundles})
+    shape = (need, tuple(tuple(bundle.items()) for bundle in job.bundles), job.bundle_strategy)
+    return JobRecord(job=job, need=need, shape=shape, parts=tuple(map(Resources.of, (job.resources, *job.bundles))))
+
+
+def _gang(job: TraceJob) -> dict:
+    """A job's bundles and strategy as the snapshot's entries carry them; {} for a plain job."""
+    return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
+
+
 def _ready(record: JobRecord) -> float:
     """When the job may first be planned: its submission, or its not_before if later."""
     job = record.job
@@ -202,12 +228,12 @@ class _Simulation:
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, dict] = {}
-        self.records = [JobRecord(job=job, need=Resources.of(job.resources)) for job in jobs]
+        self.records = [_record(job) for job in jobs]
         self.arrivals = sorted(self.records, key=_ready)
         self.users: dict[str, UserRecord] = {}
         self.by_id: dict[str, JobRecord] = {}
         # Per shape, per user, the user's waiting jobs of that shape in queue order.
-        self.waiting: dict[Resources, dict[str, list[tuple]]] = {}
+        self.waiting: dict[Resources | tuple, dict[str, list[tuple]]] = {}
         # Per shape (the request, with its labels where it has any): whether any node can take it.
         self.schedulable: dict[Resources | tuple, bool] = {}
         # Per tracked shape, how many copies of it each node's free resources hold, and in all.
@@ -280,17 +306,15 @@ class _Simulation:
         job = record.job
         self.by_id[job.id] = record
         self.outcome.events += 1
-        labels = job.node_labels
-        shape = (record.need, tuple(sorted(labels.items()))) if labels else record.need
-        schedulable = self.schedulable.get(shape)
-        if schedulable is None:
-            schedulable = self.schedulable[shape] = any(
-                record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
-                if all(node.labels.get(key) == value for key, value in labels.items()))
-            if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
-                counts = self.copies[record.need] = {node: copies(free, record.need) for node, free in self.free_on.items()}
-                self.fit[record.need] = sum(counts.values())
-        if not schedulable:
+        pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
+                   "submitted_at": self.epoch + timedelta(seconds=job.submit_s), **_gang(job)}
+        if job.klass is not None:
+            pending["class"] = job.klass
+        if job.node_labels:
+            pending["node_labels"] = job.node_labels
+        if job.max_runtime_s is not None:
+            pending["max_runtime_s"] = job.max_runtime_s
+        if not self._schedulable(record, pending):
             record.unschedulable = True
             return
         if job.user == NODES_USER:
@@ -298,15 +322,30 @@ class _Simulation:
         user = self._user(job.user)
         add_to(user.wanted, record.need)
         touched.add(user)
-        record.pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
-                          "submitted_at": self.epoch + timedelta(seconds=job.submit_s)}
-        if job.klass is not None:
-            record.pending["class"] = job.klass
-        if job.node_labels:
-            record.pending["node_labels"] = job.node_labels
-        if job.max_runtime_s is not None:
-            record.pending["max_runtime_s"] = job.max_runtime_s
+        record.pending = pending
         self._enqueue(record)
+
+    def _schedulable(self, record: JobRecord, pending: dict) -> bool:
+        """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
+        node are counted from then on (the first TRACKED_SHAPES of them)."""
+        labels = record.job.node_labels
+        shape = (record.shape, tuple(sorted(labels.items()))) if labels else record.shape
+        schedulable = self.schedulable.get(shape)
+        if schedulable is not None:
+            return schedulable
+        if record.job.bundles:
+            # Whether a gang fits the empty nodes is the planner's question, asked as it does.
+            alone = Snapshot.model_construct(group=self.group, now=self.epoch, nodes=self.nodes, running=[],
+                                             pending=[pending], users={}, state={}, reservations=[])
+            schedulable = all(waiting["reason"] != "Unschedulable" for waiting in plan(alone).waiting)
+        else:
+            schedulable = any(record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
+                              if all(node.labels.get(key) == value for key, value in labels.items()))
+            if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
+                counts = self.copies[record.need] = {node: copies(free, record.need) for node, free in self.free_on.items()}
+                self.fit[record.need] = sum(counts.values())
+        self.schedulable[shape] = schedulable
+        return schedulable
 
     def _enqueue(self, record: JobRecord) -> None:
         job = record.job
@@ -314,14 +353,14 @@ class _Simulation:
         # (shorter first).
         value = self.class_values[job.klass or self.group.default_class]
         record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
-        insort(self.waiting.setdefault(record.need, {}).setdefault(job.user, []), record.queue_key)
+        insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
             heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
             heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
-        queues = self.waiting[record.need]
+        queues = self.waiting[record.shape]
         queue = queues[record.job.user]
         del queue[bisect_left(queue, record.queue_key)]
         record.queue_key = None
@@ -358,7 +397,7 @@ class _Simulation:
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
         for placement in result.placements:
-            self._start(self.by_id[placement["job"]], placement["node"], now_s, touched)
+            self._start(self.by_id[placement["job"]], placement, now_s, touched)
         for preemption in result.preemptions or ():
             for victim in preemption["victims"]:
                 record = self.running[victim]
@@ -380,7 +419,7 @@ class _Simulation:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
         if self.every_node:
             return self.nodes, list(self.node_entries.values())
-        needs = {self.by_id[job["id"]].need for job in pending}
+        needs = {part for job in pending for part in self.by_id[job["id"]].parts}
         return room_nodes(needs, self.node_list, self.node_entries)
 
     def _charge(self, user: UserRecord, now_s: float) -> None:
@@ -389,22 +428,28 @@ class _Simulation:
             user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
         user.charged_at = now_s
 
-    def _start(self, record: JobRecord, node: str, now_s: float, touched: set[UserRecord]) -> None:
+    def _start(self, record: JobRecord, placement: dict, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
-        self._run(record, node, now_s, now_s + _run_s(record.job))
+        self._run(record, placement["node"], now_s, now_s + _run_s(record.job), placement.get("bundle_nodes", ()))
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
 
-    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float) -> None:
-        """The record running on `node` since `start_s` (None: not started yet) until `end_s`."""
+    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float,
+             bundle_nodes: list[str] | tuple = ()) -> None:
+        """The record running on `node` since `start_s` (None: not started yet) until `end_s`, its
+        bundles on `bundle_nodes`."""
         record.node, record.start_s, record.end_s = node, start_s, end_s
+        record.homes = (node, *bundle_nodes)
         self.started += 1
         if not math.isinf(end_s):
             heapq.heappush(self.ends, (end_s, self.started, record))
         job = record.job
         started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
         record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
-                          "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False}
+                          "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False,
+                          **_gang(job)}
+        if bundle_nodes:
+            record.running["bundle_nodes"] = list(bundle_nodes)
         if started_at is not None and job.max_runtime_s is not None:
             record.running["expected_end"] = started_at + timedelta(seconds=job.max_runtime_s)
         record.number = self.started
@@ -414,7 +459,7 @@ class _Simulation:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
         for job in running:
-            record = JobRecord(job=job.job, need=Resources.of(job.job.resources))
+            record = _record(job.job)
             self.by_id[job.job.id] = record
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
             record.pending = {"id": job.job.id, "user": job.job.user, "resources": job.job.resources,
@@ -449,33 +494,38 @@ class _Simulation:
         record.stopping = False
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
+        record.homes = ()
         self._enqueue(record)
         touched.add(self._user(record.job.user))
         self.outcome.events += 1
 
     def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
-        """The record's resources taken (1) or given back (-1) on its node and by its user."""
-        need = record.need
-        if record.node not in self.held_on:
+        """The record's resources taken (1) or given back (-1): each part on its node, the whole
+        footprint by its user."""
+        for node, part in zip(record.homes, record.parts):
             # A node that left the group holds nothing there; its job is still its user's.
-            self._charge_user(record, sign, now_s, touched)
-            return
-        held = self.held_on[record.node]
+            if node in self.held_on:
+                self._hold_on(node, part, sign)
+        self._charge_user(record, sign, now_s, touched)
+
+    def _hold_on(self, node: str, need: Resources, sign: int) -> None:
+        """`need` taken (1) or given back (-1) on `node`: its free units, its copies of the tracked
+        shapes, the group's free total and the node's running entry."""
+        held = self.held_on[node]
         add_to(held, need, sign)
-        free = self.free_on[record.node]
+        free = self.free_on[node]
         add_to(free, need, -sign)
         for shape, counts in self.copies.items():
             now_there = copies(free, shape)
-            if now_there != counts[record.node]:
-                self.fit[shape] += now_there - counts[record.node]
-                counts[record.node] = now_there
+            if now_there != counts[node]:
+                self.fit[shape] += now_there - counts[node]
+                counts[node] = now_there
         add_to(self.free, need, -sign)
-        entry = node_entry(record.node, held)
+        entry = node_entry(node, held)
         if entry is not None:
-            self.node_entries[record.node] = entry
+            self.node_entries[node] = entry
         else:
-            self.node_entries.pop(record.node, None)
-        self._charge_user(record, sign, now_s, touched)
+            self.node_entries.pop(node, None)
 
     def _charge_user(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
         """The record's resources taken (1) or given back (-1) by its user."""

@@ -3,9 +3,11 @@ jobs go out; reading the file is the command line's business.
 
 Two formats:
 
-- CSV, `submit_time,user,resources,run_time[,priority,class,max_runtime]`, one job a line. Times are seconds
-  or durations (`90`, `5m`, `1h30m`) from the start of the trace; resources are written as for
-  `--nodes`, `CPU:4,memory:8GiB` (quoted, since they hold commas; braces optional). A first line
+- CSV, `submit_time,user,resources,run_time[,priority,class,max_runtime,bundles,bundle_strategy]`, one
+  job a line. Times are seconds or durations (`90`, `5m`, `1h30m`) from the start of the trace;
+  resources are written as for `--nodes`, `CPU:4,memory:8GiB` (quoted, since they hold commas;
+  braces optional). Bundles are `--bundle`'s, in the same NAME:AMOUNT words, joined by `;`
+  (`2xCPU:2;GPU:1,CPU:4`: three bundles); with them the driver may ask for nothing (`CPU:0`). A first line
   starting with `submit_time` is a header; blank lines and lines starting with `#` are skipped.
 - SWF, the Standard Workload Format of the Parallel Workloads Archive: 18 whitespace-separated
   fields per job, comment lines starting with `;`. Used: submit time (2), run time (4), requested
@@ -20,7 +22,7 @@ import csv
 from dataclasses import dataclass, field
 
 from job.core.errors import BadInput
-from job.core.specs import parse_resources
+from job.core.specs import check_bundle_strategy, check_bundles, expand_bundles, parse_resources
 from job.core.units import parse_pairs
 from job.core.units import parse_duration
 
@@ -41,6 +43,10 @@ class TraceJob:
     not_before_s: float | None = None
     # Its max runtime: stopped there if still running, and the end a reservation counts on.
     max_runtime_s: float | None = None
+    # Its bundles (resource maps, placed all or nothing with the driver) and their strategy; None
+    # for a job of its driver alone.
+    bundles: tuple[dict[str, float], ...] | None = None
+    bundle_strategy: str | None = None
 
 
 @dataclass(slots=True)
@@ -50,9 +56,9 @@ class Trace:
     skipped: int = 0
 
 
-def parse_resource_text(text: str, where: str) -> dict[str, float]:
+def parse_resource_text(text: str, where: str, may_be_nothing: bool = False) -> dict[str, float]:
     """`CPU:4,GPU:1,memory:8GiB` (or `{...}`), as `--node-type` writes resources, as Ray amounts,
-    memory in bytes."""
+    memory in bytes; with `may_be_nothing` (a driver beside its bundles), all zeros give {}."""
     body = text.strip()
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1]
@@ -64,8 +70,30 @@ def parse_resource_text(text: str, where: str) -> dict[str, float]:
     except ValueError as exc:
         raise BadInput(f"{where}: {exc}") from None
     if not any(parsed.values()):
+        if may_be_nothing:
+            return {}
         raise BadInput(f"{where}: ask for more than nothing: at least one amount above zero")
     return parsed
+
+
+def parse_bundles(text: str, where: str) -> tuple[dict[str, float], ...] | None:
+    """`2xCPU:2;GPU:1,CPU:4`: `--bundle`'s values in NAME:AMOUNT words, joined by `;`, each with
+    an optional count; None for an empty cell. Checked as JobSpec checks a job's bundles."""
+    if not text:
+        return None
+    try:
+        return tuple(check_bundles(expand_bundles((item.strip() for item in text.split(";")), ":", "2xCPU:2;GPU:1,CPU:4")))
+    except ValueError as exc:
+        raise BadInput(f"{where}: {exc}") from None
+
+
+def _bundle_strategy(text: str | None, bundles: tuple | None, where: str) -> str | None:
+    if text and bundles is None:
+        raise BadInput(f"{where}: a strategy places bundles: give them too (the bundles column)")
+    try:
+        return check_bundle_strategy(text or None, bundles is not None)
+    except ValueError as exc:
+        raise BadInput(f"{where}: {exc}") from None
 
 
 def _duration(text: str, where: str) -> float:
@@ -75,7 +103,8 @@ def _duration(text: str, where: str) -> float:
         raise BadInput(f"{where}: {exc}") from None
 
 
-CSV_FIELDS = ("submit_time", "user", "resources", "run_time", "priority", "class", "max_runtime")
+CSV_FIELDS = ("submit_time", "user", "resources", "run_time", "priority", "class", "max_runtime", "bundles",
+              "bundle_strategy")
 
 
 def parse_csv(text: str, source: str = "trace") -> Trace:
@@ -88,7 +117,9 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
             continue
         where = f"{source} line {number}"
         if not 4 <= len(row) <= len(CSV_FIELDS):
-            raise BadInput(f"{where}: expected 4 to {len(CSV_FIELDS)} fields ({','.join(CSV_FIELDS)}), got {len(row)}")
+            # The bundle columns are named only to a row that has more fields than any trace has.
+            fields = CSV_FIELDS if len(row) > len(CSV_FIELDS) else CSV_FIELDS[:-2]
+            raise BadInput(f"{where}: expected 4 to {len(fields)} fields ({','.join(fields)}), got {len(row)}")
         cells = dict(zip(CSV_FIELDS, (cell.strip() for cell in row)))
         user = cells["user"]
         if not user:
@@ -99,15 +130,18 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
                 priority = int(cells["priority"])
             except ValueError:
                 raise BadInput(f"{where}: priority: not a whole number: {cells['priority']!r}") from None
+        bundles = parse_bundles(cells.get("bundles", ""), f"{where}: bundles")
         trace.jobs.append(TraceJob(
             id=str(len(trace.jobs) + 1),
             user=user,
             submit_s=_duration(cells["submit_time"], f"{where}: submit_time"),
-            resources=parse_resource_text(cells["resources"], f"{where}: resources"),
+            resources=parse_resource_text(cells["resources"], f"{where}: resources", may_be_nothing=bundles is not None),
             run_s=_duration(cells["run_time"], f"{where}: run_time"),
             priority=priority,
             klass=cells.get("class") or None,
             max_runtime_s=_max_runtime(cells.get("max_runtime"), f"{where}: max_runtime"),
+            bundles=bundles,
+            bundle_strategy=_bundle_strategy(cells.get("bundle_strategy"), bundles, f"{where}: bundle_strategy"),
         ))
     return trace
 
