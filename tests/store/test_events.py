@@ -228,3 +228,37 @@ def test_every_move_of_the_state_machine_has_its_kind(queue):
         assert kind not in ("changed", "queued"), (source, target, kind)
         assert kind == {states.SUBMITTING: "placed", states.SUBMITTED: "submitted", states.RUNNING: "started",
                         states.PENDING: "preempted"}.get(target, "finished"), (source, target, kind)
+
+
+def _trigger_join_of_each_update(conn) -> list[str]:
+    """The join nodes of the events trigger's old/new pairing, for each UPDATE of this session (the
+    plans auto_explain reports of the statements the trigger runs)."""
+    joins: list[str] = []
+
+    def explained(notice) -> None:
+        if "new_jobs n JOIN old_jobs o" in notice.message_primary:
+            joins.extend(line.strip() for line in notice.message_primary.splitlines()
+                         if "Join" in line or "Nested Loop" in line)
+
+    conn.add_notice_handler(explained)
+    conn.execute("LOAD 'auto_explain'")
+    for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_level = notice"):
+        conn.execute(f"SET auto_explain.{setting}")
+    return joins
+
+
+def test_the_events_trigger_plans_its_join_for_each_update_not_once_per_session(conn):
+    """A plan kept from a session's first UPDATE of one row paired 20,000 rows by a nested loop, n²
+    comparisons (230 s): each UPDATE's own plan (sql/0011) pairs them by a hash join."""
+    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('g', 'http://ray:8265')")
+    conn.execute("INSERT INTO users (name) VALUES ('alice')")
+    conn.execute("""INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, reason, message)
+                    SELECT 'alice', 'g', 'PENDING', 'true', '{"CPU": 1}', 'Queued', 'x' FROM generate_series(1, 5000)""")
+    conn.execute("ANALYZE jobs")
+    joins = _trigger_join_of_each_update(conn)
+    conn.execute("UPDATE jobs SET reason = 'Resources' WHERE id = (SELECT min(id) FROM jobs)")
+    small = list(joins)
+    conn.execute("UPDATE jobs SET reason = 'Resources', message = 'y' WHERE reason = 'Queued'")
+    big = joins[len(small):]
+    assert small and big, joins
+    assert not any("Nested Loop" in node for node in big), big
