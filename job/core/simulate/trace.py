@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 
 from job.core.errors import BadInput
 from job.core.specs import check_bundle_strategy, check_bundles, expand_bundles, parse_resources
-from job.core.units import parse_pairs
-from job.core.units import parse_duration
+from job.core.units import parse_duration, parse_pairs
 
 
 @dataclass(frozen=True, slots=True)
