@@ -11,6 +11,7 @@ millisecond timestamp (structlog's `TimeStamper` writes microseconds), the key o
 key=value renderer (structlog's `LogfmtRenderer` renders None as an empty value, True as a bare
 flag and dicts with `str()`, and leaves tabs bare; these lines JSON-encode such values). Until
 `configure` is called, warnings and errors are written as text lines and the rest is dropped.
+structlog is imported at the first line logged: a command that logs nothing does without it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
-import structlog
-from structlog.typing import EventDict, WrappedLogger
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -60,25 +63,40 @@ class _Stderr:
 
 
 def _make_logger(log_format: str, level: str) -> Any:
-    name = level.upper()
-    if name not in _LEVELS:
-        raise ValueError(f"unknown log level {level!r}: use one of {', '.join(_LEVELS)}")
+    import structlog
+
     renderer = structlog.processors.JSONRenderer(default=str, separators=(",", ":")) if log_format == "json" else _render_text
     return structlog.wrap_logger(
         _Stderr(),
         processors=[structlog.processors.add_log_level, _lead_with_ts_level_event, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(name.lower()),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         context_class=dict,
     ).bind()
 
 
-_logger = _make_logger("text", "WARNING")
+class _Configured:
+    """The logger `configure` asked for, made when the first line is logged."""
+
+    def __init__(self, log_format: str, level: str) -> None:
+        name = level.upper()
+        if name not in _LEVELS:
+            raise ValueError(f"unknown log level {level!r}: use one of {', '.join(_LEVELS)}")
+        self.log_format, self.level = log_format, name.lower()
+
+    def __getattr__(self, method: str) -> Any:
+        # Only reached through `_logger`, which the logger made then replaces.
+        global _logger
+        _logger = _make_logger(self.log_format, self.level)
+        return getattr(_logger, method)
+
+
+_logger: Any = _Configured("text", "WARNING")
 
 
 def configure(log_format: str = "text", level: str = "INFO") -> None:
     """`text` (key=value) or `json` lines, from `level` (DEBUG, INFO, WARNING, ERROR) up."""
     global _logger
-    _logger = _make_logger(log_format, level)
+    _logger = _Configured(log_format, level)
 
 
 def event(event_name: str, /, **fields: object) -> None:

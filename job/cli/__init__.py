@@ -1,50 +1,68 @@
 """`python -m job`: the command line. Each family of commands declares its own commands and
-options (`register`) and carries them out; this module puts them together and runs one."""
+options (`register`) and carries them out; this module puts them together and runs one, importing
+only the family of the command that runs (cli/commands.py lists them all for `--help`)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Collection
 
-import psycopg
-
-from job import log
-from job.cli import demo, groups, jobs, migrate, observe, plan, prune, scheduler, simulate, users
-from job.cli.parsing import refused
+from job.cli.commands import FAMILIES, FAMILY_OF
+from job.cli.parsing import parser_of, refused
 from job.core.errors import JobError
-from job.settings import settings
 
 DEFAULT_COMMAND = "tick"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(families: Collection[str] = FAMILIES) -> argparse.ArgumentParser:
+    """The parser of every command, declared in full for the `families` named (each imported
+    here); the others' commands by name and help only."""
     parser = argparse.ArgumentParser(
         prog="python -m job",
         description="Fair-share batch scheduler for Ray. With no command, runs one tick.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for family in (migrate, jobs, groups, users, plan, simulate, scheduler, observe, prune, demo):
-        family.register(sub)
+    for family, commands in FAMILIES.items():
+        if family in families:
+            importlib.import_module(f"job.cli.{family}").register(sub)
+        else:
+            for name in commands:
+                parser_of(sub, name)
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The command `argv` names: its first word that is not an option (the top level has no option
+    but --help)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args([DEFAULT_COMMAND, *(argv if argv is not None else sys.argv[1:])])
+    argv = list(sys.argv[1:] if argv is None else argv) or [DEFAULT_COMMAND]
+    command = _command_of(argv)
+    args = build_parser({FAMILY_OF[command]} if command in FAMILY_OF else ()).parse_args(argv)
     try:
+        from job import log
+        from job.settings import settings
+
         config = settings()
         log.configure(config.log_format, config.log_level)
         return args.handler(args) or 0
     except JobError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_status
-    except psycopg.errors.InsufficientPrivilege as exc:
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        # psycopg is imported by the commands that reach the database only: an error of it is
+        # possible only once it is.
+        psycopg = sys.modules.get("psycopg")
+        if psycopg is None or not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            raise
         # What the command's database role may not do (sql/0005_roles.sql): one line, no traceback.
         error = refused(args, exc)
         print(f"error: {error}", file=sys.stderr)
         return error.exit_status
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130

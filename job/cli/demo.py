@@ -13,7 +13,7 @@ from job.settings import settings
 
 
 def register(sub) -> None:
-    p = command(sub, "demo", run, "run the scheduler on a local PostgreSQL and a local Ray cluster")
+    p = command(sub, "demo", run)
     p.add_argument("--jobs", default="12", help="how many demo jobs")
 
 

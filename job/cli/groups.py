@@ -6,7 +6,7 @@ import argparse
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
-from job.cli.parsing import command, database
+from job.cli.parsing import command, database, parser_of
 from job.core.group import GroupConfig
 from job.core.specs import GroupSpec, NodeType, validated
 from job.core.units import format_duration
@@ -14,7 +14,7 @@ from job.store import groups
 
 
 def register(sub) -> None:
-    group = sub.add_parser("group", help="manage resource groups", description="manage resource groups")
+    group = parser_of(sub, "group")
     actions = group.add_subparsers(dest="group_command", metavar="ACTION", required=True)
     _options(command(actions, "add", add, "add a resource group"), adding=True)
     _options(command(actions, "set", update, "change a resource group's options"), adding=False)

@@ -15,7 +15,7 @@ from job.store import jobs as job_rows
 
 
 def register(sub) -> None:
-    p = command(sub, "submit", submit, "put a job in the queue and print its id", json_output=True)
+    p = command(sub, "submit", submit, json_output=True)
     p.add_argument("--user", required=True)
     p.add_argument("--group", required=True)
     p.add_argument("--entrypoint", required=True, help="the shell command Ray runs")
@@ -36,16 +36,16 @@ def register(sub) -> None:
     p.add_argument("--bundle-strategy", metavar="STRATEGY",
                    help="how its bundles are spread: PACK (default), SPREAD, STRICT_PACK or STRICT_SPREAD")
 
-    p = command(sub, "cancel", cancel, "cancel jobs: at once when pending, through Ray when running")
+    p = command(sub, "cancel", cancel)
     p.add_argument("ids", nargs="+", metavar="ID")
 
-    p = command(sub, "jobs", list_jobs, "list jobs, newest first", json_output=True)
+    p = command(sub, "jobs", list_jobs, json_output=True)
     p.add_argument("--user")
     p.add_argument("--group")
     p.add_argument("--state", help="e.g. PENDING, RUNNING (comma-separated for several)")
     p.add_argument("--limit", default="50")
 
-    p = command(sub, "show", show, "every field of one job, including why it waits", json_output=True)
+    p = command(sub, "show", show, json_output=True)
     p.add_argument("id", metavar="ID")
 
 

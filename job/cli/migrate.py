@@ -11,7 +11,7 @@ from job.store.migrations import applied, migrate, migration_files
 
 
 def register(sub) -> None:
-    p = command(sub, "migrate", run, "apply the SQL migrations, once each")
+    p = command(sub, "migrate", run)
     p.add_argument("--status", action="store_true", help="list applied and pending migrations, change nothing")
 
 

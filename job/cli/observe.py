@@ -21,14 +21,13 @@ DEFAULT_PORT = 9464
 
 
 def register(sub) -> None:
-    p = command(sub, "share", share, "fair share per group and user: shares, usage, entitlement, jobs",
-                json_output=True)
+    p = command(sub, "share", share, json_output=True)
     p.add_argument("--group", help="only this group")
 
-    p = command(sub, "events", job_events, "what happened to a job and why, oldest first", json_output=True)
+    p = command(sub, "events", job_events, json_output=True)
     p.add_argument("id", metavar="ID")
 
-    p = command(sub, "serve", serve, "serve /metrics (Prometheus), /healthz and a status page at /, read only")
+    p = command(sub, "serve", serve)
     p.add_argument("--port", default=str(DEFAULT_PORT), help=f"TCP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default every address)")
     p.add_argument("--cache", metavar="DURATION", default="5s",

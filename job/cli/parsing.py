@@ -8,21 +8,28 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import psycopg
-
+from job.cli.commands import HELP
 from job.core.errors import BadInput, PermissionDenied
-from job.core.specs import expand_bundles
-from job.core.units import parse_pairs
-from job.core.units import parse_duration
+from job.core.units import parse_duration, parse_pairs
 from job.settings import settings
-from job.store.connection import session
+
+if TYPE_CHECKING:
+    import psycopg
 
 
-def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int], help: str,
+def parser_of(subparsers, name: str) -> argparse.ArgumentParser:
+    """The parser of a command of `python -m job`, with its line of `--help` (cli/commands.py)."""
+    return subparsers.add_parser(name, help=HELP[name], description=HELP[name])
+
+
+def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int], help: str | None = None,
             json_output: bool = False) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(name, help=help, description=help)
+    """A command carried out by `handler`: a command of `python -m job` (its help from
+    cli/commands.py), or an action of one (`group add`) with its own `help`."""
+    parser = subparsers.add_parser(name, help=help, description=help) if help else parser_of(subparsers, name)
     parser.set_defaults(handler=handler)
     if json_output:
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -31,6 +38,9 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
 
 def database() -> AbstractContextManager[psycopg.Connection]:
     """A session on JOB_DATABASE_URL's migrated database."""
+    # Imported here: psycopg is for the commands that reach the database, not for every start.
+    from job.store.connection import session
+
     return session(settings().require_database_url())
 
 
@@ -60,6 +70,8 @@ def bundles(items: list[str] | None, option: str) -> list[dict[str, str]] | None
     them); None when none is given. The amounts are JobSpec's to read, as `--resource`'s are."""
     if not items:
         return None
+    from job.core.specs import expand_bundles  # pydantic's models, for `submit` only
+
     try:
         return expand_bundles(items, "=", "4xGPU=1,CPU=8")
     except ValueError as exc:

@@ -15,7 +15,7 @@ from job.core.planner.snapshot import describe_error
 
 
 def register(sub) -> None:
-    p = command(sub, "plan", run, "run the planner on a snapshot file and print the plan (no database, no Ray)")
+    p = command(sub, "plan", run)
     p.add_argument("snapshot", metavar="FILE|-", help="snapshot JSON, or - for standard input")
 
 

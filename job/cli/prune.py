@@ -21,7 +21,7 @@ MAX_BATCH = 100_000
 
 
 def register(sub) -> None:
-    p = command(sub, "prune", prune, "delete finished jobs older than a retention, a batch per transaction")
+    p = command(sub, "prune", prune)
     p.add_argument("--finished-before", metavar="DURATION", required=True,
                    help="delete jobs that finished longer ago than this, e.g. 30d")
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")

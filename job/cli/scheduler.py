@@ -16,16 +16,16 @@ from job.store import groups, jobs
 
 
 def register(sub) -> None:
-    p = command(sub, "tick", tick, "run one tick over every resource group (the default command)")
+    p = command(sub, "tick", tick)
     p.add_argument("--group", help="only this group")
     p.add_argument("--dry-run", action="store_true", help="plan and print; change nothing, submit nothing")
 
-    p = command(sub, "loop", run_loop, "run ticks until a deadline (what the CronJob runs)")
+    p = command(sub, "loop", run_loop)
     p.add_argument("--for", dest="for_", metavar="DURATION", required=True, help="stop starting ticks after this long, e.g. 55s")
     p.add_argument("--every", metavar="DURATION", required=True, help="start a tick this often, e.g. 5s")
     p.add_argument("--group", help="only this group")
 
-    p = command(sub, "logs", logs, "print a job's Ray driver logs")
+    p = command(sub, "logs", logs)
     p.add_argument("id", metavar="ID")
 
 

@@ -31,8 +31,7 @@ _NO_CLUSTER = "http://simulated"
 
 
 def register(sub) -> None:
-    p = command(sub, "simulate", run, "replay a workload through the planner and compare policies (no database, no Ray)",
-                json_output=True)
+    p = command(sub, "simulate", run, json_output=True)
     p.add_argument("trace", nargs="?", metavar="TRACE",
                    help="CSV (submit_time,user,resources,run_time[,priority,class,max_runtime]) or SWF (.swf) trace file")
     p.add_argument("--format", choices=("csv", "swf"), help="the trace's format (default: swf for .swf files, else csv)")

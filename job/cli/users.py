@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
-from job.cli.parsing import command, database, pairs
+from job.cli.parsing import command, database, parser_of, pairs
 from job.core.errors import NotFound
 from job.core.specs import UserSpec, validated
 from job.store import users
 
 
 def register(sub) -> None:
-    user = sub.add_parser("user", help="manage users and their shares", description="manage users and their shares")
+    user = parser_of(sub, "user")
     actions = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
     p = command(actions, "set", user_set, "create or change a user")
     p.add_argument("name")
