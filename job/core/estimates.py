@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain, islice
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -138,9 +139,10 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
         run = running[str(job.id)] = known.of(job.user_name, job.resources, job.max_runtime_s, job.bundles)
         # Not started yet (submitted to Ray): taken to start now.
         ends[str(job.id)] = None if run.seconds is None else (job.started_at or now) + timedelta(seconds=run.seconds)
-    rows = {str(row.id): row for row in pending}
-    runs = {job["id"]: known.of(job["user"], job["resources"], rows[job["id"]].max_runtime_s, job.get("bundles"))
-            for job in snapshot.pending}
+    # Only the head of the line is carried by the forecast: the run times of the rest are never read.
+    head = {entry["job"] for entry in islice(chain(decided.placements, decided.waiting), first)}
+    runs = {job["id"]: known.of(job["user"], job["resources"], job.get("max_runtime_s"), job.get("bundles"))
+            for job in snapshot.pending if job["id"] in head}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
                          carried=first, order=decided)
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
