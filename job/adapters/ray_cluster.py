@@ -24,9 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
+import msgspec
 import requests
 from requests.adapters import HTTPAdapter
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
@@ -183,18 +184,30 @@ class RayCluster:
         with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
             listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS)))
         truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
-        return ClusterWork(actors=tuple(_work(record) for record in listed["actors"][0]),
-                           tasks=tuple(_work(record) for record in listed["tasks"][0]),
-                           placement_groups=tuple(_placement_group(record) for record in listed["placement_groups"][0]),
+        # Thousands of records ask for a handful of distinct amounts: each made once (Resources is immutable).
+        shapes: dict[tuple, Resources] = {}
+
+        def resources(amounts: dict[str, float] | None) -> Resources:
+            key = tuple((amounts or {}).items())
+            found = shapes.get(key)
+            if found is None:
+                found = shapes[key] = Resources.of(amounts or {})
+            return found
+
+        return ClusterWork(actors=tuple(_work(record, resources) for record in listed["actors"][0]),
+                           tasks=tuple(_work(record, resources) for record in listed["tasks"][0]),
+                           placement_groups=tuple(_placement_group(record, resources)
+                                                  for record in listed["placement_groups"][0]),
                            truncated=truncated)
 
     def _listing(self, kind: str) -> tuple[list[dict[str, Any]], bool]:
-        """One state API list with its filters, and whether it is complete."""
+        """One state API list with its filters (of each record, the fields `_LISTS` keeps), and
+        whether it is complete."""
         filters = _WORK_LISTS[kind]
         params = {"limit": LIST_LIMIT, "detail": "true", "filter_keys": [key for key, _, _ in filters],
                   "filter_predicates": [predicate for _, predicate, _ in filters],
                   "filter_values": [value for _, _, value in filters]}
-        body = self._call(f"list {kind}", "GET", f"/api/v0/{kind}", params=params)
+        body = self._call(f"list {kind}", "GET", f"/api/v0/{kind}", params=params, decoder=_LISTS[kind])
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error listing {kind}: {body.get('msg')}")
         listing = body["data"]["result"]
@@ -276,10 +289,11 @@ class RayCluster:
     # --- plumbing ----------------------------------------------------------------------------
 
     def _call(self, what: str, method: str, path: str, *, handle: Callable[[_HttpError], T] | None = None,
-              params: dict | None = None, json: Any = None, **fields: object) -> Any:
-        """One request's JSON answer, retried on connection errors and 5xx for up to retry_s. An
-        HTTP error that is not retried goes to `handle` when given; every other failure becomes
-        Unavailable."""
+              params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
+              **fields: object) -> Any:
+        """One request's JSON answer (what `decoder` keeps of it, when given), retried on connection
+        errors and 5xx for up to retry_s. An HTTP error that is not retried goes to `handle` when
+        given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
             log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,
@@ -291,10 +305,12 @@ class RayCluster:
             if response.status_code != 200:
                 raise _HttpError(response.status_code, response.text)
             try:
-                return response.json()
+                return response.json() if decoder is None else decoder.decode(response.content)
             except ValueError:
-                # Something answers HTTP there, but not a Ray dashboard.
-                raise Unavailable(f"ray at {self.shown_address} not usable: {what} did not answer JSON") from None
+                # Something answers HTTP there, but not a Ray dashboard (msgspec's errors are
+                # ValueErrors too: JSON, but not in the shape of Ray's answer).
+                raise Unavailable(f"ray at {self.shown_address} not usable: {what} did not answer JSON"
+                                  f"{'' if decoder is None else ' in the shape of the state API'}") from None
 
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
@@ -381,17 +397,68 @@ def _job(details: dict[str, Any]) -> RayJob:
     )
 
 
-def _work(record: dict[str, Any]) -> Work:
+class _Work(TypedDict, total=False):
+    """What the tick reads of an actor or a running task. The state API's record has dozens of
+    fields more (a task's events and profiling data): msgspec skips them without making objects
+    of them, which was most of the time of lists of 10,000 (bench/observe.py)."""
+
+    job_id: str | None
+    node_id: str | None
+    required_resources: dict[str, float] | None
+    placement_group_id: str | None
+    name: str | None
+
+
+class _Bundle(TypedDict, total=False):
+    node_id: str | None
+    unit_resources: dict[str, float] | None
+
+
+class _PlacementGroup(TypedDict, total=False):
+    placement_group_id: str
+    creator_job_id: str | None
+    state: str
+    bundles: list[_Bundle] | None
+
+
+R = TypeVar("R")
+
+
+class _Listing(TypedDict, Generic[R], total=False):
+    total: int
+    num_after_truncation: int
+    num_filtered: int
+    partial_failure_warning: Any
+    result: list[R]
+
+
+class _Data(TypedDict, Generic[R], total=False):
+    result: _Listing[R]
+
+
+class _Answer(TypedDict, Generic[R], total=False):
+    """A state API list's answer: `result` false (and `msg`) when Ray failed to list."""
+
+    result: Any
+    msg: Any
+    data: _Data[R]
+
+
+_LISTS = {"actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
+          "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
+
+
+def _work(record: dict[str, Any], resources: Callable[[dict | None], Resources]) -> Work:
     return Work(job_id=record.get("job_id") or "", node=record.get("node_id") or None,
-                resources=Resources.of(record.get("required_resources") or {}),
+                resources=resources(record.get("required_resources")),
                 placement_group=record.get("placement_group_id") or None, name=record.get("name") or "")
 
 
-def _placement_group(record: dict[str, Any]) -> PlacementGroup:
+def _placement_group(record: dict[str, Any], resources: Callable[[dict | None], Resources]) -> PlacementGroup:
     return PlacementGroup(id=record["placement_group_id"], creator_job_id=record.get("creator_job_id") or "",
                           state=record["state"],
                           bundles=tuple(Bundle(node=bundle.get("node_id") or None,
-                                               resources=Resources.of(bundle.get("unit_resources") or {}))
+                                               resources=resources(bundle.get("unit_resources")))
                                         for bundle in record.get("bundles") or ()))
 
 
