@@ -79,7 +79,11 @@ def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry
             # Read again under the lock: a tick that held it meanwhile changed the row (when usage
             # was last charged), and charging from the copy read before would count twice.
             current = group if dry_run else groups.get_group(conn, name)
-            return _GroupTick(conn, config, current, installation).run(dry_run)
+            # Reading 100k pending rows, their snapshot and plan make objects that are never cyclic
+            # garbage: a collection meanwhile would only rescan them, over and over, and the first
+            # one after would scan them all while the later steps still hold them.
+            with _without_gc():
+                return _GroupTick(conn, config, current, installation).run(dry_run)
         finally:
             if not dry_run and not conn.closed:
                 conn.rollback()
@@ -175,29 +179,26 @@ class _GroupTick:
     def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
-        # Reading 100k pending rows and building their snapshot make objects that are never cyclic
-        # garbage: collecting meanwhile would only rescan them, over and over.
-        with _without_gc():
-            pending = tick_jobs.pending_jobs(self.conn, self.name)
-            state = groups.group_state(self.conn, self.name)
-            snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
-                                               state, done.ended, seen.use)
-            decided = plan(snapshot)
-            # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
-            demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
-                      if seen.node_types is not None else None)
-            decisions = Decisions.of(decided)
-            # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
-            # with the plan when they changed.
-            freeing = snapshot.state[RELEASING]
-            saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-            step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
-                            saved, demand=demand)
-            if not dry_run:  # what only the commit writes
-                recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
-                step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
-                               figures=placement_figures(self.group, done.members, done.active, seen.totals,
-                                                         decisions.placements, pending))
+        pending = tick_jobs.pending_jobs(self.conn, self.name)
+        state = groups.group_state(self.conn, self.name)
+        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
+                                           state, done.ended, seen.use)
+        decided = plan(snapshot)
+        # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
+        demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
+                  if seen.node_types is not None else None)
+        decisions = Decisions.of(decided)
+        # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
+        # with the plan when they changed.
+        freeing = snapshot.state[RELEASING]
+        saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
+        step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
+                        saved, demand=demand)
+        if not dry_run:  # what only the commit writes
+            recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
+            step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
+                           figures=placement_figures(self.group, done.members, done.active, seen.totals,
+                                                     decisions.placements, pending))
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
