@@ -10,6 +10,8 @@ generated beforehand, the figures computed after), the events simulated (arrival
 per second, the ticks and plans run, the time per plan, and the ratio of the time to the smallest
 size's. Times are given as elapsed and as the process's CPU time: on a machine shared with other
 work, the CPU time is the figure that says what the simulation costs; ratios and rates use it.
+Last, the largest size's slowest policy against the budget (BUDGET_S, for 100,000 jobs: README,
+Performance).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from job.core.simulate.generate import generate  # noqa: E402
 
 NODES = "1000x{CPU:32,GPU:8,memory:256GiB}"
 USERS = 1000
+# Simulating 100,000 jobs on the 1,000 nodes, per configuration (policy).
+BUDGET_S = 40.0
 
 
 def run_size(count: int, policies: list[str], repeat: int) -> dict:
@@ -68,17 +72,23 @@ def main() -> None:
         return
     print(f"{USERS} users, nodes {NODES}, a tick every 5 s; median of {args.repeat} run(s)")
     base: dict[str, float] = {}
+    last: dict[str, dict] = {}
     for text in args.sizes.split(","):
         # A process per size, so that one size's garbage does not weigh on the next.
         done = subprocess.run([sys.executable, __file__, "--one", text, "--policies", args.policies,
                                "--repeat", str(args.repeat)], check=True, capture_output=True, text=True)
-        for policy, figure in json.loads(done.stdout).items():
+        last = json.loads(done.stdout)
+        for policy, figure in last.items():
             seconds = figure["cpu_seconds"]
             base.setdefault(policy, seconds)
             print(f"  {size(text):>8,} jobs  {policy:<9}  {figure['seconds']:7.1f} s ({seconds:.1f} s CPU)"
                   f"  {figure['events'] / seconds:9,.0f} events per CPU second"
                   f"  ticks {figure['ticks']:>6,}  plans {figure['plans']:>6,}  {1000 * seconds / max(figure['plans'], 1):5.1f} ms/plan"
                   f"  x{seconds / base[policy]:5.2f} of the first size", flush=True)
+    policy, slowest = max(last.items(), key=lambda item: item[1]["cpu_seconds"])
+    print(f"slowest configuration at {size(args.sizes.split(',')[-1]):,} jobs: {policy}, {slowest['seconds']:.1f} s "
+          f"({slowest['cpu_seconds']:.1f} s CPU); budget {BUDGET_S:g} s (for 100,000 jobs): ratio "
+          f"{slowest['seconds'] / BUDGET_S:.2f} (wall), {slowest['cpu_seconds'] / BUDGET_S:.2f} (CPU)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ CPU 1, so a handful fit the cluster and the rest wait; the ones placed sleep thr
 measurement, so that no Ray driver starts or ends while ticks are timed). Several ticks run; the first one writes every
 job's first waiting reason, the later ones are the steady state. Printed per size: the median time
 of each step, the time outside Ray calls (reconcile, plan, commit, and the database part of the
-observe step), and the SQL statements per tick.
+observe step), and the SQL statements per tick; then the planner alone (`plan`) on the snapshot of
+the last steady tick, timed again by itself, and the steady tick outside Ray against it and against
+the budget (TICK_BUDGET_S, TICK_BUDGET_RATIO: README, Performance). Wall times, as the tick reports
+its steps; the process's CPU time of the tick and of the planner alone beside them (the load of a
+shared machine inflates the wall times, not these; PostgreSQL's own time is in the wall time only).
 
 Part 2: how fast the tick submits 50 jobs that all fit, against a bare JobSubmissionClient loop
 submitting 50 equivalent jobs (same resources, pinned the same way) in the same run.
@@ -34,6 +38,7 @@ workers started here and stopped at the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -42,7 +47,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -54,9 +59,15 @@ from job import log  # noqa: E402
 from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
 from job.store.migrations import migrate  # noqa: E402
 from job.scheduler.config import TickConfig  # noqa: E402
+from job.core.planner import plan  # noqa: E402
+from job.scheduler import tick as tick_module  # noqa: E402
 from job.scheduler.tick import run_tick  # noqa: E402
 
 USERS = 1000
+# A steady tick at 100,000 pending jobs, outside Ray: at most this long, and at most this many times
+# the planner alone on the same snapshot.
+TICK_BUDGET_S = 1.0
+TICK_BUDGET_RATIO = 2.0
 
 
 def size(text: str) -> int:
@@ -123,9 +134,13 @@ def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> 
             if result.reasons_written < 1000 and len(results) > 1:
                 break
         catch_up = len(results) - 1
-        for _ in range(ticks):
-            [result] = run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10.0), "bench")
-            results.append(result)
+        cpu = []
+        with planned() as snapshots:
+            for _ in range(ticks):
+                began = time.process_time()
+                [result] = run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10.0), "bench")
+                cpu.append(time.process_time() - began)
+                results.append(result)
         steady = results[-ticks:]
         step = {name: statistics.median(r.steps_ms.get(name, 0) for r in steady) / 1000
                 for name in ("observe", "reconcile", "plan", "commit", "submit")}
@@ -139,7 +154,46 @@ def bench_ticks(server_url: str, address: str, sizes: list[int], ticks: int) -> 
         print(f"{'':>8} first tick outside Ray: {_outside_ray(results[0]):.3f} s; {catch_up} ticks wrote the first waiting "
               f"reasons ({results[0].reasons_written} in the first), median outside Ray "
               f"{statistics.median(_outside_ray(r) for r in catching):.3f} s")
+        alone, alone_cpu = planner_alone(snapshots[-1], ticks)
+        ratio = outside / alone
+        verdict = "within" if outside <= TICK_BUDGET_S and ratio <= TICK_BUDGET_RATIO else "over"
+        print(f"{'':>8} planner alone on the last steady tick's snapshot: {alone:.3f} s ({alone_cpu:.3f} s CPU); "
+              f"steady tick outside Ray {outside:.3f} s = {ratio:.2f}x the planner alone; whole tick "
+              f"{statistics.median(cpu):.3f} s CPU = {statistics.median(cpu) / alone_cpu:.2f}x its CPU; budget "
+              f"{TICK_BUDGET_S:g} s and {TICK_BUDGET_RATIO:g}x: {verdict}")
         stop_all(url, address)
+
+
+@contextmanager
+def planned():
+    """The snapshots the tick's plan step plans, in order (the tick calls the planner by this name)."""
+    seen = []
+    original = tick_module.plan
+
+    def plan_keeping(snapshot):
+        seen.append(snapshot)
+        return original(snapshot)
+
+    tick_module.plan = plan_keeping
+    try:
+        yield seen
+    finally:
+        tick_module.plan = original
+
+
+def planner_alone(snapshot, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of the planner by itself on `snapshot`, collector off as in the tick."""
+    wall, cpu = [], []
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            began, began_cpu = time.perf_counter(), time.process_time()
+            plan(snapshot)
+            wall.append(time.perf_counter() - began)
+            cpu.append(time.process_time() - began_cpu)
+    finally:
+        gc.enable()
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def _outside_ray(result) -> float:
