@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from job.core.errors import Unavailable
@@ -30,11 +31,15 @@ class _CountingCursor(psycopg.Cursor):
 
 
 def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> psycopg.Connection:
-    """A connection with dict rows; `counting` makes one that counts its statements (the tick's)."""
+    """A connection with dict rows; `counting` makes one that counts its statements (the tick's).
+    Its session reads times in UTC: psycopg then gives every timestamptz the one tzinfo it keeps
+    for UTC, where a server's zone (even Etc/UTC) costs a zone lookup per value, half the time of
+    reading the submit times of 100k pending jobs. The URL's own `options` are kept."""
     factory, cursors = (CountingConnection, _CountingCursor) if counting else (psycopg.Connection, psycopg.Cursor)
     try:
+        options = f"{conninfo_to_dict(url).get('options') or ''} -c TimeZone=UTC".strip()
         return factory.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S,
-                               cursor_factory=cursors)
+                               cursor_factory=cursors, options=options)
     except psycopg.OperationalError as exc:
         # psycopg's message names host and port, never the password; the URL is redacted all the same.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
