@@ -8,7 +8,11 @@ Each size runs in its own process, so that its peak memory (max RSS) is its own.
 1,000 users, 1,000 nodes, 10k running jobs and a few dozen request shapes. For each policy and
 selector it prints the median time of `plan(snapshot)`, the median time of `json.loads` on the
 same snapshot's JSON, and their ratio; per size, the median time of `Snapshot.model_validate` on
-the loaded dict, the peak memory of one plan (tracemalloc) and the process's max RSS.
+the loaded dict (with the cyclic collector paused, as `python -m job plan` validates), the peak
+memory of one plan (tracemalloc) and the process's max RSS. Times are wall and, in brackets, the
+process's CPU time, which the load of a shared machine does not inflate. Last, over the sizes: the
+largest one's slowest plan, its growth from the size before and its validation per million jobs
+against the budgets (README, Performance: for 1,000,000 jobs after 100,000).
 
 With --preemption, each policy and selector also plans the same snapshot with two priority classes
 (1% of pending jobs high, every running job low and started an hour ago) under `priority` and
@@ -33,11 +37,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from job.core import collection  # noqa: E402
 from job.core.planner import Snapshot, plan  # noqa: E402
 
 POLICIES = ("fifo", "lifo", "drf", "fairshare")
 SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")
 GIB = 2**30
+# For 1,000,000 pending jobs (README, Performance): the plan, its growth from 100,000, the
+# snapshot's validation per million jobs, the process's peak memory.
+PLAN_BUDGET_S = 4.0
+GROWTH_BUDGET = 11.0
+VALIDATE_BUDGET_S = 1.0
+RSS_BUDGET_GIB = 1.5
+# The line a size's process gives its figures on, for the budgets.
+FIGURES = "figures: "
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 
 
@@ -107,13 +120,20 @@ def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", see
     }
 
 
-def median_time(function, repeat: int) -> float:
-    times = []
+def median_time(function, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of `function()`."""
+    times, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         function()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), statistics.median(cpu)
+
+
+def validate(loaded: dict) -> Snapshot:
+    with collection.paused():
+        return Snapshot.model_validate(loaded)
 
 
 def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
@@ -127,32 +147,35 @@ def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
                                     "pending": pending})
 
 
-def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False) -> None:
+def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False) -> dict:
     document = snapshot(pending)
     text = json.dumps(document)
     del document
-    load = median_time(lambda: json.loads(text), repeat)
+    load, load_cpu = median_time(partial(json.loads, text), repeat)
     loaded = json.loads(text)
-    validate = median_time(partial(Snapshot.model_validate, loaded), repeat)
-    base = Snapshot.model_validate(loaded)
+    del text
+    validated, validated_cpu = median_time(partial(validate, loaded), repeat)
+    base = validate(loaded)
     del loaded
-    print(f"pending {pending:>9,}: json.loads {load:7.3f}s  Snapshot.model_validate {validate:7.3f}s", flush=True)
-    first = None
+    print(f"pending {pending:>9,}: json.loads {load:7.3f}s ({load_cpu:.3f}s CPU)  Snapshot.model_validate {validated:7.3f}s "
+          f"({validated_cpu:.3f}s CPU)", flush=True)
+    first, slowest = None, (0.0, 0.0, "")
     for policy in policies:
         for selector in selectors:
             group = base.group.model_copy(update={"policy": policy, "selector": selector})
             shot = base.model_copy(update={"group": group})
-            seconds = median_time(lambda: plan(shot), repeat)
+            seconds, cpu = median_time(lambda: plan(shot), repeat)
             result = plan(shot)
             first = first or (shot, policy, selector)
+            slowest = max(slowest, (seconds, cpu, f"{policy}/{selector}"))
             print(
-                f"  {policy:<9} {selector:<12} plan {seconds:7.3f}s  ratio to load {seconds / load:5.2f}"
+                f"  {policy:<9} {selector:<12} plan {seconds:7.3f}s ({cpu:.3f}s CPU)  ratio to load {seconds / load:5.2f}"
                 f"  placed {len(result.placements):>6,}  waiting {len(result.waiting):>9,}",
                 flush=True,
             )
             for mode in ("priority", "fairshare") if preemption else ():
                 classed = with_preemption(shot, mode)
-                with_classes = median_time(lambda: plan(classed), repeat)
+                with_classes, _ = median_time(lambda: plan(classed), repeat)
                 result = plan(classed)
                 print(f"    + classes, preemption {mode:<9} plan {with_classes:7.3f}s  ratio to no classes "
                       f"{with_classes / seconds:5.2f}  placed {len(result.placements):>6,}  "
@@ -165,6 +188,21 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"  peak memory: one plan ({policy}/{selector}) {peak / 2**20:,.0f} MiB; process max RSS {rss / 2**20:,.0f} MiB", flush=True)
+    return {"pending": pending, "plan": slowest[0], "plan_cpu": slowest[1], "which": slowest[2], "validate": validated,
+            "validate_cpu": validated_cpu, "rss": rss}
+
+
+def budgets(figures: list[dict]) -> None:
+    """The largest size against the budgets, its growth from the size before it."""
+    last = figures[-1]
+    print(f"at {last['pending']:,} pending: slowest plan ({last['which']}) {last['plan']:.3f}s ({last['plan_cpu']:.3f}s CPU), "
+          f"budget {PLAN_BUDGET_S:g}s; validation {last['validate'] / last['pending'] * 1e6:.3f}s "
+          f"({last['validate_cpu'] / last['pending'] * 1e6:.3f}s CPU) per million, budget {VALIDATE_BUDGET_S:g}s; "
+          f"max RSS {last['rss'] / GIB:.2f} GiB, budget {RSS_BUDGET_GIB:g} GiB")
+    if len(figures) > 1:
+        before = figures[-2]
+        print(f"growth from {before['pending']:,}: {last['plan'] / before['plan']:.1f}x ({last['plan_cpu'] / before['plan_cpu']:.1f}x CPU) "
+              f"for {last['pending'] / before['pending']:g}x the jobs, budget {GROWTH_BUDGET:g}x")
 
 
 def size(text: str) -> int:
@@ -186,15 +224,23 @@ def main() -> None:
     args = parser.parse_args()
     policies, selectors = args.policies.split(","), args.selectors.split(",")
     if args.one:
-        run_size(size(args.one), args.repeat, policies, selectors, args.preemption)
+        figures = run_size(size(args.one), args.repeat, policies, selectors, args.preemption)
+        print(FIGURES + json.dumps(figures))
         return
+    figures = []
     for text in args.sizes.split(","):
         # A process per size: its max RSS is then this size's peak memory.
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies,
              "--selectors", args.selectors, *(["--preemption"] if args.preemption else [])],
-            check=True,
+            check=True, stdout=subprocess.PIPE, text=True,
         )
+        for line in done.stdout.splitlines():
+            if line.startswith(FIGURES):
+                figures.append(json.loads(line.removeprefix(FIGURES)))
+            else:
+                print(line, flush=True)
+    budgets(figures)
 
 
 if __name__ == "__main__":

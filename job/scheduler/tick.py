@@ -7,10 +7,8 @@ nothing and submits no attempt twice."""
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -18,6 +16,7 @@ import psycopg
 
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
+from job.core import collection
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, estimate
@@ -79,10 +78,8 @@ def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry
             # Read again under the lock: a tick that held it meanwhile changed the row (when usage
             # was last charged), and charging from the copy read before would count twice.
             current = group if dry_run else groups.get_group(conn, name)
-            # Reading 100k pending rows, their snapshot and plan make objects that are never cyclic
-            # garbage: a collection meanwhile would only rescan them, over and over, and the first
-            # one after would scan them all while the later steps still hold them.
-            with _without_gc():
+            # 100k pending rows, their snapshot and plan, held until the group's tick ends.
+            with collection.paused():
                 return _GroupTick(conn, config, current, installation).run(dry_run)
         finally:
             if not dry_run and not conn.closed:
@@ -277,14 +274,3 @@ class _GroupTick:
                 log.event("placed", group=self.name, job=intent.id, user=intent.user_name, node=intent.node,
                           attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
                           shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
-
-
-@contextmanager
-def _without_gc():
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
