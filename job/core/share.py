@@ -128,7 +128,9 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
     submission time; always its class (classes go first, highest value first). `placements`:
     Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources and
     bundles as JSON text, priority, submitted_at). A job counts its whole footprint, bundles too."""
-    rows = {row.id: row for row in pending}
+    placements = list(placements)
+    placed = {job_id for job_id, _ in placements}
+    rows = {row.id: row for row in pending if row.id in placed}
     people = {member["name"]: member for member in members}
     held: dict[str, Resources] = defaultdict(Resources)
     for job in active:
