@@ -29,11 +29,11 @@ from job.core.planner.entries import SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
-from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
+from job.core.planner.picture import AccountState, Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.planner.reservations import End, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
-from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
+from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, account_path, limits_of
 from job.core.resources import Resources, dominant_share, footprint, to_units
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
@@ -128,6 +128,7 @@ class _Planner:
         for node in self.nodes:
             add_to(self.totals, node.total)
         self.users: dict[str, UserState] = {}
+        self.accounts = self._accounts()
         self.pools: dict[str, Pool] = {}
         self.shapes: dict[tuple, Shape] = {}
         # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
@@ -184,8 +185,24 @@ class _Planner:
                 memory=memory(self.group.policy, spec.usage, self.group.half_life_s),
                 max_running=max_running,
                 max_resources=max_resources,
+                accounts=tuple(self.accounts[account] for account in account_path(self.snapshot.accounts, spec.account)),
             )
         return user
+
+    def _accounts(self) -> dict[str, AccountState]:
+        """The snapshot's accounts, each with the memory of every user below it (an account's
+        usage is the sum of its users')."""
+        snapshot = self.snapshot
+        accounts = {}
+        for name, spec in snapshot.accounts.items():
+            limits = None if spec.max_resources is None else {r: to_units(a) for r, a in spec.max_resources.items()}
+            accounts[name] = AccountState(name, spec.shares, 0.0, spec.max_running, limits)
+        for spec in snapshot.users.values():
+            if spec.account is not None and spec.usage:
+                past = memory(self.group.policy, spec.usage, self.group.half_life_s)
+                for name in account_path(snapshot.accounts, spec.account):
+                    accounts[name].memory += past
+        return accounts
 
     def _charge_running(self) -> None:
         by_id = {node.id: node for node in self.nodes}
@@ -212,6 +229,11 @@ class _Planner:
                     self._may_be_victim(job, user, need, {node.id: need})
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
+            for account in user.accounts:
+                add_to(account.used, user.used)
+                account.running += user.running
+        for account in self.accounts.values():
+            account.dominant = dominant_share(account.used, self.totals)
 
     def _charge_gang(self, job: dict, user: UserState, by_id: dict[str, NodeState]) -> None:
         """A running job with bundles holds its driver's request on its node and each bundle on the
@@ -424,7 +446,7 @@ class _Planner:
             return "UserJobLimit", user
         if user.max_resources is not None and not user.may_take(shape):
             return "UserResourceLimit", (user, shape)
-        return None
+        return user.limited(shape) if user.accounts else None
 
     def _go(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
         """Where the job goes: its reserved node, else the node the selector chooses; None once
