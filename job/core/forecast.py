@@ -72,7 +72,8 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         for job in snapshot.running
     ]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
-    outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start)
+    outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start,
+                       accounts=snapshot.accounts)
     first_start = {}
     for record in outcome.records:
         runs = [start_s for _, start_s, _ in record.stopped] + ([record.start_s] if record.start_s is not None else [])

@@ -198,7 +198,7 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None) -> tuple[Snapshot, dict[int, str]]:
+                   use: Observed | None = None, accounts: list[dict] = ()) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -214,7 +214,8 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
-    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
+    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved.
+    `accounts`: every account (name, parent, shares, limits), the users naming theirs."""
     classes = group.class_names
     jobs, invalid, reservations = _pending_jobs(group, pending, now)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
@@ -235,7 +236,9 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
-                              "max_resources": u["max_resources"]} for u in users},
+                              "max_resources": u["max_resources"], "account": u.get("account")} for u in users},
+        "accounts": {a["name"]: {"parent": a["parent"], "shares": a["shares"], "max_running": a["max_running"],
+                                 "max_resources": a["max_resources"]} for a in accounts},
         "state": state,
     })
     snapshot.pending = jobs

@@ -35,7 +35,7 @@ from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
-from job.store import events, groups, tick_jobs, users
+from job.store import accounts, events, groups, tick_jobs, users
 from job.store.connection import connect, session
 
 
@@ -181,7 +181,7 @@ class _GroupTick:
             pending = tick_jobs.pending_jobs(self.conn, self.name)
             state = groups.group_state(self.conn, self.name)
             snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
-                                               state, done.ended, seen.use)
+                                               state, done.ended, seen.use, accounts.tree(self.conn))
             decided = plan(snapshot)
             # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
             demand = (plan_demand(snapshot, decided, self.group, seen.node_types)

@@ -457,3 +457,19 @@ def test_events_follow_the_jobs_rights(db, monkeypatch, capsys):
                           "UPDATE job_events SET details = '{}'", "SELECT job_fold_counts()"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
+
+
+def test_accounts_are_read_by_every_role_and_written_by_the_admin_only(db, monkeypatch, capsys):
+    """sql/0017_accounts.sql: the tick, `share`, `serve` and a submit read the tree; only admins change it."""
+    added = cli_as(db, monkeypatch, capsys, ADMIN, "account", "add", "team")
+    assert added.status == 0, added.err
+    assert cli_as(db, monkeypatch, capsys, ADMIN, "user", "set", BOB, "--account", "team").status == 0
+    for role in (SCHEDULER, READER, BOB):
+        with connect_as(db, role) as conn:
+            assert [r["name"] for r in conn.execute("SELECT name FROM accounts")] == ["team"]
+    for role in (SCHEDULER, READER, BOB):
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, role, "account", "add", f"{role}-team"),
+                            "permission denied for table accounts")
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, role, "account", "set", "team", "--shares", "9"),
+                            "permission denied for table accounts")
+    assert db.conn.execute("SELECT shares FROM accounts").fetchone()["shares"] == 1

@@ -231,7 +231,7 @@ class Snapshot(_Strict):
                 if job.get("class", self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
-        _tree(self.accounts, self.users)
+        check_tree(self.accounts, self.users)
         for index, job in enumerate(self.running):
             _held_bundles(f"running[{index}]", job)
         selector = SELECTORS[self.group.selector]
@@ -242,7 +242,7 @@ class Snapshot(_Strict):
         return self
 
 
-def _tree(accounts: dict[str, Account], users: dict[str, User]) -> None:
+def check_tree(accounts: dict[str, Account], users: dict[str, User]) -> None:
     """Every parent and every user's account is an account, and no account is its own ancestor."""
     for name, account in accounts.items():
         if account.parent is not None and account.parent not in accounts:

@@ -50,7 +50,7 @@ from datetime import datetime, timedelta, timezone
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
-from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
+from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
 from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, room_nodes,
@@ -171,13 +171,16 @@ def _run_s(job: TraceJob) -> float:
 
 
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
-             every_s: float = 5.0, start: Start | None = None) -> Outcome:
-    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
-    (missing: shares 1, no limit, no usage). A job whose run time is infinite never ends. Without
-    `start`, the group is empty at first; with it, the clock starts at 0. Pure and deterministic."""
+             every_s: float = 5.0, start: Start | None = None, accounts: dict[str, Account] | None = None,
+             until_s: float | None = None) -> Outcome:
+    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits, usage and
+    account (missing: shares 1, no limit, no usage, the root), `accounts` the tree above them. A
+    job whose run time is infinite never ends. Without `start`, the group is empty at first; with
+    it, the clock starts at 0. With `until_s`, the simulation stops at that virtual time: jobs
+    running then are cut there, those waiting never start. Pure and deterministic."""
     if every_s <= 0:
         raise ValueError("every_s must be above zero")
-    return _Simulation(jobs, nodes, group, users or {}, every_s, start).run()
+    return _Simulation(jobs, nodes, group, users or {}, every_s, start, accounts or {}, until_s).run()
 
 
 def _check_classes(jobs: list[TraceJob], group: Group) -> None:
@@ -190,8 +193,10 @@ def _check_classes(jobs: list[TraceJob], group: Group) -> None:
 
 class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
-                 start: Start | None):
+                 start: Start | None, accounts: dict[str, Account], until_s: float | None):
         self.group = group
+        self.accounts = accounts
+        self.until_s = until_s
         self.every_s = every_s
         policy = POLICIES[group.policy]
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
@@ -268,6 +273,10 @@ class _Simulation:
         next_arrival = 0
         while True:
             now = tick * self.every_s
+            if self.until_s is not None and now > self.until_s:
+                # What runs then is cut there, what waits never starts: the figures end here.
+                outcome.end_s = self.until_s
+                break
             touched: set[UserRecord] = set()
             while self.ends and self.ends[0][0] <= now:
                 _, number, record = heapq.heappop(self.ends)
@@ -375,10 +384,11 @@ class _Simulation:
             return
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
-        # Preemption weighs the scores of the running jobs' users too.
+        # Preemption weighs the scores of the running jobs' users too; a team's score, what every
+        # user of it holds and has used.
         named = [*pending, *self.running.values()] if exact else pending
-        for job in named:
-            name = job["user"] if isinstance(job, dict) else job.job.user
+        names = [job["user"] if isinstance(job, dict) else job.job.user for job in named]
+        for name in [*self.users, *names] if self.accounts else names:
             if name not in users:
                 user = self._user(name)
                 spec = user.spec
@@ -392,7 +402,8 @@ class _Simulation:
             nodes, held = self._nodes(pending)
             running = [*held, *(entry for name in users for entry in self.users[name].entries)]
         snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes, running=running, pending=pending,
-                                            users=users, state=self.state, reservations=self.reservations)
+                                            users=users, accounts=self.accounts, state=self.state,
+                                            reservations=self.reservations)
         result = plan(snapshot)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
