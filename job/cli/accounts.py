@@ -88,7 +88,7 @@ def show(args: argparse.Namespace) -> int:
 def list_accounts(args: argparse.Namespace) -> int:
     with database() as conn:
         rows = {row["name"]: row for row in accounts.list_accounts(conn)}
-    ordered = [(depth, rows[name]) for depth, name in walk({name: row["parent"] for name, row in rows.items()})]
+    ordered = [(depth, rows[name]) for depth, name, _ in walk({name: row["parent"] for name, row in rows.items()})]
     if args.json:
         print_json([_account_json(row) for _, row in ordered])
         return 0

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         print_table([{"configuration": result["name"], "account": "  " * depth + name,
                       **_team_row(result["figures"]["accounts"][name])}
-                     for result in results for depth, name in walk({n: a.parent for n, a in accounts.items()})],
+                     for result in results for depth, name, _ in walk({n: a.parent for n, a in accounts.items()})],
                     ["configuration", "account", "received", "entitled", "wait_mean"])
     if args.plot:
         print(f"plot written to {args.plot}")

@@ -5,19 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 
-def walk(parents: Mapping[str, str | None]) -> list[tuple[int, str]]:
-    """Each account as (depth, name), depth 0 for a top account, each followed by its subtree.
-    `parents`: every account's parent (None: the root's child). An account whose parent is not
-    among them counts as a top account, so a partial read still shows every account once."""
-    children: dict[str | None, list[str]] = {}
+def walk(parents: Mapping[str, str | None], members: Mapping[str, str | None] | None = None) -> list[tuple[int, str, str]]:
+    """The tree depth first as (depth, name, kind), kind "account" or "user", depth 0 for the
+    root's children: under each parent its accounts by name, each followed by its subtree, then
+    its users by name. `parents`: every account's parent (None: the root); `members`: users'
+    accounts (None: the root). A parent or account not among `parents` counts as the root, so a
+    partial read still shows everything once."""
+    children: dict[str | None, list[tuple[str, str]]] = {}
     for name, parent in parents.items():
-        children.setdefault(parent if parent in parents else None, []).append(name)
-    found: list[tuple[int, str]] = []
-    stack = [(0, name) for name in sorted(children.get(None, ()), reverse=True)]
+        children.setdefault(parent if parent in parents else None, []).append(("account", name))
+    for name, account in (members or {}).items():
+        children.setdefault(account if account in parents else None, []).append(("user", name))
+    found: list[tuple[int, str, str]] = []
+    stack = [(0, *child) for child in sorted(children.get(None, ()), reverse=True)]
     while stack:
-        depth, name = stack.pop()
-        found.append((depth, name))
-        stack.extend((depth + 1, child) for child in sorted(children.get(name, ()), reverse=True))
+        depth, kind, name = stack.pop()
+        found.append((depth, name, kind))
+        if kind == "account":
+            stack.extend((depth + 1, *child) for child in sorted(children.get(name, ()), reverse=True))
     return found
 
 

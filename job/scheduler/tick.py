@@ -197,7 +197,7 @@ class _GroupTick:
                 recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
                 step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
                                figures=placement_figures(self.group, done.members, done.active, seen.totals,
-                                                         decisions.placements, pending))
+                                                         decisions.placements, pending, snapshot.accounts))
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)

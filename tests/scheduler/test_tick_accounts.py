@@ -49,3 +49,19 @@ def test_an_account_limit_holds_its_users_jobs_with_its_reason(database_url, con
     assert sum(count for user, count in placed.items() if TEAM[user] == "A") == 2 and placed["b"] == 4
     held = {(row["reason"], row["message"]) for row in rows if row["state"] == "PENDING" and TEAM[row["user_name"]] == "A"}
     assert held == {("AccountJobLimit", "account A has 2 jobs running or starting, the most allowed is 2")}
+
+
+def test_a_placements_event_carries_the_figures_of_each_level(database_url, conn, capsys, monkeypatch):
+    setup(conn, capsys)
+    tick_once(database_url, monkeypatch)
+    details = [row["details"] for row in conn.execute(
+        "SELECT e.details FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE e.kind = 'placed' ORDER BY e.id")]
+    firsts = {}
+    for figure in details:
+        firsts.setdefault(figure["accounts"][0]["account"], figure)
+    # The first placement of each team: nothing held yet by either.
+    assert [level["account"] for level in firsts["A"]["accounts"]] == ["A"]
+    assert firsts["B"]["accounts"] == [{"account": "B", "shares": 1.0, "usage": 0.0, "dominant_share": 0.0, "score": 0.0}]
+    # B's last placement: B held 3 of the 8 CPUs just before it.
+    last_b = [figure for figure in details if figure["accounts"][0]["account"] == "B"][-1]
+    assert last_b["accounts"][0]["dominant_share"] == 0.375 and last_b["dominant_share"] == 0.375
