@@ -194,10 +194,7 @@ def _check_classes(jobs: list[TraceJob], group: Group) -> None:
 class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
                  start: Start | None, accounts: dict[str, Account], until_s: float | None):
-        self.group = group
-        self.accounts = accounts
-        self.until_s = until_s
-        self.every_s = every_s
+        self.group, self.every_s, self.accounts, self.until_s = group, every_s, accounts, until_s
         policy = POLICIES[group.policy]
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
