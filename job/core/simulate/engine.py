@@ -198,7 +198,8 @@ class _Simulation:
         policy = POLICIES[group.policy]
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
-        self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
+        self.limited = group.max_running_per_user is not None or any(
+            spec.max_running is not None for spec in (*users.values(), *accounts.values()))
         # Under preemption a job that fits nowhere may still make room, and a full node may give
         # it: every pending job, every node and every running job (with its class and start) go
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
