@@ -10,6 +10,10 @@ selector it prints the median time of `plan(snapshot)`, the median time of `json
 same snapshot's JSON, and their ratio; per size, the median time of `Snapshot.model_validate` on
 the loaded dict, the peak memory of one plan (tracemalloc) and the process's max RSS.
 
+With --accounts, each policy and selector also plans the same snapshot with its 1,000 users in a
+tree of accounts (4 divisions of 5 teams, 50 users a team), and prints the time beside the flat
+plan: the ratio is what fair share down the tree costs.
+
 With --preemption, each policy and selector also plans the same snapshot with two priority classes
 (1% of pending jobs high, every running job low and started an hour ago) under `priority` and
 `fairshare` preemption, and prints the time beside the plan without classes: the ratio is what
@@ -127,7 +131,16 @@ def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
                                     "pending": pending})
 
 
-def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False) -> None:
+def with_accounts(shot: Snapshot) -> Snapshot:
+    """The snapshot with its users in 4 divisions of 5 teams each, 50 users a team."""
+    accounts = {f"div{d}": {"shares": 1 + d % 2} for d in range(4)}
+    accounts.update({f"team{t}": {"parent": f"div{t // 5}", "shares": 1 + t % 3} for t in range(20)})
+    users = {name: {**spec.model_dump(), "account": f"team{index // 50}"} for index, (name, spec) in
+             enumerate(sorted(shot.users.items()))}
+    return Snapshot.model_validate({**shot.model_dump(), "users": users, "accounts": accounts})
+
+
+def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False, teams: bool = False) -> None:
     document = snapshot(pending)
     text = json.dumps(document)
     del document
@@ -150,6 +163,11 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
                 f"  placed {len(result.placements):>6,}  waiting {len(result.waiting):>9,}",
                 flush=True,
             )
+            if teams:
+                tree = with_accounts(shot)
+                down = median_time(lambda: plan(tree), repeat)
+                print(f"    + accounts (4x5 teams) plan {down:7.3f}s  ratio to flat {down / seconds:5.2f}  "
+                      f"placed {len(plan(tree).placements):>6,}", flush=True)
             for mode in ("priority", "fairshare") if preemption else ():
                 classed = with_preemption(shot, mode)
                 with_classes = median_time(lambda: plan(classed), repeat)
@@ -182,17 +200,19 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--selectors", default=",".join(SELECTORS))
     parser.add_argument("--preemption", action="store_true", help="also plan with priority classes and preemption")
+    parser.add_argument("--accounts", action="store_true", help="also plan with the users in a tree of accounts")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     policies, selectors = args.policies.split(","), args.selectors.split(",")
     if args.one:
-        run_size(size(args.one), args.repeat, policies, selectors, args.preemption)
+        run_size(size(args.one), args.repeat, policies, selectors, args.preemption, args.accounts)
         return
     for text in args.sizes.split(","):
         # A process per size: its max RSS is then this size's peak memory.
         subprocess.run(
             [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies,
-             "--selectors", args.selectors, *(["--preemption"] if args.preemption else [])],
+             "--selectors", args.selectors, *(["--preemption"] if args.preemption else []),
+             *(["--accounts"] if args.accounts else [])],
             check=True,
         )
 
