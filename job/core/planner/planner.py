@@ -1,8 +1,9 @@
 """The planner: a snapshot of one resource group in, a plan out. Pure: no I/O, no clock, no
 randomness; the same snapshot gives the same plan.
 
-Jobs are taken class by class, the highest value first, and in policy order within a class. Each
-is checked against its shape (Unschedulable), its `not_before`, its user's limits and strict order,
+Jobs are taken class by class, the highest value first, and in policy order within a class (with
+accounts, fair share goes down their tree: policies.py). Each is checked against its shape
+(Unschedulable), its `not_before`, its user's limits, its accounts' limits and strict order,
 then offered to the node selector; a placement updates the node's free resources, the user's share
 and the selector's state before the next job. A job that fits nowhere may preempt (preemption.py):
 it then reserves the node it preempted on and waits, `Preempting`, until its victims have stopped.
