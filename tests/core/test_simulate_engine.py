@@ -202,6 +202,7 @@ GROUPS = [
          priority_classes=CLASSES, default_class="low"),
     dict(policy="fifo", preemption="priority", min_runtime_s=10, priority_classes=CLASSES, default_class="low",
          selector="concentrated"),
+    dict(policy="drf", reserve_after_s=10), dict(policy="fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2),
 ]
 
 
@@ -397,7 +398,12 @@ GANG_TRACES = {
 }
 GANG_GROUPS = [dict(policy="fifo"), dict(policy="drf"), dict(policy="fairshare", half_life_s=60),
                dict(policy="drf", selector="concentrated"), dict(policy="drf", selector="roundrobin"),
-               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True)]
+               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True),
+               # Reservations soon after the submissions: a reservation whose job starts frees its
+               # slot, and the plan after that one makes the next (which node its driver lands on).
+               dict(policy="fairshare", half_life_s=60, reserve_after_s=10),
+               dict(policy="drf", selector="roundrobin", reserve_after_s=10),
+               dict(policy="fifo", strict_order=True, reserve_after_s=10)]
 
 
 @pytest.mark.parametrize("options", GANG_GROUPS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()))

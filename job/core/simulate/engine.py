@@ -24,7 +24,9 @@ Reservations for the head of the line (`group.max_reservations` above 0, the def
 waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
 it is (the job first in line is one that cannot be placed, and reservations count on the running
 jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
-tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
+tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
+nor is the tick after a plan that changed the reservations (a reservation whose job started frees
+its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime.
 
 A job with bundles (a gang) goes into the snapshot with them and its strategy; placed whole by
@@ -159,6 +161,11 @@ def _gang(job: TraceJob) -> dict:
     return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
 
 
+def _held(reservations: list[dict]) -> set[tuple]:
+    """What reservations hold, as a plan takes them: their jobs, kinds and nodes."""
+    return {(held["job"], held.get("kind"), held["node"], tuple(held.get("bundle_nodes", ()))) for held in reservations}
+
+
 def _ready(record: JobRecord) -> float:
     """When the job may first be planned: its submission, or its not_before if later."""
     job = record.job
@@ -224,6 +231,8 @@ class _Simulation:
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
+        # Whether the last plan changed the reservations (_plan): the next tick is then planned.
+        self.replan = False
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
@@ -280,6 +289,7 @@ class _Simulation:
             while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
+            self.replan = False
             if self.pending_count:
                 self._plan(now, touched)
             for user in touched:
@@ -297,7 +307,7 @@ class _Simulation:
             if not upcoming:
                 outcome.end_s = now
                 break
-            if self.preempting and self.pending_count:
+            if (self.preempting or self.replan) and self.pending_count:
                 upcoming.append(now + self.every_s)
             tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
         return outcome
@@ -403,7 +413,11 @@ class _Simulation:
                 record = self.running[victim]
                 record.stopping = record.running["stopping"] = True
                 self.victims.append(record)
-        self.reservations = result.reservations or []
+        # A reservation that ended (its job started) frees a slot that only the next plan gives,
+        # and a new one changes what the next plan holds: that plan is not skipped.
+        after = result.reservations or []
+        self.replan = _held(after) != _held(self.reservations)
+        self.reservations = after
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
