@@ -219,7 +219,7 @@ class _GroupTick:
                                                          step.decisions.bundle_nodes)
         events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
                                            if i.id in step.figures})
-        tick_jobs.set_waiting(self.conn, step.changed)
+        tick_jobs.set_waiting(self.conn, step.changed, now)
         self.result.reasons_written = len(step.changed)
         tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in step.estimates.items()})
         victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)
