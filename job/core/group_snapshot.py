@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
 from job.core.group import GroupConfig
+from job.core.estimates import RunTimes
 from job.core.jobs import ActiveJob
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
@@ -244,7 +245,7 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None) -> tuple[Snapshot, dict[int, str]]:
+                   use: Observed | None = None, run_times: RunTimes | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -260,7 +261,8 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
-    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
+    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved.
+    `run_times`: the tick's estimates of run times, for the running jobs without a max runtime."""
     classes = group.class_names
     jobs, invalid, reservations = _pending_jobs(group, pending, now)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
@@ -277,7 +279,7 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j),
+                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j, now, run_times),
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
@@ -296,12 +298,18 @@ def _held_bundles(job: ActiveJob) -> dict:
     return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK", "bundle_nodes": job.bundle_nodes}
 
 
-def _expected_end(job: ActiveJob) -> dict:
-    """A started job with a max runtime ends by then: what a reservation for the head of the line
-    counts on (docs/planner.md, "Reservations and backfill")."""
-    if job.state != states.RUNNING or job.started_at is None or job.max_runtime_s is None:
+def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
+    """When a placed job is expected to end, what a reservation for the head of the line counts on
+    (docs/planner.md, "Reservations and backfill"): its start (not started yet: now) plus its max
+    runtime where set, else the tick's estimate of its run time (core/estimates.py); none when
+    neither is known."""
+    seconds = job.max_runtime_s
+    if seconds is None and run_times is not None:
+        seconds = run_times.of(job.user_name, job.resources, None, job.bundles).seconds
+    if seconds is None:
         return {}
-    return {"expected_end": job.started_at + timedelta(seconds=job.max_runtime_s)}
+    started = job.started_at if job.state == states.RUNNING and job.started_at is not None else now
+    return {"expected_end": started + timedelta(seconds=seconds)}
 
 
 def _stopping(job: ActiveJob) -> bool:

@@ -20,7 +20,7 @@ from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.group import GroupConfig
-from job.core.estimates import RECENT, estimate
+from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
 from job.core.jobs import Intent, Victim
 from job.core.observed import ClusterWork, observe, record
@@ -180,8 +180,10 @@ class _GroupTick:
         with _without_gc():
             pending = tick_jobs.pending_jobs(self.conn, self.name)
             state = groups.group_state(self.conn, self.name)
+            # The recent run times: the running jobs' expected ends, that reservations count on.
+            recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
             snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
-                                               state, done.ended, seen.use)
+                                               state, done.ended, seen.use, RunTimes(recent))
             decided = plan(snapshot)
             # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
             demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
@@ -194,7 +196,6 @@ class _GroupTick:
             step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
                             saved, demand=demand)
             if not dry_run:  # what only the commit writes
-                recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
                 step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
                                figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                          decisions.placements, pending))

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from job.core.estimates import Finished, RunTimes
 from job.core.group import GroupConfig
 from job.core.group_snapshot import (RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing,
                                      Held, reservation_changes, running_of)
@@ -168,13 +169,32 @@ def test_what_reservations_count_on_a_running_job_s_expected_end_and_a_pending_j
     pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10),
                    waiting_since=NOW - timedelta(minutes=6)), row(5, max_runtime_s=60)]
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, pending, [], {})
-    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, None]
+    # Job 3, not started yet, starts now at the earliest.
+    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, NOW + timedelta(minutes=10)]
     assert [j.get("max_runtime_s") for j in snapshot.pending] == [None, 60]
     decided = plan(snapshot)
-    # Job 4 is first in line and reserves node a, its start not known: jobs 2 and 3 have no end.
+    # Job 4 is first in line and reserves node a, its start not known: job 2 has no end.
     assert decided.reservations == [{"job": "4", "node": "a", "kind": "head", "expected_start": None}]
     # Stored by the tick, with its kind, for the next plan to keep.
     assert reservation_changes(pending, Decisions.of(decided).reservations) == {4: Held("a", "head")}
+
+
+def test_a_running_job_without_a_max_runtime_is_expected_to_end_as_the_tick_estimates():
+    active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=5), max_runtime_s=600),
+              job(2, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=1)),
+              job(3, "RUNNING", "a", {"CPU": 1}, started_at=NOW)]
+    # Job 2's user ran jobs of its request for 11 minutes of late; no one ran one of job 3's.
+    recent = RunTimes([Finished("u", {"CPU": 2}, 660), Finished("u", {"CPU": 2}, 600), Finished("u", {"CPU": 2}, 720)])
+    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10),
+                   waiting_since=NOW - timedelta(minutes=6))]
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 1})], active[:2], pending, [], {},
+                                 run_times=recent)
+    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)]
+    # Job 4 starts once both have ended (its max runtime, its estimate): the later, in 10 minutes.
+    assert Decisions.of(plan(snapshot)).reservations == {4: Held("a", "head", None, NOW + timedelta(minutes=10))}
+    # The group's median stands for a request its user has not run of late.
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, [], [], {}, run_times=recent)
+    assert snapshot.running[2]["expected_end"] == NOW + timedelta(minutes=11)
 
 
 @pytest.mark.parametrize("waiting_since, reserves", [
