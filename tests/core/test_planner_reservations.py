@@ -132,6 +132,40 @@ def test_backfill_may_use_the_held_room_only_if_it_ends_before_the_start(name, j
     assert waiting(result)["7"][0] == "Resources"
 
 
+def gang(ident, bundles, strategy, max_runtime=None, driver=None):
+    job = {"id": ident, "user": "small", "resources": driver or {}, "bundles": bundles, "bundle_strategy": strategy,
+           "submitted_at": at(-1)}
+    if max_runtime is not None:
+        job["max_runtime_s"] = max_runtime * 60
+    return job
+
+
+# n-1 has CPU 1 free; n-3 CPU 2, which job 7's reservation holds.
+ONE_FREE = [running("a", "n-1", 7), running("b", "n-3", 6, 20)]
+
+
+@pytest.mark.parametrize("name, running_jobs, job, reason, placement", [
+    ("ends before the start: backfilled", BUSY, gang("9", [{"CPU": 1}] * 2, "STRICT_PACK", 15), None,
+     # Its driver asks for nothing: the first node takes it.
+     {"job": "9", "node": "n-1", "bundle_nodes": ["n-3", "n-3"]}),
+    ("on free room and held room at once", ONE_FREE, gang("9", [{"CPU": 1}] * 2, "STRICT_SPREAD", 15, {"CPU": 1}), None,
+     {"job": "9", "node": "n-3", "bundle_nodes": ["n-1", "n-3"]}),
+    ("would end after the start", BUSY, gang("9", [{"CPU": 1}] * 2, "STRICT_PACK", 30), "Reserved", None),
+    ("its end is not known", ONE_FREE, gang("9", [{"CPU": 1}] * 2, "STRICT_SPREAD"), "Reserved", None),
+    ("too big for the room either way", BUSY, gang("9", [{"CPU": 2}] * 2, "PACK", 5), "Resources", None),
+])
+def test_a_gang_backfills_under_the_same_rule(name, running_jobs, job, reason, placement):
+    result = run(document(TWO, running_jobs, [pending("7", "big", 8, 20), job], HELD))
+    placed = [p for p in result["placements"] if p["job"] == "9"]
+    assert placed == ([placement] if placement else []), name
+    if reason is not None:
+        assert waiting(result)["9"][0] == reason, name
+    if reason == "Reserved":
+        assert waiting(result)["9"][1] == "would delay job 7's reservation on n-3"
+    assert waiting(result)["7"][0] == "Resources"
+    assert result["reservations"] == [{"job": "7", "node": "n-3", "kind": "head", "expected_start": at(20)}]
+
+
 def test_room_the_start_will_not_need_stays_free_for_anyone():
     nodes = {"n-1": {"CPU": 8}, "n-3": {"CPU": 12}}
     result = run(document(nodes, [running("a", "n-1", 8), running("b", "n-3", 8, 20)],
