@@ -5,6 +5,8 @@ reservation ends, how it meets preemption; and the issue's starving workload in 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import Group, Node
-from job.core.simulate.engine import simulate
+from job.core.simulate import engine
+from job.core.simulate.engine import EPOCH, simulate
 from job.core.simulate.metrics import summarise, windows
 from job.core.simulate.trace import TraceJob
 from tests.core.planner_helpers import NOW, at
@@ -260,3 +263,57 @@ def test_a_gang_starts_on_the_nodes_it_reserved_once_they_have_room():
     assert result["placements"][0] == {"job": "7", "node": "n-3", "bundle_nodes": ["n-2", "n-3"]}
     assert {p["job"]: p["node"] for p in result["placements"]}["9"] == "n-1"
     assert result["reservations"] == []
+
+
+@contextmanager
+def head_reservations():
+    """The head-of-line reservations the simulation's plans make, as they are first made: job id ->
+    (the plan's time in seconds, its nodes)."""
+    made: dict[str, tuple[float, set[str]]] = {}
+    real = engine.plan
+
+    def recording(snapshot):
+        result = real(snapshot)
+        for held in result.reservations or ():
+            if held.get("kind") == "head" and held["job"] not in made:
+                made[held["job"]] = ((snapshot.now - EPOCH).total_seconds(), {held["node"], *held.get("bundle_nodes", ())})
+        return result
+
+    with patch.object(engine, "plan", recording):
+        yield made
+
+
+SIZES = [Node(id="n-1", resources={"CPU": 8}), Node(id="n-2", resources={"CPU": 4}), Node(id="n-3", resources={"CPU": 6})]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 900), st.sampled_from(["a", "b", "c"]), st.integers(1, 8), st.integers(1, 15),
+                          st.integers(0, 5)), min_size=1, max_size=30),
+       st.sampled_from([0, 60, 300]), st.sampled_from([1, 5]))
+def test_no_job_first_in_line_waits_past_reserve_after_and_the_longest_expected_run_on_its_reserved_nodes(
+        rows, reserve_after_s, every_s):
+    """The issue's property: with reservations on, a job first in line (fifo: every job submitted
+    before it has started) reserves once it has waited reserve_after (a plan later if the job
+    reserving before it starts in that plan), and starts at the latest when the jobs then running
+    on its reserved nodes are expected to end (their max runtimes; they may end sooner), a tick
+    after each step."""
+    jobs = [TraceJob(str(n), user, float(at_s), {"CPU": cpu}, max(minutes * 60.0 - short * 50.0, 1.0),
+                     max_runtime_s=minutes * 60.0) for n, (at_s, user, cpu, minutes, short) in enumerate(rows)]
+    group = Group(policy="fifo", selector="dispersed", reserve_after_s=reserve_after_s)
+    with head_reservations() as made:
+        outcome = simulate(jobs, SIZES, group, every_s=every_s)
+    records = {record.job.id: record for record in outcome.records}
+    assert all(record.start_s is not None for record in records.values())
+    for record in records.values():
+        job = record.job
+        ahead = [other.start_s for other in records.values() if (other.job.submit_s, int(other.job.id)) < (job.submit_s, int(job.id))]
+        first_s = max([job.submit_s, *ahead])
+        due_s = max(first_s, job.submit_s + reserve_after_s) + every_s
+        if record.start_s <= due_s:
+            continue
+        assert job.id in made, (job.id, record.start_s, due_s)
+        reserved_s, nodes = made[job.id]
+        assert reserved_s <= due_s
+        remaining = [other.start_s + other.job.max_runtime_s - reserved_s for other in records.values()
+                     if other.node in nodes and other.start_s <= reserved_s < other.end_s]
+        assert record.start_s <= reserved_s + max(remaining, default=0.0) + every_s, (job.id, reserved_s, nodes)
