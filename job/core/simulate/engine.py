@@ -324,6 +324,8 @@ class _Simulation:
             pending["node_labels"] = job.node_labels
         if job.max_runtime_s is not None:
             pending["max_runtime_s"] = job.max_runtime_s
+        if job.waiting_s is not None:
+            pending["waiting_since"] = self.epoch + timedelta(seconds=job.waiting_s)
         if not self._schedulable(record, pending):
             record.unschedulable = True
             return
@@ -366,8 +368,9 @@ class _Simulation:
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
-            heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
-            heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
+            since = job.submit_s if job.waiting_s is None else job.waiting_s
+            heapq.heappush(self.reserve_at, since + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (since, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.shape]
