@@ -231,8 +231,6 @@ class _Simulation:
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
-        # Whether the last plan changed the reservations (_plan): the next tick is then planned.
-        self.replan = False
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
@@ -289,6 +287,7 @@ class _Simulation:
             while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
+            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
             self.replan = False
             if self.pending_count:
                 self._plan(now, touched)
