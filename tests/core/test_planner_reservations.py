@@ -317,3 +317,16 @@ def test_no_job_first_in_line_waits_past_reserve_after_and_the_longest_expected_
         remaining = [other.start_s + other.job.max_runtime_s - reserved_s for other in records.values()
                      if other.node in nodes and other.start_s <= reserved_s < other.end_s]
         assert record.start_s <= reserved_s + max(remaining, default=0.0) + every_s, (job.id, reserved_s, nodes)
+
+
+def test_in_simulation_the_wait_reserve_after_counts_begins_at_a_job_s_not_before():
+    # big may start at 600 s; r holds half the node until 1000 s. s (no max runtime) comes at
+    # 700 s: big has waited 100 s for resources, not 300, so s takes the free half, and big then
+    # reserves behind it. Counted from its submission, big would have reserved at 600 s and kept
+    # s off until big had run.
+    jobs = [TraceJob("r", "a", 0.0, {"CPU": 4}, 1000.0, max_runtime_s=1000.0),
+            TraceJob("big", "b", 0.0, BIG, 100.0, not_before_s=600.0),
+            TraceJob("s", "a", 700.0, {"CPU": 4}, 2000.0)]
+    outcome = simulate(jobs, NODES[:1], Group(policy="fifo", selector="dispersed", reserve_after_s=300))
+    starts = {record.job.id: record.start_s for record in outcome.records}
+    assert starts == {"r": 0.0, "s": 700.0, "big": 2700.0}

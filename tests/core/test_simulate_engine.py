@@ -116,6 +116,8 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     # id -> the nodes of a running gang's bundles
     homes: dict[str, list[str]] = {}
     reservations: list = []
+    # Since when each job has waited for resources: from when it may start, from its stop.
+    since = {job.id: max(job.submit_s, job.not_before_s or job.submit_s) for job in jobs}
     result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in jobs}
     usage: dict[str, float] = {}
     state: dict = {}
@@ -137,6 +139,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
         for ident in [ident for ident, (_, _, _, stopping) in running.items() if stopping]:
             job = running.pop(ident)[0]
             waiting.append(job)
+            since[job.id] = now_s
             result[job.id] = (None, None)
         arrived = [job for job in waiting if job.submit_s <= now_s]
         if arrived:
@@ -149,6 +152,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                 "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                              "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
                              "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
+                             "waiting_since": EPOCH + timedelta(seconds=since[job.id]),
                              **({"class": job.klass} if job.klass else {}), **gang_of(job)} for job in arrived],
                 "reservations": reservations,
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}

@@ -27,7 +27,9 @@ jobs' expected ends); before, no plan can make one, and the compressed snapshot 
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
-plus its max runtime.
+plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
+not_before, if after its submission) or, stopped by a preemption, from its stop: the tick's
+`waiting_since`.
 
 A job with bundles (a gang) goes into the snapshot with them and its strategy; placed whole by
 the planner, it holds its driver on the plan's node and each bundle on its node of the plan's
@@ -323,8 +325,10 @@ class _Simulation:
             pending["node_labels"] = job.node_labels
         if job.max_runtime_s is not None:
             pending["max_runtime_s"] = job.max_runtime_s
-        if job.waiting_s is not None:
-            pending["waiting_since"] = self.epoch + timedelta(seconds=job.waiting_s)
+        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
+        # waiting_since does), unless the job says otherwise (a forecast's).
+        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
+        pending["waiting_since"] = self.epoch + timedelta(seconds=since_s)
         if not self._schedulable(record, pending):
             record.unschedulable = True
             return
@@ -334,7 +338,7 @@ class _Simulation:
         add_to(user.wanted, record.need)
         touched.add(user)
         record.pending = pending
-        self._enqueue(record)
+        self._enqueue(record, since_s)
 
     def _schedulable(self, record: JobRecord, pending: dict) -> bool:
         """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
@@ -358,7 +362,8 @@ class _Simulation:
         self.schedulable[shape] = schedulable
         return schedulable
 
-    def _enqueue(self, record: JobRecord) -> None:
+    def _enqueue(self, record: JobRecord, since_s: float) -> None:
+        """The record waits, since `since_s` (what reserve_after counts from)."""
         job = record.job
         # The planner's order within a user: higher class, higher priority, then older, then by id
         # (shorter first).
@@ -367,9 +372,8 @@ class _Simulation:
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
-            since = job.submit_s if job.waiting_s is None else job.waiting_s
-            heapq.heappush(self.reserve_at, since + self.group.reserve_after_s)
-            heapq.heappush(self.oldest, (since, next(self.enqueued), record))
+            heapq.heappush(self.reserve_at, since_s + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (since_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.shape]
@@ -503,7 +507,8 @@ class _Simulation:
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """A victim stops: its resources come back, and it waits again in its place in the queue
-        (its submission time is kept); its next run starts from the beginning."""
+        (its submission time is kept), its wait for resources from now; its next run starts from
+        the beginning."""
         self._hold(record, -1, now_s, touched)
         del self.running[record.job.id]
         record.running = None
@@ -511,7 +516,8 @@ class _Simulation:
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
-        self._enqueue(record)
+        record.pending["waiting_since"] = self.epoch + timedelta(seconds=now_s)
+        self._enqueue(record, now_s)
         touched.add(self._user(record.job.user))
         self.outcome.events += 1
 
