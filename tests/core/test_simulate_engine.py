@@ -117,6 +117,8 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     # id -> the nodes of a running gang's bundles
     homes: dict[str, list[str]] = {}
     reservations: list = []
+    # Since when each job has waited for resources: from when it may start, from its stop.
+    since = {job.id: max(job.submit_s, job.not_before_s or job.submit_s) for job in jobs}
     result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in jobs}
     usage: dict[str, float] = {}
     state: dict = {}
@@ -138,6 +140,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
         for ident in [ident for ident, (_, _, _, stopping) in running.items() if stopping]:
             job = running.pop(ident)[0]
             waiting.append(job)
+            since[job.id] = now_s
             result[job.id] = (None, None)
         arrived = [job for job in waiting if job.submit_s <= now_s]
         if arrived:
@@ -150,6 +153,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                 "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                              "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
                              "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
+                             "waiting_since": EPOCH + timedelta(seconds=since[job.id]),
                              **({"class": job.klass} if job.klass else {}), **gang_of(job)} for job in arrived],
                 "reservations": reservations, "accounts": {name: spec.model_dump() for name, spec in (accounts or {}).items()},
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
@@ -203,6 +207,7 @@ GROUPS = [
          priority_classes=CLASSES, default_class="low"),
     dict(policy="fifo", preemption="priority", min_runtime_s=10, priority_classes=CLASSES, default_class="low",
          selector="concentrated"),
+    dict(policy="drf", reserve_after_s=10), dict(policy="fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2),
 ]
 
 
@@ -420,7 +425,12 @@ GANG_TRACES = {
 }
 GANG_GROUPS = [dict(policy="fifo"), dict(policy="drf"), dict(policy="fairshare", half_life_s=60),
                dict(policy="drf", selector="concentrated"), dict(policy="drf", selector="roundrobin"),
-               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True)]
+               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True),
+               # Reservations soon after the submissions: a reservation whose job starts frees its
+               # slot, and the plan after that one makes the next (which node its driver lands on).
+               dict(policy="fairshare", half_life_s=60, reserve_after_s=10),
+               dict(policy="drf", selector="roundrobin", reserve_after_s=10),
+               dict(policy="fifo", strict_order=True, reserve_after_s=10)]
 
 
 @pytest.mark.parametrize("options", GANG_GROUPS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()))

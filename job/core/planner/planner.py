@@ -103,6 +103,17 @@ def _homes_fit(shape: Shape, homes: list[NodeState | None] | None) -> bool:
     return shape.gang is not None and len(homes) == len(shape.gang.bundles) and None not in homes
 
 
+def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dict[str, int]]]) -> list[NodeState] | None:
+    """Where a gang fits, first fit, on the nodes' free resources and the `rooms` held on them; the
+    real nodes of its parts (bundles, then driver), None if it does not fit. Nothing is taken."""
+    copies = on_empty(nodes, "free")
+    for copy, node in zip(copies, nodes):
+        for room in rooms.get(node, ()):
+            add_to(copy.free, room)
+    chosen = place(gang, copies, first_fit)
+    return None if chosen is None else [nodes[copies.index(copy)] for copy in chosen]
+
+
 def _add_end(ends: dict[str, list[End]], where: dict, job: dict, after_s: float) -> None:
     """What `job` holds on each node of `where` (its driver on `node`, each bundle on its node of
     `bundle_nodes`), freed `after_s` from now."""
@@ -493,12 +504,17 @@ class _Planner:
             return None
         # Free resources only go down: what did not fit now will not fit later in the plan.
         shape.full = True
+        kept_off = None
+        if self.heads:
+            kept_off = self._backfill_gang(ident, shape, user)
+            if kept_off is True:
+                return None
         one_node = gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1
         decision = self.preemptor.victims_for(shape, user, value) if self.preemptor and one_node else None
         if self.group.strict_order:
             self.blocker = ident
         if decision is None:
-            return "Resources", shape
+            return ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
         self._preempt(ident, shape, user, decision)
         return "Preempting", decision
 
@@ -586,6 +602,47 @@ class _Planner:
                 self._placed(ident, node, shape, user)
                 return True
         return kept_off
+
+    def _ends_before(self, ident: str, reservation: Reservation) -> bool:
+        """Whether the job will end before the reservation's start: its max runtime is known and
+        short enough."""
+        runtime, start = self._job(ident).get("max_runtime_s"), reservation.start
+        return runtime is not None and start is not None and (start - self.snapshot.now).total_seconds() >= runtime
+
+    def _backfill_gang(self, ident: str, shape: Shape, user: UserState) -> Reservation | bool | None:
+        """A job with bundles, as `_backfill` does a plain one: placed whole (first fit, in node
+        order) on the nodes' free resources and the room held by the reservations it ends before,
+        True once placed; else the first reservation whose room it would fit with, or None."""
+        gang, nodes = shape.gang, shape.pool.nodes
+        rooms: dict[NodeState, list[dict[str, int]]] = {}
+        delayed = []
+        for reservation in self.heads:
+            if self._ends_before(ident, reservation):
+                for node, room in reservation.held.items():
+                    rooms.setdefault(node, []).append(room)
+            else:
+                delayed.append(reservation)
+        chosen = _on_room(gang, nodes, rooms)
+        if chosen is None:
+            if not delayed:
+                return None
+            for reservation in delayed:
+                for node, room in reservation.held.items():
+                    rooms.setdefault(node, []).append(room)
+            return delayed[0] if _on_room(gang, nodes, rooms) is not None else None
+        for part, node in zip((*gang.bundles, gang.driver), chosen):
+            # The held room first, as `_backfill` takes it, then its free resources: what it
+            # takes of the room is held no more, and free room stays free for others.
+            for name, amount in part.items:
+                for room in rooms.get(node, ()):
+                    taken = min(amount, room.get(name, 0))
+                    room[name] = room.get(name, 0) - taken
+                    amount -= taken
+                node.free[name] = node.free.get(name, 0) - amount
+            self.selector.placed(node)
+            self.selector.picked(part, node)
+        self._placed(ident, chosen[-1], shape, user, chosen[:-1])
+        return True
 
     def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState,
                 bundle_nodes: list[NodeState] | None = None) -> None:

@@ -24,8 +24,12 @@ Reservations for the head of the line (`group.max_reservations` above 0, the def
 waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
 it is (the job first in line is one that cannot be placed, and reservations count on the running
 jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
-tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
-plus its max runtime.
+tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
+nor is the tick after a plan that changed the reservations (a reservation whose job started frees
+its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
+plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
+not_before, if after its submission) or, stopped by a preemption, from its stop: the tick's
+`waiting_since`.
 
 A job with bundles (a gang) goes into the snapshot with them and its strategy; placed whole by
 the planner, it holds its driver on the plan's node and each bundle on its node of the plan's
@@ -159,6 +163,11 @@ def _gang(job: TraceJob) -> dict:
     return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
 
 
+def _held(reservations: list[dict]) -> set[tuple]:
+    """What reservations hold, as a plan takes them: their jobs, kinds and nodes."""
+    return {(held["job"], held.get("kind"), held["node"], tuple(held.get("bundle_nodes", ()))) for held in reservations}
+
+
 def _ready(record: JobRecord) -> float:
     """When the job may first be planned: its submission, or its not_before if later."""
     job = record.job
@@ -287,6 +296,8 @@ class _Simulation:
             while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
+            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
+            self.replan = False
             if self.pending_count:
                 self._plan(now, touched)
             for user in touched:
@@ -304,7 +315,7 @@ class _Simulation:
             if not upcoming:
                 outcome.end_s = now
                 break
-            if self.preempting and self.pending_count:
+            if (self.preempting or self.replan) and self.pending_count:
                 upcoming.append(now + self.every_s)
             tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
         return outcome
@@ -321,6 +332,10 @@ class _Simulation:
             pending["node_labels"] = job.node_labels
         if job.max_runtime_s is not None:
             pending["max_runtime_s"] = job.max_runtime_s
+        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
+        # waiting_since does), unless the job says otherwise (a forecast's).
+        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
+        pending["waiting_since"] = self.epoch + timedelta(seconds=since_s)
         if not self._schedulable(record, pending):
             record.unschedulable = True
             return
@@ -330,7 +345,7 @@ class _Simulation:
         add_to(user.wanted, record.need)
         touched.add(user)
         record.pending = pending
-        self._enqueue(record)
+        self._enqueue(record, since_s)
 
     def _schedulable(self, record: JobRecord, pending: dict) -> bool:
         """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
@@ -354,7 +369,8 @@ class _Simulation:
         self.schedulable[shape] = schedulable
         return schedulable
 
-    def _enqueue(self, record: JobRecord) -> None:
+    def _enqueue(self, record: JobRecord, since_s: float) -> None:
+        """The record waits, since `since_s` (what reserve_after counts from)."""
         job = record.job
         # The planner's order within a user: higher class, higher priority, then older, then by id
         # (shorter first).
@@ -363,8 +379,8 @@ class _Simulation:
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
-            heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
-            heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
+            heapq.heappush(self.reserve_at, since_s + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (since_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.shape]
@@ -412,7 +428,11 @@ class _Simulation:
                 record = self.running[victim]
                 record.stopping = record.running["stopping"] = True
                 self.victims.append(record)
-        self.reservations = result.reservations or []
+        # A reservation that ended (its job started) frees a slot that only the next plan gives,
+        # and a new one changes what the next plan holds: that plan is not skipped.
+        after = result.reservations or []
+        self.replan = _held(after) != _held(self.reservations)
+        self.reservations = after
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
@@ -496,7 +516,8 @@ class _Simulation:
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """A victim stops: its resources come back, and it waits again in its place in the queue
-        (its submission time is kept); its next run starts from the beginning."""
+        (its submission time is kept), its wait for resources from now; its next run starts from
+        the beginning."""
         self._hold(record, -1, now_s, touched)
         del self.running[record.job.id]
         record.running = None
@@ -504,7 +525,8 @@ class _Simulation:
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
-        self._enqueue(record)
+        record.pending["waiting_since"] = self.epoch + timedelta(seconds=now_s)
+        self._enqueue(record, now_s)
         touched.add(self._user(record.job.user))
         self.outcome.events += 1
 
