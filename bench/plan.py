@@ -14,6 +14,10 @@ process's CPU time, which the load of a shared machine does not inflate. Last, o
 largest one's slowest plan, its growth from the size before and its validation per million jobs
 against the budgets (README, Performance: for 1,000,000 jobs after 100,000).
 
+With --accounts, each policy and selector also plans the same snapshot with its 1,000 users in a
+tree of accounts (4 divisions of 5 teams, 50 users a team), and prints the time beside the flat
+plan: the ratio is what fair share down the tree costs.
+
 With --preemption, each policy and selector also plans the same snapshot with two priority classes
 (1% of pending jobs high, every running job low and started an hour ago) under `priority` and
 `fairshare` preemption, and prints the time beside the plan without classes: the ratio is what
@@ -147,7 +151,16 @@ def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
                                     "pending": pending})
 
 
-def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False) -> dict:
+def with_accounts(shot: Snapshot) -> Snapshot:
+    """The snapshot with its users in 4 divisions of 5 teams each, 50 users a team."""
+    accounts = {f"div{d}": {"shares": 1 + d % 2} for d in range(4)}
+    accounts.update({f"team{t}": {"parent": f"div{t // 5}", "shares": 1 + t % 3} for t in range(20)})
+    users = {name: {**spec.model_dump(), "account": f"team{index // 50}"} for index, (name, spec) in
+             enumerate(sorted(shot.users.items()))}
+    return Snapshot.model_validate({**shot.model_dump(), "users": users, "accounts": accounts})
+
+
+def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = False, teams: bool = False) -> dict:
     document = snapshot(pending)
     text = json.dumps(document)
     del document
@@ -173,6 +186,11 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
                 f"  placed {len(result.placements):>6,}  waiting {len(result.waiting):>9,}",
                 flush=True,
             )
+            if teams:
+                tree = with_accounts(shot)
+                down, _ = median_time(lambda: plan(tree), repeat)
+                print(f"    + accounts (4x5 teams) plan {down:7.3f}s  ratio to flat {down / seconds:5.2f}  "
+                      f"placed {len(plan(tree).placements):>6,}", flush=True)
             for mode in ("priority", "fairshare") if preemption else ():
                 classed = with_preemption(shot, mode)
                 with_classes, _ = median_time(lambda: plan(classed), repeat)
@@ -220,11 +238,12 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--selectors", default=",".join(SELECTORS))
     parser.add_argument("--preemption", action="store_true", help="also plan with priority classes and preemption")
+    parser.add_argument("--accounts", action="store_true", help="also plan with the users in a tree of accounts")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     policies, selectors = args.policies.split(","), args.selectors.split(",")
     if args.one:
-        figures = run_size(size(args.one), args.repeat, policies, selectors, args.preemption)
+        figures = run_size(size(args.one), args.repeat, policies, selectors, args.preemption, args.accounts)
         print(FIGURES + json.dumps(figures))
         return
     figures = []
@@ -232,7 +251,8 @@ def main() -> None:
         # A process per size: its max RSS is then this size's peak memory.
         done = subprocess.run(
             [sys.executable, __file__, "--one", text, "--repeat", str(args.repeat), "--policies", args.policies,
-             "--selectors", args.selectors, *(["--preemption"] if args.preemption else [])],
+             "--selectors", args.selectors, *(["--preemption"] if args.preemption else []),
+             *(["--accounts"] if args.accounts else [])],
             check=True, stdout=subprocess.PIPE, text=True,
         )
         for line in done.stdout.splitlines():

@@ -15,6 +15,7 @@ FAMILIES: dict[str, dict[str, str]] = {
     },
     "groups": {"group": "manage resource groups"},
     "users": {"user": "manage users and their shares"},
+    "accounts": {"account": "manage accounts (teams above users)"},
     "plan": {"plan": "run the planner on a snapshot file and print the plan (no database, no Ray)"},
     "simulate": {"simulate": "replay a workload through the planner and compare policies (no database, no Ray)"},
     "scheduler": {

@@ -87,7 +87,26 @@ def job_json(row: dict) -> dict:
         # Pending jobs' place in plan order and estimated start, as the last tick worked them out
         # (None past the first 1,000 in line, or before the first tick; the basis says why none).
         **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(row))),
+        # A pending job's reservation (None: it holds none): why it holds it (`preemption`, `head`),
+        # its nodes (its driver's first) and when it is expected to start there (None: not known).
+        "reservation": _reservation(row),
+        "expected_start": iso(_reserved_start(row)),
     }
+
+
+def _reserved(row: dict) -> bool:
+    return row["state"] == states.PENDING and row["reserved_node"] is not None
+
+
+def _reservation(row: dict) -> dict | None:
+    if not _reserved(row):
+        return None
+    nodes = [row["reserved_node"], *(row["reserved_bundle_nodes"] or ())]
+    return {"kind": row["reserved_kind"] or "preemption", "nodes": list(dict.fromkeys(nodes))}
+
+
+def _reserved_start(row: dict) -> datetime | None:
+    return row["reserved_start"] if _reserved(row) else None
 
 
 def _estimate(row: dict) -> tuple:
@@ -99,6 +118,10 @@ def _estimate(row: dict) -> tuple:
 
 
 def _est_start(row: dict, now: datetime) -> str:
+    """A reserved job's expected start is its reservation's; another's, the forecast's."""
+    if _reserved(row):
+        start = row["reserved_start"]
+        return "unknown" if start is None else time_of_day(max(start, now), now)
     if row["state"] != states.PENDING or row["estimate_basis"] is None:
         return "-"
     return "unknown" if row["estimated_start_at"] is None else time_of_day(row["estimated_start_at"], now)
@@ -171,9 +194,9 @@ def list_jobs(args: argparse.Namespace) -> int:
     print_table(
         [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_footprint(row),
           "class": row["priority_class"] or "-", "why": _why(row), "pos": _estimate(row)[0],
-          "est_start": _est_start(row, now)} for row in rows],
-        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "submitted_at", "pos",
-         "est_start", "why"],
+          "reserved": (_reservation(row) or {}).get("nodes"), "est_start": _est_start(row, now)} for row in rows],
+        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "reserved", "submitted_at",
+         "pos", "est_start", "why"],
     )
     return 0
 
@@ -214,7 +237,9 @@ def show(args: argparse.Namespace) -> int:
     if row["max_runtime_s"] is not None:
         job["max_runtime_s"] = format_duration(row["max_runtime_s"])
     job["why"] = _why(row)
-    del job["position"], job["estimated_start_at"], job["estimate_basis"]
+    del job["position"], job["estimated_start_at"], job["estimate_basis"], job["reservation"], job["expected_start"]
+    if _reserved(row):
+        job["reserved"] = _reserved_words(row)
     if row["state"] == states.PENDING and row["estimate_basis"] is not None:
         job["position"] = row["queue_position"]
         start = row["estimated_start_at"]
@@ -222,3 +247,15 @@ def show(args: argparse.Namespace) -> int:
                                   f"about {time_of_day(start, datetime.now(timezone.utc))}, {row['estimate_basis']}")
     print_fields(job)
     return 0
+
+
+def _reserved_words(row: dict) -> str:
+    """A reservation as `show` says it: `node n-3 (first in line), expected to start about 14:20 UTC`."""
+    held = _reservation(row)
+    why = "first in line" if held["kind"] == "head" else "it preempted there"
+    nodes = f"node{'s' if len(held['nodes']) > 1 else ''} {', '.join(held['nodes'])} ({why})"
+    if held["kind"] != "head":
+        return f"{nodes}, to start once its victims have stopped"
+    start = row["reserved_start"]
+    now = datetime.now(timezone.utc)
+    return f"{nodes}, expected to start " + ("at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}")

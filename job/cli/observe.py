@@ -8,6 +8,7 @@ import argparse
 from job import log
 from job.cli.output import format_resources, iso, print_json, print_table
 from job.cli.parsing import command, database, job_id
+from job.core.accounts import walk
 from job.core.errors import BadInput
 from job.core.resources import UNIT
 from job.core.units import parse_duration
@@ -39,7 +40,7 @@ def _ratio(value: float | None) -> str | None:
 
 
 def share_json(row) -> dict:
-    return {"group": row.group, "user": row.user, "shares": row.shares,
+    return {"group": row.group, "user": row.user, "account": row.account, "shares": row.shares,
             "normalized_shares": row.normalized_shares, "usage": row.usage,
             "normalized_usage": row.normalized_usage, "dominant_share": row.dominant_share, "score": row.score,
             "entitlement": row.entitlement, "running": row.running, "pending": row.pending,
@@ -58,17 +59,33 @@ def share(args: argparse.Namespace) -> int:
     if not rows:
         print("no user has jobs or usage" + (f" in group {args.group}" if args.group else ""))
         return 0
-    print_table(
-        [{"group": row.group, "user": row.user, "shares": row.shares, "norm_shares": _ratio(row.normalized_shares),
-          "usage": f"{row.usage:.1f}", "norm_usage": _ratio(row.normalized_usage),
-          "dominant": _ratio(row.dominant_share), "score": _ratio(row.score), "entitled": _ratio(row.entitlement),
-          "running": row.running, "pending": row.pending,
-          "waiting": ",".join(f"{reason}={count}" for reason, count in sorted(row.waiting.items()))}
-         for row in rows],
-        ["group", "user", "shares", "norm_shares", "usage", "norm_usage", "dominant", "score", "entitled",
-         "running", "pending", "waiting"],
-    )
+    columns = ["shares", "norm_shares", "usage", "norm_usage", "dominant", "score", "entitled", "running", "pending",
+               "waiting"]
+    if not report.accounts:
+        print_table([_figures(row, row.user) for row in rows], ["group", "user", *columns])
+        return 0
+    print_table([line for group in report.groups for line in _tree_lines(report, group["name"])],
+                ["group", "account/user", *columns])
     return 0
+
+
+def _tree_lines(report, group: str) -> list[dict]:
+    """The group's accounts and users as a tree: an account (`name/`) followed by its subtree."""
+    users = {row.user: row for row in report.shares[group]}
+    teams = {row.account: row for row in report.accounts.get(group, [])}
+    placed = walk({name: row.parent for name, row in teams.items()}, {name: row.account for name, row in users.items()})
+    return [_figures(teams[name] if kind == "account" else users[name], "  " * depth + name + ("/" if kind == "account" else ""))
+            for depth, name, kind in placed]
+
+
+def _figures(row, name: str) -> dict:
+    """One line of `share`: a user's figures, or an account's (of its subtree)."""
+    waiting = getattr(row, "waiting", None)
+    return {"group": row.group, "user": name, "account/user": name, "shares": row.shares,
+            "norm_shares": _ratio(row.normalized_shares), "usage": f"{row.usage:.1f}",
+            "norm_usage": _ratio(row.normalized_usage), "dominant": _ratio(row.dominant_share), "score": _ratio(row.score),
+            "entitled": _ratio(row.entitlement), "running": row.running, "pending": row.pending,
+            "waiting": None if waiting is None else ",".join(f"{reason}={count}" for reason, count in sorted(waiting.items()))}
 
 
 def event_json(row: dict) -> dict:
@@ -87,6 +104,8 @@ def describe_event(row: dict) -> str:
                    f"usage {details['usage']:g}, dominant share {details['dominant_share']:.4g}), lowest first")
         else:
             why = f"{details['policy']}: priority {details['priority']}, submitted {details['submitted_at']}"
+        for level in details.get("accounts", ()):
+            why += f"; account {level['account']}: score {level['score']:.4g} (shares {level['shares']:g})"
         if details.get("class"):
             why = f"class {details['class']}, {why}"
         text = f"{text}; {why}" if text else why

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     import psycopg
 
 
-def parser_of(subparsers, name: str) -> argparse.ArgumentParser:
-    """The parser of a command of `python -m job`, with its line of `--help` (cli/commands.py)."""
-    return subparsers.add_parser(name, help=HELP[name], description=HELP[name])
+def parser_of(subparsers, name: str, description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of a command of `python -m job`, with its line of `--help` (cli/commands.py), which
+    is also its own help's description unless it has a longer one."""
+    return subparsers.add_parser(name, help=HELP[name], description=description or HELP[name])
 
 
 def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int], help: str | None = None,

@@ -13,12 +13,13 @@ from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
 from job.core.errors import BadInput
-from job.core.planner.snapshot import Group
+from job.core.accounts import walk
+from job.core.planner.snapshot import Account, Group, User, check_tree
 from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json
 from job.core.simulate.engine import Outcome, simulate
 from job.core.simulate.generate import generate
-from job.core.simulate.metrics import summarise, windows
+from job.core.simulate.metrics import summarise, tree_figures, windows
 from job.core.simulate.trace import Trace, parse_csv, parse_swf
 from job.core.specs import GroupSpec, validated
 from job.core.units import format_duration
@@ -47,6 +48,11 @@ def register(sub) -> None:
     p.add_argument("--compare", action="append", metavar="K=V,...",
                    help="a configuration to run, as group options over the others, e.g. policy=drf or "
                         "policy=fairshare,half_life=1h (repeatable)")
+    p.add_argument("--account", action="append", metavar="NAME=SHARES[@PARENT]",
+                   help="an account (team) of the simulated group, under PARENT (default: the root) (repeatable)")
+    p.add_argument("--user", action="append", metavar="NAME=SHARES[@ACCOUNT]",
+                   help="a user's shares and account (default: shares 1, the root) (repeatable)")
+    p.add_argument("--until", metavar="DURATION", help="end the simulation at this virtual time (figures over that span)")
     p.add_argument("--plot", metavar="FILE", help="draw each user's share over time per configuration (.png or .svg; "
                                                   "needs matplotlib: pip install 'job[plot]')")
     p.add_argument("--jobs-out", metavar="FILE.csv",
@@ -64,6 +70,8 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     every_s = positive_duration(args.every, "--every")
     window_s = positive_duration(args.window, "--window")
+    until_s = None if args.until is None else positive_duration(args.until, "--until")
+    accounts, people = _tree(args.account, args.user)
     if args.plot:
         from job.cli import plot
         plot.check(args.plot)
@@ -77,13 +85,13 @@ def run(args: argparse.Namespace) -> int:
     for name, group in configurations:
         started = time.perf_counter()
         try:
-            outcome = simulate(trace.jobs, nodes, group, every_s=every_s)
+            outcome = simulate(trace.jobs, nodes, group, users=people, every_s=every_s, accounts=accounts, until_s=until_s)
         except ValueError as exc:
             # What the trace asks that the configuration has not (a class, say).
             raise BadInput(f"{source}: {exc} (configuration {name})") from None
         rows += _job_rows(outcome, name if len(configurations) > 1 else None)
         shares = windows(outcome, window_s)
-        figures = summarise(outcome, shares)
+        figures = {**summarise(outcome, shares), **tree_figures(outcome, accounts)}
         elapsed = time.perf_counter() - started
         results.append({"name": name, "group": group.model_dump(exclude={"name"}), "figures": figures,
                         "elapsed_s": round(elapsed, 3), "events_per_s": round(outcome.events / elapsed) if elapsed else None,
@@ -101,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(trace.jobs)} jobs from {users} users" + (f" ({trace.skipped} skipped)" if trace.skipped else "")
           + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
     print_table([_row(result, totals) for result in results], _columns(totals))
+    if accounts:
+        print()
+        print_table([{"configuration": result["name"], "account": "  " * depth + name,
+                      **_team_row(result["figures"]["accounts"][name])}
+                     for result in results for depth, name, _ in walk({n: a.parent for n, a in accounts.items()})],
+                    ["configuration", "account", "received", "entitled", "wait_mean"])
     if args.plot:
         print(f"plot written to {args.plot}")
     return 0
@@ -223,6 +237,44 @@ def _trace(args: argparse.Namespace, totals: dict[str, float]) -> Trace:
     if not trace.jobs:
         raise BadInput(f"{args.trace}: no jobs in the trace")
     return trace
+
+
+def _tree(accounts: list[str] | None, users: list[str] | None) -> tuple[dict[str, Account], dict[str, User]]:
+    """`--account NAME=SHARES[@PARENT]` and `--user NAME=SHARES[@ACCOUNT]` as the planner's accounts
+    and users; a bad share, an unknown parent or account, a name given twice or a cycle refused."""
+    teams = {name: Account(shares=shares, parent=parent)
+             for name, shares, parent in _members(accounts, "--account", "NAME=SHARES[@PARENT]")}
+    people = {name: User(shares=shares, account=account)
+              for name, shares, account in _members(users, "--user", "NAME=SHARES[@ACCOUNT]")}
+    try:
+        check_tree(teams, people)
+    except ValueError as exc:
+        raise BadInput(f"--account/--user: {exc}") from None
+    return teams, people
+
+
+def _members(items: list[str] | None, option: str, form: str) -> list[tuple[str, float, str | None]]:
+    found, seen = [], set()
+    for item in items or ():
+        name, sep, rest = item.partition("=")
+        amount, _, parent = rest.partition("@")
+        try:
+            shares = float(amount)
+        except ValueError:
+            shares = None
+        if not sep or not name or shares is None or not 0 < shares < float("inf"):
+            raise BadInput(f"{option} {item}: give {form}, with SHARES a number above 0")
+        if name in seen:
+            raise BadInput(f"{option} {item}: {name!r} is given twice")
+        seen.add(name)
+        found.append((name, shares, parent or None))
+    return found
+
+
+def _team_row(figures: dict) -> dict:
+    wait = figures["wait_mean_s"]
+    return {"received": f"{figures['received']:.3f}", "entitled": f"{figures['entitled']:.3f}",
+            "wait_mean": None if wait is None else format_duration(round(wait))}
 
 
 def _columns(totals: Resources) -> list[str]:

@@ -19,6 +19,9 @@ def register(sub) -> None:
     p.add_argument("--shares", help="weight in fair share (default 1)")
     p.add_argument("--max-running", metavar="N", help="at most N running jobs of this user per group")
     p.add_argument("--max-resources", action="append", metavar="NAME=AMOUNT", help="resource cap per group (repeatable)")
+    team = p.add_mutually_exclusive_group()
+    team.add_argument("--account", metavar="NAME", help="the user's account (team); default: none, the root")
+    team.add_argument("--no-account", action="store_true", help="take the user out of its account, to the root")
     command(actions, "show", user_show, "one user, with usage per group", json_output=True).add_argument("name")
     command(actions, "list", user_list, "every user", json_output=True)
 
@@ -28,14 +31,16 @@ def user_set(args: argparse.Namespace) -> int:
         current = users.get_user(conn, args.name) or {}
         fields = {field: current[field] for field in UserSpec.model_fields if field in current}
         fields["name"] = args.name
-        for option, field in (("shares", "shares"), ("max_running", "max_running")):
+        for option, field in (("shares", "shares"), ("max_running", "max_running"), ("account", "account")):
             if getattr(args, option) is not None:
                 fields[field] = getattr(args, option)
+        if args.no_account:
+            fields["account"] = None
         if args.max_resources is not None:
             fields["max_resources"] = pairs(args.max_resources, "--max-resources")
         spec = validated(UserSpec, fields)
         users.upsert_user(conn, spec)
-    print(f"user {spec.name} {'updated' if current else 'added'}: shares={spec.shares:g}")
+    print(f"user {spec.name} {'updated' if current else 'added'}: shares={spec.shares:g} account={spec.account or '-'}")
     return 0
 
 
@@ -69,5 +74,5 @@ def user_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{**_user_json(row), "pending": row["pending"], "active": row["active"]} for row in rows])
         return 0
-    print_table(rows, ["name", "shares", "max_running", "pending", "active"])
+    print_table(rows, ["name", "account", "shares", "max_running", "pending", "active"])
     return 0

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import limits_of
-from job.core.resources import Resources, accumulate, describe, fits, footprint
+from job.core.planner.snapshot import account_path, limits_of
+from job.core.resources import Resources, accumulate, describe, fits, footprint, to_units
 from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone (kept off a reserved node too): those the cluster
@@ -140,31 +140,41 @@ class _Bins:
 
 
 class _Limits:
-    """Each user's running jobs and resources, as the plan leaves them, to hold back from the
-    demand the jobs a user's limits would keep waiting once the cluster grew."""
+    """Each user's and account's running jobs and resources, as the plan leaves them, to hold back
+    from the demand the jobs their limits would keep waiting once the cluster grew."""
 
     def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
         self.snapshot = snapshot
-        self.running: dict[str, int] = {}
-        self.used: dict[str, dict[str, int]] = {}
+        # Keyed by user name, and by ("account", name) for accounts.
+        self.running: dict[str | tuple, int] = {}
+        self.used: dict[str | tuple, dict[str, int]] = {}
         for job in snapshot.running:
             self.add(job["user"], request(job)[0])
         for placement in plan.placements:
             job = pending[placement["job"]]
             self.add(job["user"], request(job)[0])
 
+    def _keys(self, user: str) -> list:
+        spec = self.snapshot.users.get(user)
+        return [user, *(("account", name) for name in account_path(self.snapshot.accounts, spec and spec.account))]
+
     def add(self, user: str, need: Resources) -> None:
-        self.running[user] = self.running.get(user, 0) + 1
-        accumulate(self.used.setdefault(user, {}), need)
+        for key in self._keys(user):
+            self.running[key] = self.running.get(key, 0) + 1
+            accumulate(self.used.setdefault(key, {}), need)
 
     def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
         later = job.get("not_before")
         if later is not None and later > self.snapshot.now:
             return False
-        most, cap = limits_of(self.snapshot.group, self.snapshot.users.get(job["user"]))
-        if most is not None and self.running.get(job["user"], 0) >= most:
-            return False
-        return cap is None or need.within(cap, self.used.get(job["user"], {}))
+        user, *accounts = self._keys(job["user"])
+        limits = [(user, *limits_of(self.snapshot.group, self.snapshot.users.get(user)))]
+        for key in accounts:
+            spec = self.snapshot.accounts[key[1]]
+            cap = None if spec.max_resources is None else {name: to_units(a) for name, a in spec.max_resources.items()}
+            limits.append((key, spec.max_running, cap))
+        return all((most is None or self.running.get(key, 0) < most)
+                   and (cap is None or need.within(cap, self.used.get(key, {}))) for key, most, cap in limits)
 
 
 def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:

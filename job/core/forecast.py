@@ -7,7 +7,9 @@ in plan order, their position and estimated start. Plan order is the order of th
 the jobs it places, then the waiting ones as the planner considered them.
 
 A job of unknown run time, running or started on the way, is taken never to end: what can start
-only once it ends gets no estimate (None), rather than a guess. Victims of a preemption stop at the
+only once it ends gets no estimate (None), rather than a guess. Reservations for the head of the
+line are the planner's, in the simulation as in the tick: those of the snapshot are kept on their
+nodes, and a job's wait counts from its `waiting_since`. Victims of a preemption stop at the
 next tick, as in the simulation. Pure: no clock (the snapshot's `now`), deterministic.
 
 `carried`: how many pending jobs, in plan order, the simulation carries (None: all). The tick
@@ -64,7 +66,7 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],
             run_s=math.inf if run is None else run, priority=job.get("priority", 0), klass=job.get("class"),
             node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before")),
-            max_runtime_s=job.get("max_runtime_s")))
+            max_runtime_s=job.get("max_runtime_s"), waiting_s=seconds(job.get("waiting_since"))))
     running = [
         # The snapshot does not say when a running job was submitted: its start stands for it.
         Running(job=TraceJob(id=job["id"], user=job["user"], submit_s=seconds(job.get("started_at")) or 0.0,
@@ -75,7 +77,8 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         for job in snapshot.running
     ]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
-    outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start)
+    outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start,
+                       accounts=snapshot.accounts)
     first_start = {}
     for record in outcome.records:
         runs = [start_s for _, start_s, _ in record.stopped] + ([record.start_s] if record.start_s is not None else [])

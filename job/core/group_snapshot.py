@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
 from job.core.group import GroupConfig
+from job.core.estimates import RunTimes
 from job.core.jobs import ActiveJob
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
@@ -49,6 +50,51 @@ class PendingRow(NamedTuple):
     # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
     bundles: str | None = None
     bundle_strategy: str | None = None
+    # Its reservation's kind ("preemption", "head"), its bundles' nodes and its expected start
+    # (`Held`), and since when it has waited for resources (None: not yet).
+    reserved_kind: str | None = None
+    reserved_bundle_nodes: list[str] | None = None
+    reserved_start: datetime | None = None
+    waiting_since: datetime | None = None
+
+
+class Held(NamedTuple):
+    """A reservation as the tick stores it: the driver's node, why it is held, the node of each
+    bundle (None: all on `node`) and its expected start (a preemption's: None, it starts as soon as
+    its victims have stopped; a head-of-line one's: None when not known)."""
+
+    node: str
+    kind: str = "preemption"
+    bundle_nodes: tuple[str, ...] | None = None
+    start: datetime | None = None
+
+
+# The waiting reasons of a job that waits for resources: its wait, that `reserve_after` counts,
+# runs from the first tick that gave it one of them.
+WAITS_FOR_RESOURCES = (states.Reason.RESOURCES, states.Reason.RESERVED, states.Reason.PREEMPTING)
+
+
+def expired(row: PendingRow, timeout_s: float, now: datetime) -> bool:
+    """Whether a stored reservation has ended by time: one rule for both kinds, the group's start
+    timeout past its due time, that is its expected start as the last plan judged it (a
+    preemption's: when it was made, its victims being stopped at once). A head-of-line one whose
+    start is not known is not due."""
+    due = row.reserved_start if row.reserved_kind == "head" else row.reserved_start or row.reserved_at
+    return due is not None and now - due > timedelta(seconds=timeout_s)
+
+
+def _stored(row: PendingRow) -> Held:
+    return Held(row.reserved_node, row.reserved_kind or "preemption",
+                None if row.reserved_bundle_nodes is None else tuple(row.reserved_bundle_nodes),
+                row.reserved_start if row.reserved_kind == "head" else None)
+
+
+def _reservation(job: str, held: Held) -> dict:
+    """A stored reservation as the snapshot gives it to the planner."""
+    record = {"job": job, "node": held.node, "kind": held.kind}
+    if held.bundle_nodes is not None:
+        record["bundle_nodes"] = list(held.bundle_nodes)
+    return record
 
 
 # How long after Ray reported a job of ours ended its resources count as ours on its node: Ray frees
@@ -147,7 +193,6 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
     requests: dict[str, dict | str] = {}
     labels: dict[str, dict | str] = {}
     jobs, invalid, reservations = [], {}, []
-    held_since = now - timedelta(seconds=group.start_timeout_s)
     for row in pending:
         request = requests.get(row.resources)
         if request is None:
@@ -174,8 +219,10 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
             job["class"] = row.priority_class
         if row.max_runtime_s is not None:
             job["max_runtime_s"] = row.max_runtime_s
-        if row.reserved_node is not None and row.reserved_at >= held_since:
-            reservations.append({"job": job["id"], "node": row.reserved_node})
+        # A job whose wait for resources has not begun before this tick begins it now.
+        job["waiting_since"] = row.waiting_since or now
+        if row.reserved_node is not None and not expired(row, group.start_timeout_s, now):
+            reservations.append(_reservation(job["id"], _stored(row)))
         jobs.append(job)
     return jobs, invalid, reservations
 
@@ -198,7 +245,8 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None) -> tuple[Snapshot, dict[int, str]]:
+                   use: Observed | None = None, accounts: list[dict] = (),
+                   run_times: RunTimes | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -214,7 +262,9 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
-    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved."""
+    either. The snapshot's state holds RELEASING as it stands after this tick, to be saved.
+    `accounts`: every account (name, parent, shares, limits), the users naming theirs.
+    `run_times`: the tick's estimates of run times, for the running jobs without a max runtime."""
     classes = group.class_names
     jobs, invalid, reservations = _pending_jobs(group, pending, now)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
@@ -231,11 +281,13 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j),
+                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j, now, run_times),
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
         "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
-                              "max_resources": u["max_resources"]} for u in users},
+                              "max_resources": u["max_resources"], "account": u.get("account")} for u in users},
+        "accounts": {a["name"]: {"parent": a["parent"], "shares": a["shares"], "max_running": a["max_running"],
+                                 "max_resources": a["max_resources"]} for a in accounts},
         "state": state,
     })
     snapshot.pending = jobs
@@ -250,12 +302,18 @@ def _held_bundles(job: ActiveJob) -> dict:
     return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK", "bundle_nodes": job.bundle_nodes}
 
 
-def _expected_end(job: ActiveJob) -> dict:
-    """A started job with a max runtime ends by then: what a reservation for the head of the line
-    counts on (docs/planner.md, "Reservations and backfill")."""
-    if job.state != states.RUNNING or job.started_at is None or job.max_runtime_s is None:
+def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
+    """When a placed job is expected to end, what a reservation for the head of the line counts on
+    (docs/planner.md, "Reservations and backfill"): its start (not started yet: now) plus its max
+    runtime where set, else the tick's estimate of its run time (core/estimates.py); none when
+    neither is known."""
+    seconds = job.max_runtime_s
+    if seconds is None and run_times is not None:
+        seconds = run_times.of(job.user_name, job.resources, None, job.bundles).seconds
+    if seconds is None:
         return {}
-    return {"expected_end": job.started_at + timedelta(seconds=job.max_runtime_s)}
+    started = job.started_at if job.state == states.RUNNING and job.started_at is not None else now
+    return {"expected_end": started + timedelta(seconds=seconds)}
 
 
 def _stopping(job: ActiveJob) -> bool:
@@ -273,9 +331,8 @@ class Decisions:
     waiting: list[tuple[int, str, str]]
     # Victim -> the job it makes room for.
     victims: dict[int, int]
-    # Job -> the node it holds room on, as the preemptions' reservations stand after the plan (a
-    # head-of-line one is judged again by every plan, from the queue as it then stands).
-    reservations: dict[int, str]
+    # Job -> its reservation, as the reservations stand after the plan.
+    reservations: dict[int, Held]
     # Job -> the node planned for each of its bundles, for the placed jobs that have bundles.
     bundle_nodes: dict[int, list[str]]
 
@@ -284,12 +341,20 @@ class Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
                    [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
-                   {int(r["job"]): r["node"] for r in plan.reservations or [] if r.get("kind", "preemption") == "preemption"},
+                   {int(r["job"]): _held(r) for r in plan.reservations or []},
                    {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})
 
 
-def reservation_changes(pending: list[PendingRow], after: dict[int, str]) -> dict[int, str | None]:
+def _held(record: dict) -> Held:
+    kind = record.get("kind", "preemption")
+    homes = record.get("bundle_nodes")
+    return Held(record["node"], kind, None if homes is None else tuple(homes),
+                record.get("expected_start") if kind == "head" else None)
+
+
+def reservation_changes(pending: list[PendingRow], after: dict[int, Held]) -> dict[int, Held | None]:
     """The pending jobs whose reservation the plan changed (`after`, Decisions.reservations): id ->
-    its node, None where it ended (the job placed, or its reservation expired or no longer valid)."""
-    before = {row.id: row.reserved_node for row in pending if row.reserved_node is not None}
+    the reservation, None where it ended (the job placed, or its reservation expired or no longer
+    valid). A head-of-line one whose expected start moved is written again."""
+    before = {row.id: _stored(row) for row in pending if row.reserved_node is not None}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}

@@ -447,13 +447,41 @@ class UserSpec(_Spec):
     shares: float = Field(default=1.0, gt=0, le=1e9)
     max_running: int | None = Field(default=None, gt=0, le=INT32_MAX)
     max_resources: dict[str, float] | None = None
+    # Its account (team); None: the root.
+    account: str | None = None
 
     _name = field_validator("name")(lambda value: _check_name(value, USER_NAME, "user"))
+    _account = field_validator("account")(lambda value: value if value is None else _check_name(value, NAME, "account"))
+    _limits = field_validator("max_resources", mode="before")(lambda value: _limits(value))
 
-    @field_validator("max_resources", mode="before")
+
+def _limits(value: Any) -> dict[str, float] | None:
+    """A user's or an account's most resources: none for no limit or an empty one."""
+    return None if value is None else parse_resources(value) or None
+
+
+class AccountSpec(_Spec):
+    """A team: its users and child accounts share its part (docs/planner.md, "Accounts")."""
+
+    name: str
+    # None: a top account, child of the root.
+    parent: str | None = None
+    shares: float = Field(default=1.0, gt=0, le=1e9)
+    max_running: int | None = Field(default=None, gt=0, le=INT32_MAX)
+    max_resources: dict[str, float] | None = None
+
+    _name = field_validator("name")(lambda value: _check_name(value, NAME, "account"))
+    _limits = field_validator("max_resources", mode="before")(lambda value: _limits(value))
+
+    @field_validator("parent")
     @classmethod
-    def _limits(cls, value: Any) -> dict[str, float] | None:
-        return None if value is None else parse_resources(value) or None
+    def _parent(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        _check_name(value, NAME, "account")
+        if value == info.data.get("name"):
+            raise ValueError(f"account {value!r} cannot be its own parent")
+        return value
 
 
 def validated(model: type[_Spec], fields: dict[str, Any], context: dict[str, Any] | None = None):

@@ -75,6 +75,8 @@ class Reason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     USER_JOB_LIMIT = "UserJobLimit"
     USER_RESOURCE_LIMIT = "UserResourceLimit"
+    ACCOUNT_JOB_LIMIT = "AccountJobLimit"
+    ACCOUNT_RESOURCE_LIMIT = "AccountResourceLimit"
     NOT_BEFORE = "NotBefore"
     PRIORITY = "Priority"
     PREEMPTING = "Preempting"

@@ -19,7 +19,7 @@ from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.group import GroupConfig
-from job.core.estimates import RECENT, estimate
+from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
 from job.core.jobs import Intent, Victim
 from job.core.observed import ClusterWork, observe, record
@@ -34,7 +34,7 @@ from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
-from job.store import events, groups, tick_jobs, users
+from job.store import accounts, events, groups, tick_jobs, users
 from job.store.connection import connect, session
 
 
@@ -178,8 +178,11 @@ class _GroupTick:
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
         pending = tick_jobs.pending_jobs(self.conn, self.name)
         state = groups.group_state(self.conn, self.name)
+        # The recent run times: the running jobs' expected ends, that reservations count on.
+        recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
         snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
-                                           state, done.ended, seen.use)
+                                           state, done.ended, seen.use, accounts.tree(self.conn),
+                                           RunTimes(recent))
         decided = plan(snapshot)
         # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
         demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
@@ -192,10 +195,9 @@ class _GroupTick:
         step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
                         saved, demand=demand)
         if not dry_run:  # what only the commit writes
-            recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
             step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
-                                                     decisions.placements, pending))
+                                                     decisions.placements, pending, snapshot.accounts))
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
@@ -217,7 +219,7 @@ class _GroupTick:
                                                          step.decisions.bundle_nodes)
         events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
                                            if i.id in step.figures})
-        tick_jobs.set_waiting(self.conn, step.changed)
+        tick_jobs.set_waiting(self.conn, step.changed, now)
         self.result.reasons_written = len(step.changed)
         tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in step.estimates.items()})
         victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)

@@ -56,12 +56,33 @@ def _users(report: Report) -> Iterator[Metric]:
         "score": ("job_user_score", "The policy's score of the user (lowest goes first; drf and fairshare)"),
     }
     made = {key: GaugeMetricFamily(name, text, labels=["group", "user"]) for key, (name, text) in figures.items()}
+    # The user's account as an info metric (join with `* on(group, user) group_left(account)`), so
+    # that moving a user to another account starts no new series of its figures.
+    accounts = GaugeMetricFamily("job_user_account_info", "The user's account ('' for none: the root)",
+                                 labels=["group", "user", "account"])
     for group, rows in report.shares.items():
         for row in rows:
+            accounts.add_metric([group, row.user, row.account or ""], 1)
             for key, metric in made.items():
                 value = getattr(row, key)
                 if value is not None:
                     metric.add_metric([group, row.user], value)
+    yield from made.values()
+    yield accounts
+    yield from _accounts(report, figures)
+
+
+def _accounts(report: Report, figures: dict[str, tuple[str, str]]) -> Iterator[Metric]:
+    """The user figures per account, of its subtree (core/share.py AccountShare)."""
+    made = {key: GaugeMetricFamily(name.replace("job_user_", "job_account_"), text.replace("user", "account") + " (its subtree)",
+                                   labels=["group", "account", "parent"])
+            for key, (name, text) in figures.items()}
+    for group, rows in report.accounts.items():
+        for row in rows:
+            for key, metric in made.items():
+                value = getattr(row, key)
+                if value is not None:
+                    metric.add_metric([group, row.account, row.parent or ""], value)
     yield from made.values()
 
 

@@ -9,7 +9,7 @@ from html import escape
 
 from job.core.resources import Resources, describe, footprint
 from job.core.units import format_duration, time_of_day
-from job.core.share import UserShare
+from job.core.share import AccountShare, UserShare
 from job.serve.report import Report
 
 REFRESH_S = 15
@@ -55,7 +55,7 @@ def _group(report: Report, group: dict, now: datetime) -> str:
               else "never ticked")
     out = [f"<section id='group-{escape(name)}'><h2>{escape(name)}</h2>",
            f"<p>{escape(group['policy'])}, {escape(group['selector'])}; {running} active, {pending} pending; "
-           f"{ticked}</p>", _nodes(group), _chart(rows),
+           f"{ticked}</p>", _nodes(group), _tree_chart(report.accounts.get(name, [])), _chart(rows),
            _queue([job for job in report.queue if job["group_name"] == name], pending, now)]
     out.append("</section>")
     return "".join(out)
@@ -85,20 +85,31 @@ def _chart(rows: list[UserShare]) -> str:
     if not shown:
         return "<p class=muted>No user has jobs here.</p>"
     left = shown[CHART_USERS:]
-    shown = shown[:CHART_USERS]
+    more = f"<p class=muted>and {len(left)} more user(s) with jobs</p>" if left else ""
+    return _bars([(row.user, row) for row in shown[:CHART_USERS]], "user") + more
+
+
+def _tree_chart(rows: list[AccountShare]) -> str:
+    """The accounts with jobs, in the tree's order (a child indented under its parent): each
+    subtree's dominant share against its entitlement down the tree."""
+    shown = [("\u00a0" * 2 * row.depth + row.account, row) for row in rows if row.running or row.pending]
+    return _bars(shown[:CHART_USERS], "account") if shown else ""
+
+
+def _bars(shown: list[tuple[str, UserShare | AccountShare]], kind: str) -> str:
     bar_h, gap, label_w, width = 16, 6, 120, 520
     plot = width - label_w - 10
     height = len(shown) * (bar_h + gap) + 20
-    svg = [f"<svg role='img' aria-label='share of the group per user' viewBox='0 0 {width} {height}' "
+    svg = [f"<svg role='img' aria-label='share of the group per {kind}' viewBox='0 0 {width} {height}' "
            f"width='{width}' height='{height}' xmlns='http://www.w3.org/2000/svg' font-size='11'>"]
-    for i, row in enumerate(shown):
+    for i, (label, row) in enumerate(shown):
         y = i * (bar_h + gap)
         used = plot * row.dominant_share
         mark = label_w + plot * row.entitlement
-        title = (f"{row.user}: dominant share {row.dominant_share:.1%}, entitled to {row.entitlement:.1%}; "
+        title = (f"{label.strip()}: dominant share {row.dominant_share:.1%}, entitled to {row.entitlement:.1%}; "
                  f"{row.running} active, {row.pending} pending")
-        svg.append(f"<g class='user'><title>{escape(title)}</title>"
-                   f"<text x='0' y='{y + bar_h - 4}'>{escape(row.user[:18])}</text>"
+        svg.append(f"<g class='{kind}'><title>{escape(title)}</title>"
+                   f"<text x='0' y='{y + bar_h - 4}'>{escape(label[:18])}</text>"
                    f"<rect x='{label_w}' y='{y}' width='{plot}' height='{bar_h}' fill='#eee'/>"
                    f"<rect x='{label_w}' y='{y}' width='{used:.1f}' height='{bar_h}' fill='#7aaae8'/>"
                    f"<line x1='{mark:.1f}' x2='{mark:.1f}' y1='{y - 2}' y2='{y + bar_h + 2}' stroke='#d8553b' "
@@ -107,9 +118,8 @@ def _chart(rows: list[UserShare]) -> str:
                    f"{row.entitlement:.0%}</text></g>")
     axis_y = len(shown) * (bar_h + gap) + 12
     svg.append(f"<text x='{label_w}' y='{axis_y}'>0</text><text x='{width - 40}' y='{axis_y}'>100%</text></svg>")
-    more = f"<p class=muted>and {len(left)} more user(s) with jobs</p>" if left else ""
     return ("<p class=legend><span style='background:#7aaae8'></span>dominant share held now"
-            "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg) + more)
+            "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg))
 
 
 def _queue(jobs: list[dict], pending: int, now: datetime) -> str:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import psycopg
 
 from job.core import states
-from job.core.share import UserShare, group_shares, totals_of
+from job.core.share import AccountShare, UserShare, account_shares, group_shares, totals_of
+from job.store import accounts as account_rows
 from job.store import reports
 
 
@@ -24,6 +25,8 @@ class Report:
     event_totals: list[dict] = field(default_factory=list)
     # The first pending jobs of each group, for the status page.
     queue: list[dict] = field(default_factory=list)
+    # Group name -> the accounts above its users, in the tree's order (none without accounts).
+    accounts: dict[str, list[AccountShare]] = field(default_factory=dict)
 
 
 def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: bool = False,
@@ -38,6 +41,8 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
         row["class"] = row["class"] or default_class.get(row["group_name"], "")
     active = reports.active_jobs(conn, group)
     shares = {user["name"]: user["shares"] for user in users}
+    member_of = {user["name"]: user["account"] for user in users}
+    tree = {row["name"]: (row["parent"], row["shares"]) for row in account_rows.tree(conn)}
     pending_of: dict[str, list] = defaultdict(list)
     for row in counts:
         if row["state"] == states.PENDING:
@@ -45,12 +50,14 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
     active_of: dict[str, list] = defaultdict(list)
     for row in active:
         active_of[row["group_name"]].append((row["user_name"], row))
-    by_group = {}
+    by_group, teams = {}, {}
     for row in chosen:
         row["totals"] = totals_of(row["nodes"])
         usage = {user["name"]: user["usage"][row["name"]] for user in users if row["name"] in user["usage"]}
         by_group[row["name"]] = group_shares(row, shares, usage, pending_of[row["name"]], active_of[row["name"]],
-                                             row["totals"])
+                                             row["totals"], member_of, tree)
+        if tree:
+            teams[row["name"]] = account_shares(row, by_group[row["name"]], tree, row["totals"])
     return Report(chosen, by_group, counts,
                   reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
-                  reports.queue_head(conn, queue) if queue else [])
+                  reports.queue_head(conn, queue) if queue else [], teams)

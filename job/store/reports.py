@@ -31,13 +31,13 @@ def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
 
 
 def users(conn: psycopg.Connection) -> list[dict]:
-    """Every user's shares and its decayed usage per group ({group: usage})."""
+    """Every user's shares, account and decayed usage per group ({group: usage})."""
     return conn.execute(
-        """SELECT u.name, u.shares,
+        """SELECT u.name, u.shares, u.account,
                   coalesce(jsonb_object_agg(uu.group_name, uu.usage) FILTER (WHERE uu.group_name IS NOT NULL),
                            '{}'::jsonb) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name
-           GROUP BY u.name, u.shares ORDER BY u.name""",
+           GROUP BY u.name, u.shares, u.account ORDER BY u.name""",
     ).fetchall()
 
 

@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.estimates import Finished
-from job.core.group_snapshot import PendingRow
+from job.core.group_snapshot import WAITS_FOR_RESOURCES, Held, PendingRow
 from job.core.jobs import ActiveJob, Intent, Moved, Victim
 from job.core.states import Reason
 
@@ -206,6 +206,7 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = %(reason)s, message = 'placed on node ' || u.node || ', being submitted to Ray',
                   ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,
+                  reserved_kind = NULL, reserved_bundle_nodes = NULL, reserved_start = NULL, waiting_since = NULL,
                   queue_position = NULL, estimated_start_at = NULL, estimate_basis = NULL, updated_at = now()""",
         "jobs.state = ANY(%(from)s)",
         {"installation": installation, "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
@@ -234,12 +235,17 @@ def fail_invalid(conn: psycopg.Connection, invalid: dict[int, str]) -> None:
         {"to": states.FAIL_INVALID.target, "from": states.FAIL_INVALID.sources, "reason": Reason.INVALID_JOB}))
 
 
-def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]]) -> None:
+def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]], now: datetime) -> None:
+    """Pending jobs' new reasons and messages. A job's wait for resources starts `now` when its
+    reason becomes one of WAITS_FOR_RESOURCES and is kept while it stays one of them (a requeued
+    job starts again: its intent cleared it)."""
     if not waiting:
         return
     conn.execute(*_each(waiting, {"reason": "text", "message": "text"},
-                        "UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now()",
-                        "jobs.state = ANY(%(from)s)", {"from": states.SET_WAITING.sources}))
+                        """UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now(),
+                                  waiting_since = CASE WHEN u.reason = ANY(%(resources)s) THEN coalesce(jobs.waiting_since, %(now)s) END""",
+                        "jobs.state = ANY(%(from)s)",
+                        {"from": states.SET_WAITING.sources, "resources": [str(r) for r in WAITS_FOR_RESOURCES], "now": now}))
 
 
 def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | None, datetime | None, str | None]]
@@ -264,16 +270,23 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
     )
 
 
-def set_reservations(conn: psycopg.Connection, reservations: dict[int, str | None], now: datetime) -> None:
-    """Pending jobs' reservations that changed (id -> node, None: ended). A new one starts `now`."""
+def set_reservations(conn: psycopg.Connection, reservations: Mapping[int, Held | None], now: datetime) -> None:
+    """Pending jobs' reservations that changed (id -> the reservation, None: ended). One that holds
+    the same nodes as before keeps its reserved_at; a new one starts `now`. A preemption's expected
+    start is when it was made; a head-of-line one's, the plan's."""
     if not reservations:
         return
+    same = """jobs.reserved_node IS NOT DISTINCT FROM u.node AND jobs.reserved_kind IS NOT DISTINCT FROM u.kind
+              AND jobs.reserved_bundle_nodes IS NOT DISTINCT FROM u.bundle_nodes"""
     conn.execute(*_each(
-        reservations, {"node": "text"},
-        """UPDATE jobs SET reserved_node = u.node,
-                  reserved_at = CASE WHEN u.node IS NULL THEN NULL
-                                     WHEN jobs.reserved_node IS NOT DISTINCT FROM u.node THEN jobs.reserved_at
-                                     ELSE %(now)s END,
+        {job: (None, None, None, None) if held is None else
+              (held.node, held.kind, None if held.bundle_nodes is None else Jsonb(list(held.bundle_nodes)), held.start)
+         for job, held in reservations.items()},
+        {"node": "text", "kind": "text", "bundle_nodes": "jsonb", "start": "timestamptz"},
+        f"""UPDATE jobs SET reserved_node = u.node, reserved_kind = u.kind, reserved_bundle_nodes = u.bundle_nodes,
+                  reserved_at = CASE WHEN u.node IS NULL THEN NULL WHEN {same} THEN jobs.reserved_at ELSE %(now)s END,
+                  reserved_start = CASE WHEN u.node IS NULL THEN NULL WHEN u.kind = 'head' THEN u.start
+                                        WHEN {same} THEN coalesce(jobs.reserved_start, jobs.reserved_at) ELSE %(now)s END,
                   updated_at = now()""",
         "jobs.state = ANY(%(from)s)", {"now": now, "from": states.SET_RESERVATION.sources}))
 

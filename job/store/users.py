@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 
 from job.core import states
+from job.core.errors import NotFound
 from job.core.specs import UserSpec
 from job.store.params import json_param
 
@@ -14,11 +15,15 @@ _USER_COLUMNS = tuple(UserSpec.model_fields)
 def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
     values = spec.model_dump()
     updates = [column for column in _USER_COLUMNS if column != "name"]
-    conn.execute(
-        f"""INSERT INTO users ({', '.join(_USER_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_USER_COLUMNS))})
-            ON CONFLICT (name) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in updates)}, updated_at = now()""",
-        [json_param(column, values[column]) for column in _USER_COLUMNS],
-    )
+    try:
+        conn.execute(
+            f"""INSERT INTO users ({', '.join(_USER_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_USER_COLUMNS))})
+                ON CONFLICT (name) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in updates)}, updated_at = now()""",
+            [json_param(column, values[column]) for column in _USER_COLUMNS],
+        )
+    except psycopg.errors.ForeignKeyViolation:
+        conn.rollback()
+        raise NotFound(f"account: {spec.account!r} does not exist (add it with `python -m job account add {spec.account}`)") from None
 
 
 def get_user(conn: psycopg.Connection, name: str) -> dict | None:
@@ -59,7 +64,7 @@ def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
     condition on all unfinished states would match neither, and PostgreSQL would read every job of
     each user (jobs_user) or the whole table (tests/store/test_history.py)."""
     return conn.execute(
-        """SELECT u.name, u.shares, u.max_running, u.max_resources, coalesce(uu.usage, 0) AS usage
+        """SELECT u.name, u.shares, u.max_running, u.max_resources, u.account, coalesce(uu.usage, 0) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
            WHERE uu.usage > 0 OR u.name IN (
                SELECT user_name FROM jobs WHERE group_name = %(group)s AND state = %(pending)s

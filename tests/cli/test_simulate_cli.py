@@ -45,7 +45,8 @@ def test_an_swf_file_as_a_process_with_json(tmp_path):
     assert set(figures) == {
         "jobs", "started", "unschedulable", "never_started", "wait_mean_s", "wait_p50_s", "wait_p95_s",
         "completion_mean_s", "bounded_slowdown_mean", "makespan_s", "utilization", "jain", "jain_window_mean",
-        "jain_windows", "deviation_max", "deviation_mean", "preemptions", "lost_run_s", "ticks", "plans", "events"}
+        "jain_windows", "deviation_max", "deviation_mean", "preemptions", "lost_run_s", "ticks", "plans", "events",
+        "users", "accounts"}
     assert (figures["jobs"], figures["started"]) == (40, 40)
     assert figures["events"] == 120  # each job arrives, starts and ends
     assert 0 < figures["utilization"]["CPU"] <= 1

@@ -274,3 +274,23 @@ def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
     reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
     assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
     assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]
+
+
+def test_an_account_limit_holds_its_users_jobs_out_of_the_demand():
+    """Team A may run 2 jobs: of its users' four waiting jobs two are asked for, and both of b's (in
+    the root); with A allowed no GPU, none of A's GPU jobs is."""
+    def teamed(pending, account):
+        return Snapshot.model_validate({
+            "group": {"name": "g", "policy": "drf", "selector": "dispersed"}, "now": "2026-11-29T08:00:00Z",
+            "nodes": [{"id": "n1", "resources": {"CPU": 1}}], "pending": pending,
+            "users": {"a1": {"account": "A"}, "a2": {"account": "A"}}, "accounts": {"A": account}})
+
+    pending = [{"id": f"{user}{i}", "user": user, "resources": {"CPU": 2}} for user in ("a1", "a2", "b") for i in range(2)]
+    _, bundles = waiting(teamed(pending, {"max_running": 2}), [CPU])
+    assert sum(b["count"] for b in bundles) == 4
+    _, bundles = waiting(teamed(pending, {}), [CPU])
+    assert sum(b["count"] for b in bundles) == 6
+    gpu = [{"id": f"{user}g", "user": user, "resources": {"CPU": 1, "GPU": 1}} for user in ("a1", "a2", "b")]
+    reasons, bundles = waiting(teamed(gpu, {"max_resources": {"GPU": 0}}), [GPU])
+    # Each waits for a GPU node; only b's is asked for.
+    assert {reason for reason, _ in reasons.values()} == {"ScalingUp"} and sum(b["count"] for b in bundles) == 1

@@ -98,3 +98,23 @@ def test_the_forecast_keeps_a_reservation_for_the_head_of_the_line():
     without = snapshot(running=[("r1", "a", "n1", 2), ("r2", "a", "n1", 2)],
                        pending=[("big", "b", 4, -600, {}), ("small", "a", 2, -10, {})], max_reservations=0)
     assert forecast(without, ends, {"big": 50, "small": 50})[1] == Estimate("small", 2, at(10))
+
+
+def test_the_forecast_keeps_a_stored_reservation_on_its_node():
+    # n1 frees at 100 s, n2 at 300 s: big holds n2 (a reservation of an earlier tick) and starts there.
+    shot = snapshot(nodes=[("n1", 4), ("n2", 4)], running=[("r1", "a", "n1", 4), ("r2", "a", "n2", 4)],
+                    pending=[("big", "b", 4, -600, {"waiting_since": at(-600)})])
+    shot.reservations = [{"job": "big", "node": "n2", "kind": "head"}]
+    assert forecast(shot, {"r1": at(100), "r2": at(300)}, {"big": 50}) == [Estimate("big", 1, at(300))]
+    shot.reservations = []
+    assert forecast(shot, {"r1": at(100), "r2": at(300)}, {"big": 50}) == [Estimate("big", 1, at(100))]
+
+
+def test_the_forecast_counts_a_job_s_wait_from_its_waiting_since():
+    # big was submitted an hour ago but began waiting for resources just now (requeued): it has
+    # not waited reserve_after, so small takes the room r2 frees at 10 s, and big starts when
+    # both r1 and small have ended.
+    shot = snapshot(running=[("r1", "a", "n1", 2), ("r2", "a", "n1", 2)],
+                    pending=[("big", "b", 4, -3600, {"waiting_since": NOW}), ("small", "a", 2, -10, {})])
+    assert forecast(shot, {"r1": at(100), "r2": at(10)}, {"big": 50, "small": 50}) == [
+        Estimate("big", 1, at(100)), Estimate("small", 2, at(10))]

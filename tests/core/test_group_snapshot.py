@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from job.core.estimates import Finished, RunTimes
 from job.core.group import GroupConfig
 from job.core.group_snapshot import (RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing,
-                                     reservation_changes, running_of)
+                                     Held, reservation_changes, running_of)
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, RunningJob, Work, observe
 from job.core.planner import plan
 from job.core.resources import Resources
@@ -126,7 +127,7 @@ def test_a_reservation_ends_past_the_start_timeout(age_s, kept):
     victim = job(9, "RUNNING", "a", {"CPU": 1}, started_at=NOW, preempted_at=NOW)
     pending = [row(1, reserved_node="a", reserved_at=NOW - timedelta(seconds=age_s), priority_class="high")]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 0})], [victim], pending, [], {})
-    assert snapshot.reservations == ([{"job": "1", "node": "a"}] if kept else [])
+    assert snapshot.reservations == ([{"job": "1", "node": "a", "kind": "preemption"}] if kept else [])
     decided = plan(snapshot)
     assert decided.waiting[0]["reason"] == ("Preempting" if kept else "Resources")
     assert reservation_changes(pending, Decisions.of(decided).reservations) == ({} if kept else {1: None})
@@ -134,7 +135,7 @@ def test_a_reservation_ends_past_the_start_timeout(age_s, kept):
 
 def test_reservation_changes_are_only_what_the_plan_changed():
     pending = [row(1, reserved_node="a", reserved_at=NOW), row(2, reserved_node="b", reserved_at=NOW), row(3)]
-    assert reservation_changes(pending, {1: "a", 3: "c"}) == {2: None, 3: "c"}
+    assert reservation_changes(pending, {1: Held("a"), 3: Held("c")}) == {2: None, 3: Held("c")}
 
 
 @pytest.mark.parametrize("age_s, outside", [(0, {}), (5, {}), (29, {}), (31, {"CPU": 2})])
@@ -165,15 +166,87 @@ def test_what_reservations_count_on_a_running_job_s_expected_end_and_a_pending_j
     active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=5), max_runtime_s=600),
               job(2, "RUNNING", "a", {"CPU": 2}, started_at=NOW),
               job(3, "SUBMITTED", "a", {"CPU": 2}, max_runtime_s=600)]
-    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10)), row(5, max_runtime_s=60)]
+    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10),
+                   waiting_since=NOW - timedelta(minutes=6)), row(5, max_runtime_s=60)]
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, pending, [], {})
-    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, None]
+    # Job 3, not started yet, starts now at the earliest.
+    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, NOW + timedelta(minutes=10)]
     assert [j.get("max_runtime_s") for j in snapshot.pending] == [None, 60]
     decided = plan(snapshot)
-    # Job 4 is first in line and reserves node a, its start not known: jobs 2 and 3 have no end.
+    # Job 4 is first in line and reserves node a, its start not known: job 2 has no end.
     assert decided.reservations == [{"job": "4", "node": "a", "kind": "head", "expected_start": None}]
-    # A head-of-line reservation is not stored: each plan judges it again.
-    assert Decisions.of(decided).reservations == {}
+    # Stored by the tick, with its kind, for the next plan to keep.
+    assert reservation_changes(pending, Decisions.of(decided).reservations) == {4: Held("a", "head")}
+
+
+def test_a_running_job_without_a_max_runtime_is_expected_to_end_as_the_tick_estimates():
+    active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=5), max_runtime_s=600),
+              job(2, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=1)),
+              job(3, "RUNNING", "a", {"CPU": 1}, started_at=NOW)]
+    # Job 2's user ran jobs of its request for 11 minutes of late; no one ran one of job 3's.
+    recent = RunTimes([Finished("u", {"CPU": 2}, 660), Finished("u", {"CPU": 2}, 600), Finished("u", {"CPU": 2}, 720)])
+    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(minutes=10),
+                   waiting_since=NOW - timedelta(minutes=6))]
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 1})], active[:2], pending, [], {},
+                                 run_times=recent)
+    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)]
+    # Job 4 starts once both have ended (its max runtime, its estimate): the later, in 10 minutes.
+    assert Decisions.of(plan(snapshot)).reservations == {4: Held("a", "head", None, NOW + timedelta(minutes=10))}
+    # The group's median stands for a request its user has not run of late.
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, [], [], {}, run_times=recent)
+    assert snapshot.running[2]["expected_end"] == NOW + timedelta(minutes=11)
+
+
+@pytest.mark.parametrize("waiting_since, reserves", [
+    (None, False),  # requeued a moment ago: its wait for resources begins with this tick
+    (NOW - timedelta(minutes=4), False),  # its not_before passed 4 minutes ago
+    (NOW - timedelta(minutes=5), True),
+])
+def test_reserve_after_counts_from_when_the_job_began_waiting_for_resources(waiting_since, reserves):
+    # Submitted an hour ago: its submission is not when its wait began.
+    pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(hours=1), waiting_since=waiting_since)]
+    active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW, max_runtime_s=600)]
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 4}, {"CPU": 2})], active, pending, [], {})
+    assert snapshot.pending[0]["waiting_since"] == (waiting_since or NOW)
+    held = Decisions.of(plan(snapshot)).reservations
+    assert held == ({4: Held("a", "head", None, NOW + timedelta(minutes=10))} if reserves else {})
+
+
+def head_row(**fields) -> PendingRow:
+    """Job 4, first in line for CPU 4, holding a head-of-line reservation on node b."""
+    held = {"reserved_node": "b", "reserved_kind": "head", "reserved_at": NOW - timedelta(minutes=30), **fields}
+    return row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(hours=1), waiting_since=NOW - timedelta(hours=1),
+               **held)
+
+
+def test_a_stored_head_of_line_reservation_is_kept_on_its_node_though_another_would_free_sooner():
+    # Node a frees in 1 minute, node b in 20: a fresh judgement would choose a.
+    active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(minutes=9), max_runtime_s=600),
+              job(2, "RUNNING", "b", {"CPU": 2}, started_at=NOW, max_runtime_s=1200)]
+    nodes = [node("a", {"CPU": 4}, {"CPU": 2}), node("b", {"CPU": 4}, {"CPU": 2})]
+    fresh, _ = build_snapshot(GROUP, NOW, nodes, active, [head_row()._replace(reserved_node=None)], [], {})
+    assert Decisions.of(plan(fresh)).reservations == {4: Held("a", "head", None, NOW + timedelta(minutes=1))}
+    pending = [head_row(reserved_start=NOW + timedelta(minutes=20))]
+    snapshot, _ = build_snapshot(GROUP, NOW, nodes, active, pending, [], {})
+    assert snapshot.reservations == [{"job": "4", "node": "b", "kind": "head"}]
+    decided = plan(snapshot)
+    assert Decisions.of(decided).reservations == {4: Held("b", "head", None, NOW + timedelta(minutes=20))}
+    assert reservation_changes(pending, Decisions.of(decided).reservations) == {}
+
+
+@pytest.mark.parametrize("kind, start, at, kept", [
+    # One rule: the start timeout (300 s) past its due time.
+    ("preemption", None, NOW - timedelta(seconds=300), True),
+    ("preemption", None, NOW - timedelta(seconds=301), False),
+    ("preemption", NOW - timedelta(seconds=301), NOW - timedelta(seconds=301), False),
+    ("head", NOW - timedelta(seconds=300), NOW - timedelta(hours=2), True),
+    ("head", NOW - timedelta(seconds=301), NOW - timedelta(hours=2), False),
+    ("head", None, NOW - timedelta(hours=2), True),  # its start is not known: not due
+])
+def test_one_expiry_rule_for_both_kinds_of_reservation(kind, start, at, kept):
+    pending = [head_row(reserved_kind=kind, reserved_start=start, reserved_at=at)]
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("b", {"CPU": 4}, {"CPU": 0})], [], pending, [], {})
+    assert [r["node"] for r in snapshot.reservations] == (["b"] if kept else [])
 
 
 # --- Observed use (core/observed.py) -----------------------------------------------------------

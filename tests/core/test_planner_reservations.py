@@ -5,6 +5,8 @@ reservation ends, how it meets preemption; and the issue's starving workload in 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +14,8 @@ from hypothesis import strategies as st
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import Group, Node
-from job.core.simulate.engine import simulate
+from job.core.simulate import engine
+from job.core.simulate.engine import EPOCH, simulate
 from job.core.simulate.metrics import summarise, windows
 from job.core.simulate.trace import TraceJob
 from tests.core.planner_helpers import NOW, at
@@ -132,6 +135,40 @@ def test_backfill_may_use_the_held_room_only_if_it_ends_before_the_start(name, j
     assert waiting(result)["7"][0] == "Resources"
 
 
+def gang(ident, bundles, strategy, max_runtime=None, driver=None):
+    job = {"id": ident, "user": "small", "resources": driver or {}, "bundles": bundles, "bundle_strategy": strategy,
+           "submitted_at": at(-1)}
+    if max_runtime is not None:
+        job["max_runtime_s"] = max_runtime * 60
+    return job
+
+
+# n-1 has CPU 1 free; n-3 CPU 2, which job 7's reservation holds.
+ONE_FREE = [running("a", "n-1", 7), running("b", "n-3", 6, 20)]
+
+
+@pytest.mark.parametrize("name, running_jobs, job, reason, placement", [
+    ("ends before the start: backfilled", BUSY, gang("9", [{"CPU": 1}] * 2, "STRICT_PACK", 15), None,
+     # Its driver asks for nothing: the first node takes it.
+     {"job": "9", "node": "n-1", "bundle_nodes": ["n-3", "n-3"]}),
+    ("on free room and held room at once", ONE_FREE, gang("9", [{"CPU": 1}] * 2, "STRICT_SPREAD", 15, {"CPU": 1}), None,
+     {"job": "9", "node": "n-3", "bundle_nodes": ["n-1", "n-3"]}),
+    ("would end after the start", BUSY, gang("9", [{"CPU": 1}] * 2, "STRICT_PACK", 30), "Reserved", None),
+    ("its end is not known", ONE_FREE, gang("9", [{"CPU": 1}] * 2, "STRICT_SPREAD"), "Reserved", None),
+    ("too big for the room either way", BUSY, gang("9", [{"CPU": 2}] * 2, "PACK", 5), "Resources", None),
+])
+def test_a_gang_backfills_under_the_same_rule(name, running_jobs, job, reason, placement):
+    result = run(document(TWO, running_jobs, [pending("7", "big", 8, 20), job], HELD))
+    placed = [p for p in result["placements"] if p["job"] == "9"]
+    assert placed == ([placement] if placement else []), name
+    if reason is not None:
+        assert waiting(result)["9"][0] == reason, name
+    if reason == "Reserved":
+        assert waiting(result)["9"][1] == "would delay job 7's reservation on n-3"
+    assert waiting(result)["7"][0] == "Resources"
+    assert result["reservations"] == [{"job": "7", "node": "n-3", "kind": "head", "expected_start": at(20)}]
+
+
 def test_room_the_start_will_not_need_stays_free_for_anyone():
     nodes = {"n-1": {"CPU": 8}, "n-3": {"CPU": 12}}
     result = run(document(nodes, [running("a", "n-1", 8), running("b", "n-3", 8, 20)],
@@ -226,3 +263,70 @@ def test_a_gang_starts_on_the_nodes_it_reserved_once_they_have_room():
     assert result["placements"][0] == {"job": "7", "node": "n-3", "bundle_nodes": ["n-2", "n-3"]}
     assert {p["job"]: p["node"] for p in result["placements"]}["9"] == "n-1"
     assert result["reservations"] == []
+
+
+@contextmanager
+def head_reservations():
+    """The head-of-line reservations the simulation's plans make, as they are first made: job id ->
+    (the plan's time in seconds, its nodes)."""
+    made: dict[str, tuple[float, set[str]]] = {}
+    real = engine.plan
+
+    def recording(snapshot):
+        result = real(snapshot)
+        for held in result.reservations or ():
+            if held.get("kind") == "head" and held["job"] not in made:
+                made[held["job"]] = ((snapshot.now - EPOCH).total_seconds(), {held["node"], *held.get("bundle_nodes", ())})
+        return result
+
+    with patch.object(engine, "plan", recording):
+        yield made
+
+
+SIZES = [Node(id="n-1", resources={"CPU": 8}), Node(id="n-2", resources={"CPU": 4}), Node(id="n-3", resources={"CPU": 6})]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 900), st.sampled_from(["a", "b", "c"]), st.integers(1, 8), st.integers(1, 15),
+                          st.integers(0, 5)), min_size=1, max_size=30),
+       st.sampled_from([0, 60, 300]), st.sampled_from([1, 5]))
+def test_no_job_first_in_line_waits_past_reserve_after_and_the_longest_expected_run_on_its_reserved_nodes(
+        rows, reserve_after_s, every_s):
+    """The issue's property: with reservations on, a job first in line (fifo: every job submitted
+    before it has started) reserves once it has waited reserve_after (a plan later if the job
+    reserving before it starts in that plan), and starts at the latest when the jobs then running
+    on its reserved nodes are expected to end (their max runtimes; they may end sooner), a tick
+    after each step."""
+    jobs = [TraceJob(str(n), user, float(at_s), {"CPU": cpu}, max(minutes * 60.0 - short * 50.0, 1.0),
+                     max_runtime_s=minutes * 60.0) for n, (at_s, user, cpu, minutes, short) in enumerate(rows)]
+    group = Group(policy="fifo", selector="dispersed", reserve_after_s=reserve_after_s)
+    with head_reservations() as made:
+        outcome = simulate(jobs, SIZES, group, every_s=every_s)
+    records = {record.job.id: record for record in outcome.records}
+    assert all(record.start_s is not None for record in records.values())
+    for record in records.values():
+        job = record.job
+        ahead = [other.start_s for other in records.values() if (other.job.submit_s, int(other.job.id)) < (job.submit_s, int(job.id))]
+        first_s = max([job.submit_s, *ahead])
+        due_s = max(first_s, job.submit_s + reserve_after_s) + every_s
+        if record.start_s <= due_s:
+            continue
+        assert job.id in made, (job.id, record.start_s, due_s)
+        reserved_s, nodes = made[job.id]
+        assert reserved_s <= due_s
+        remaining = [other.start_s + other.job.max_runtime_s - reserved_s for other in records.values()
+                     if other.node in nodes and other.start_s <= reserved_s < other.end_s]
+        assert record.start_s <= reserved_s + max(remaining, default=0.0) + every_s, (job.id, reserved_s, nodes)
+
+
+def test_in_simulation_the_wait_reserve_after_counts_begins_at_a_job_s_not_before():
+    # big may start at 600 s; r holds half the node until 1000 s. s (no max runtime) comes at
+    # 700 s: big has waited 100 s for resources, not 300, so s takes the free half, and big then
+    # reserves behind it. Counted from its submission, big would have reserved at 600 s and kept
+    # s off until big had run.
+    jobs = [TraceJob("r", "a", 0.0, {"CPU": 4}, 1000.0, max_runtime_s=1000.0),
+            TraceJob("big", "b", 0.0, BIG, 100.0, not_before_s=600.0),
+            TraceJob("s", "a", 700.0, {"CPU": 4}, 2000.0)]
+    outcome = simulate(jobs, NODES[:1], Group(policy="fifo", selector="dispersed", reserve_after_s=300))
+    starts = {record.job.id: record.start_s for record in outcome.records}
+    assert starts == {"r": 0.0, "s": 700.0, "big": 2700.0}

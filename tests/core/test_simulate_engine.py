@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from job.core.planner import Snapshot, plan
-from job.core.planner.snapshot import Group, Node, User
+from job.core.planner.snapshot import Account, Group, Node, User
 from job.core.resources import Resources, to_units
 from job.core.simulate.cluster import parse_nodes
 from job.core.simulate.compress import NODES_USER
@@ -99,7 +99,8 @@ def test_fairshare_with_a_half_life_of_zero_is_drf_step_by_step():
 
 # --- Against a plain replay -------------------------------------------------------------------
 
-def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dict[str, User], every_s: float):
+def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dict[str, User], every_s: float,
+                 accounts: dict | None = None):
     """Every tick planned, with every pending job, every node and every running job, usage charged
     per tick with the tick's own function: what the engine must give, at a higher cost."""
     totals: dict[str, int] = {}
@@ -116,6 +117,8 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     # id -> the nodes of a running gang's bundles
     homes: dict[str, list[str]] = {}
     reservations: list = []
+    # Since when each job has waited for resources: from when it may start, from its stop.
+    since = {job.id: max(job.submit_s, job.not_before_s or job.submit_s) for job in jobs}
     result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in jobs}
     usage: dict[str, float] = {}
     state: dict = {}
@@ -137,6 +140,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
         for ident in [ident for ident, (_, _, _, stopping) in running.items() if stopping]:
             job = running.pop(ident)[0]
             waiting.append(job)
+            since[job.id] = now_s
             result[job.id] = (None, None)
         arrived = [job for job in waiting if job.submit_s <= now_s]
         if arrived:
@@ -149,8 +153,9 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                 "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
                              "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
                              "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
+                             "waiting_since": EPOCH + timedelta(seconds=since[job.id]),
                              **({"class": job.klass} if job.klass else {}), **gang_of(job)} for job in arrived],
-                "reservations": reservations,
+                "reservations": reservations, "accounts": {name: spec.model_dump() for name, spec in (accounts or {}).items()},
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
                          | {name: {"usage": value} for name, value in usage.items() if name not in users},
                 "state": state,
@@ -202,6 +207,7 @@ GROUPS = [
          priority_classes=CLASSES, default_class="low"),
     dict(policy="fifo", preemption="priority", min_runtime_s=10, priority_classes=CLASSES, default_class="low",
          selector="concentrated"),
+    dict(policy="drf", reserve_after_s=10), dict(policy="fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2),
 ]
 
 
@@ -232,6 +238,28 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
     users = {name: User(shares=value) for name, value in shares.items()}
     outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s)
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s)
+
+
+TEAMS = [({"A": Account(), "B": Account()}, {"a": "A", "b": "A", "c": "B"}),
+         ({"A": Account(shares=3, max_running=2), "B": Account(parent="A")}, {"a": "A", "b": "B"}),
+         ({"A": Account(max_running=2)}, {"a": "A"}),
+         ({"A": Account(max_resources={"CPU": 6})}, {"b": "A", "c": "A"})]
+
+
+@given(jobs=traces(), nodes=st.sampled_from(NODE_SETS), options=st.sampled_from(GROUPS), every_s=st.sampled_from([1, 5]),
+       teams=st.sampled_from(TEAMS))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_with_accounts_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, every_s, teams):
+    """The compressed snapshots carry every user of a team, its running jobs and usage: they plan
+    as every job, node and running job would."""
+    accounts, members = teams
+    node_list = labelled(nodes)
+    grp = group(**dict(options))
+    if "priority_classes" not in options:
+        jobs = [dataclasses.replace(job, klass=None) for job in jobs]
+    users = {name: User(account=account) for name, account in members.items()}
+    outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s, accounts=accounts)
+    assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s, accounts)
 
 
 @given(jobs=traces(), nodes=st.sampled_from(NODE_SETS), options=st.sampled_from(GROUPS), every_s=st.sampled_from([1, 5]))
@@ -397,7 +425,12 @@ GANG_TRACES = {
 }
 GANG_GROUPS = [dict(policy="fifo"), dict(policy="drf"), dict(policy="fairshare", half_life_s=60),
                dict(policy="drf", selector="concentrated"), dict(policy="drf", selector="roundrobin"),
-               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True)]
+               dict(policy="drf", max_running_per_user=1), dict(policy="fifo", strict_order=True),
+               # Reservations soon after the submissions: a reservation whose job starts frees its
+               # slot, and the plan after that one makes the next (which node its driver lands on).
+               dict(policy="fairshare", half_life_s=60, reserve_after_s=10),
+               dict(policy="drf", selector="roundrobin", reserve_after_s=10),
+               dict(policy="fifo", strict_order=True, reserve_after_s=10)]
 
 
 @pytest.mark.parametrize("options", GANG_GROUPS, ids=lambda options: ",".join(f"{k}={v}" for k, v in options.items()))

@@ -62,9 +62,9 @@ def assert_counted(conn) -> None:
 def test_each_write_records_its_event_and_a_message_refresh_none(queue, database_url):
     conn = queue
     job = submit(database_url)
-    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0")})
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0")}, datetime.now(timezone.utc))
     # The same reason with new figures: a message refresh, no event.
-    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0.5")})
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0.5")}, datetime.now(timezone.utc))
     [intent] = tick_jobs.commit_intents(conn, [(job, "node-a")], "inst")
     tick_jobs.mark_submitted(conn, [job])
     update(conn, job, reason="Starting", message="held 3 s")
@@ -109,7 +109,7 @@ def test_each_write_records_its_event_and_a_message_refresh_none(queue, database
 def test_the_counts_follow_every_write(queue, database_url):
     jobs = [submit(database_url, user) for user in ("alice", "bob", "alice", "bob")]
     assert_counted(queue)
-    tick_jobs.set_waiting(queue, {jobs[0]: ("Resources", "x"), jobs[1]: ("Limit", "y")})
+    tick_jobs.set_waiting(queue, {jobs[0]: ("Resources", "x"), jobs[1]: ("Limit", "y")}, datetime.now(timezone.utc))
     tick_jobs.commit_intents(queue, [(jobs[2], "node-a")], "inst")
     assert_counted(queue)
     api.cancel([jobs[3], jobs[2]], conn=queue)

@@ -39,6 +39,7 @@ import fake_ray
 from fake_ray import REFUSED, FakeRay
 from job.cli import build_parser
 from job.core import states
+from job.core.group_snapshot import Held
 from job.devtools.local_postgres import with_database
 from job.scheduler.config import TickConfig
 from job.serve.report import read_report
@@ -428,7 +429,7 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.requeue_preempted, conn, {job.id: (job.state, "stopped to make room") for job in active})
     call(tick_jobs.mark_victims, conn, {job_id: pending_ids[0] for job_id in active_ids}, now)
     call(tick_jobs.victims_stopping, conn, {job_id: "being stopped" for job_id in active_ids})
-    call(tick_jobs.set_reservations, conn, {job_id: "node-a" for job_id in pending_ids}, now)
+    call(tick_jobs.set_reservations, conn, {job_id: Held("node-a") for job_id in pending_ids}, now)
     call(tick_jobs.set_estimates, conn, {job_id: (1, now, "from max runtimes") for job_id in pending_ids})
     call(tick_jobs.recent_run_times, conn, group, 500)
     call(tick_jobs.cancel_absent, conn, active_ids)
@@ -436,7 +437,7 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.fail_invalid, conn, {job_id: "resources.CPU: negative" for job_id in pending_ids[:10]})
     call(tick_jobs.commit_intents, conn, [(job_id, "node-a") for job_id in pending_ids], installation)
     call(events.note_placements, conn, {job_id: (1, {"policy": "fifo"}) for job_id in pending_ids})
-    call(tick_jobs.set_waiting, conn, {job_id: ("Resources", "needs CPU 1") for job_id in pending_ids})
+    call(tick_jobs.set_waiting, conn, {job_id: ("Resources", "needs CPU 1") for job_id in pending_ids}, now)
     call(tick_jobs.mark_submitted, conn, pending_ids)
     return called
 

@@ -24,7 +24,7 @@ from fake_ray import REFUSED, FakeRay
 from job import api
 from job.core import states
 from job.core.errors import PermissionDenied
-from job.core.group_snapshot import RELEASING
+from job.core.group_snapshot import RELEASING, Held
 from job.scheduler.config import TickConfig
 from job.store import groups, jobs, tick_jobs, users
 
@@ -356,8 +356,8 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.intents_of, conn, active)
         call(tick_jobs.fail_invalid, conn, {pending[0]: "unreadable"})
         call(tick_jobs.commit_intents, conn, [(pending[1], "node-a")], installation)
-        call(tick_jobs.set_waiting, conn, {pending[2]: ("Resources", "needs CPU 1")})
-        call(tick_jobs.set_reservations, conn, {pending[2]: "node-a"}, now)
+        call(tick_jobs.set_waiting, conn, {pending[2]: ("Resources", "needs CPU 1")}, now)
+        call(tick_jobs.set_reservations, conn, {pending[2]: Held("node-a", "head", ("node-b",), now)}, now)
         call(tick_jobs.set_estimates, conn, {pending[2]: (1, now, "from max runtimes")})
         call(tick_jobs.recent_run_times, conn, GROUP, 500)
         call(tick_jobs.mark_submitted, conn, [pending[1]])
@@ -457,3 +457,19 @@ def test_events_follow_the_jobs_rights(db, monkeypatch, capsys):
                           "UPDATE job_events SET details = '{}'", "SELECT job_fold_counts()"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
+
+
+def test_accounts_are_read_by_every_role_and_written_by_the_admin_only(db, monkeypatch, capsys):
+    """sql/0017_accounts.sql: the tick, `share`, `serve` and a submit read the tree; only admins change it."""
+    added = cli_as(db, monkeypatch, capsys, ADMIN, "account", "add", "team")
+    assert added.status == 0, added.err
+    assert cli_as(db, monkeypatch, capsys, ADMIN, "user", "set", BOB, "--account", "team").status == 0
+    for role in (SCHEDULER, READER, BOB):
+        with connect_as(db, role) as conn:
+            assert [r["name"] for r in conn.execute("SELECT name FROM accounts")] == ["team"]
+    for role in (SCHEDULER, READER, BOB):
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, role, "account", "add", f"{role}-team"),
+                            "permission denied for table accounts")
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, role, "account", "set", "team", "--shares", "9"),
+                            "permission denied for table accounts")
+    assert db.conn.execute("SELECT shares FROM accounts").fetchone()["shares"] == 1

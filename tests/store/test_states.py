@@ -15,6 +15,7 @@ import pytest
 
 from job.core import states
 from job.core.errors import Conflict
+from job.core.group_snapshot import Held
 from job.core.specs import JobSpec
 from job.store import groups, jobs, tick_jobs, users
 
@@ -162,10 +163,11 @@ CASES = [
     ("fail_pending_timeouts", lambda conn, rows: tick_jobs.fail_pending_timeouts(
         conn, GROUP, 60.0, datetime.now(timezone.utc) + timedelta(hours=1)),
      states.FAIL_PENDING_TIMEOUT.moves),
-    ("set_waiting", lambda conn, rows: tick_jobs.set_waiting(conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}),
+    ("set_waiting", lambda conn, rows: tick_jobs.set_waiting(
+        conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.SET_WAITING.moves),
     ("set_reservations", lambda conn, rows: tick_jobs.set_reservations(
-        conn, {job_id: "n1" for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+        conn, {job_id: Held("n1") for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.SET_RESERVATION.moves),
     ("set_estimates", lambda conn, rows: tick_jobs.set_estimates(
         conn, {job_id: (1, datetime.now(timezone.utc), "from max runtimes") for job_id, _, _ in rows}),

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from job.core.planner.gang import first_fit, on_empty
-from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
+from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, Sharer, add_to
 from job.core.planner.preemption import Decision
 from job.core.planner.snapshot import Group, Reason
 from job.core.resources import describe, fits, format_amount
@@ -201,11 +201,13 @@ def not_before(words: Words, start: datetime) -> str:
     return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {format_duration(max(left, 1), parts=2)}"
 
 
-def user_job_limit(words: Words, user: UserState) -> str:
-    return f"user {user.name} has {user.running} jobs running or starting, the most allowed is {user.max_running}"
+def job_limit(words: Words, user: Sharer) -> str:
+    """UserJobLimit, AccountJobLimit (an account counts its subtree's jobs)."""
+    return f"{user.kind} {user.name} has {user.running} jobs running or starting, the most allowed is {user.max_running}"
 
 
-def user_resource_limit(words: Words, subject: tuple[UserState, Shape]) -> str:
+def resource_limit(words: Words, subject: tuple[Sharer, Shape]) -> str:
+    """UserResourceLimit, AccountResourceLimit (an account counts its subtree's jobs)."""
     user, shape = subject
     limits = user.max_resources
     over = [
@@ -213,7 +215,7 @@ def user_resource_limit(words: Words, subject: tuple[UserState, Shape]) -> str:
         for name, amount in words.in_order(shape.items)
         if name in limits and user.used.get(name, 0) + amount > limits[name]
     ]
-    return f"{_needs(words, shape)}; user {user.name} already uses {', '.join(over)}"
+    return f"{_needs(words, shape)}; {user.kind} {user.name} already uses {', '.join(over)}"
 
 
 def preempting(words: Words, subject: NodeState | Decision) -> str:
@@ -263,8 +265,10 @@ def priority(words: Words, blocker: str) -> str:
 MESSAGES: dict[Reason, Callable[[Words, Any], str]] = {
     "Unschedulable": unschedulable,
     "NotBefore": not_before,
-    "UserJobLimit": user_job_limit,
-    "UserResourceLimit": user_resource_limit,
+    "UserJobLimit": job_limit,
+    "UserResourceLimit": resource_limit,
+    "AccountJobLimit": job_limit,
+    "AccountResourceLimit": resource_limit,
     "Resources": resources,
     "Preempting": preempting,
     "Priority": priority,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 from datetime import datetime
 
 from job.core.resources import Resources
@@ -92,10 +93,13 @@ def user_score(dominant: float, memory: float, shares: float) -> float:
 
 
 @dataclass(eq=False, slots=True)
-class UserState:
+class Sharer:
+    """What fair share orders and limits: a user, or an account (a team: its subtree's jobs)."""
+
     name: str
     shares: float
-    # Fair share's memory, U·ln 2 / H; 0 under drf, and under fairshare with a half life of 0.
+    # Fair share's memory, U·ln 2 / H; 0 under drf, and under fairshare with a half life of 0. An
+    # account's is the sum of its users' (as Slurm sums a subtree's usage).
     memory: float
     max_running: int | None
     # Units per limited resource. A plain dict, not Resources: a limit of 0 is a limit.
@@ -104,13 +108,15 @@ class UserState:
     # Running jobs in the snapshot plus jobs placed so far in this plan.
     running: int = 0
     dominant: float = 0.0
+    # "user" or "account": the words of the waiting messages, the reports' kind of node.
+    kind: ClassVar[str] = "user"
 
     def score(self) -> float:
         return user_score(self.dominant, self.memory, self.shares)
 
     def may_take(self, shape: Shape) -> bool:
-        """Whether the shape keeps the user within max_resources. Only what the job adds counts:
-        a user already over a lowered limit on GPUs may still run CPU jobs."""
+        """Whether the shape keeps it within max_resources. Only what the job adds counts: a user
+        already over a lowered limit on GPUs may still run CPU jobs."""
         assert self.max_resources is not None
         for name, amount in shape.items:
             limit = self.max_resources.get(name)
@@ -118,7 +124,7 @@ class UserState:
                 return False
         return True
 
-    def take(self, shape: Shape, totals: dict[str, int]) -> None:
+    def _take(self, shape: Shape, totals: dict[str, int]) -> None:
         # Used amounts only grow, so the dominant share is the max of the old one and the ratios
         # of what changed: the same floats as recomputing it from scratch.
         used = self.used
@@ -128,6 +134,42 @@ class UserState:
             if total > 0 and held / total > self.dominant:
                 self.dominant = held / total
         self.running += 1
+
+
+@dataclass(eq=False, slots=True)
+class AccountState(Sharer):
+    kind: ClassVar[str] = "account"
+
+
+@dataclass(eq=False, slots=True)
+class UserState(Sharer):
+    # Its accounts from the top down; () for a user in the root (every user, without accounts).
+    accounts: tuple[AccountState, ...] = ()
+
+    def take(self, shape: Shape, totals: dict[str, int]) -> None:
+        self._take(shape, totals)
+        for account in self.accounts:
+            account._take(shape, totals)
+
+    def limited(self, shape: Shape) -> tuple[str, object] | None:
+        """The first of its accounts, from the top, whose limits the shape would break: the
+        reason and its subject; None when none would."""
+        for account in self.accounts:
+            if account.max_running is not None and account.running >= account.max_running:
+                return "AccountJobLimit", account
+            if account.max_resources is not None and not account.may_take(shape):
+                return "AccountResourceLimit", (account, shape)
+        return None
+
+
+def parting(first: UserState, second: UserState) -> tuple[Sharer, Sharer]:
+    """Where the two users' paths part: the children of their lowest common ancestor on each
+    side (the users themselves when they share every account)."""
+    left, right = (*first.accounts, first), (*second.accounts, second)
+    depth = 0
+    while depth < min(len(left), len(right)) - 1 and left[depth] is right[depth]:
+        depth += 1
+    return left[depth], right[depth]
 
 
 @dataclass(eq=False, slots=True)

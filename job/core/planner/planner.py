@@ -1,8 +1,9 @@
 """The planner: a snapshot of one resource group in, a plan out. Pure: no I/O, no clock, no
 randomness; the same snapshot gives the same plan.
 
-Jobs are taken class by class, the highest value first, and in policy order within a class. Each
-is checked against its shape (Unschedulable), its `not_before`, its user's limits and strict order,
+Jobs are taken class by class, the highest value first, and in policy order within a class (with
+accounts, fair share goes down their tree: policies.py). Each is checked against its shape
+(Unschedulable), its `not_before`, its user's limits, its accounts' limits and strict order,
 then offered to the node selector; a placement updates the node's free resources, the user's share
 and the selector's state before the next job. A job that fits nowhere may preempt (preemption.py):
 it then reserves the node it preempted on and waits, `Preempting`, until its victims have stopped.
@@ -29,11 +30,11 @@ from job.core.planner.entries import SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
-from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
+from job.core.planner.picture import AccountState, Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.planner.reservations import End, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
-from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, limits_of
+from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, account_path, limits_of
 from job.core.resources import Resources, dominant_share, footprint, to_units
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
@@ -102,6 +103,17 @@ def _homes_fit(shape: Shape, homes: list[NodeState | None] | None) -> bool:
     return shape.gang is not None and len(homes) == len(shape.gang.bundles) and None not in homes
 
 
+def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dict[str, int]]]) -> list[NodeState] | None:
+    """Where a gang fits, first fit, on the nodes' free resources and the `rooms` held on them; the
+    real nodes of its parts (bundles, then driver), None if it does not fit. Nothing is taken."""
+    copies = on_empty(nodes, "free")
+    for copy, node in zip(copies, nodes):
+        for room in rooms.get(node, ()):
+            add_to(copy.free, room)
+    chosen = place(gang, copies, first_fit)
+    return None if chosen is None else [nodes[copies.index(copy)] for copy in chosen]
+
+
 def _add_end(ends: dict[str, list[End]], where: dict, job: dict, after_s: float) -> None:
     """What `job` holds on each node of `where` (its driver on `node`, each bundle on its node of
     `bundle_nodes`), freed `after_s` from now."""
@@ -128,6 +140,7 @@ class _Planner:
         for node in self.nodes:
             add_to(self.totals, node.total)
         self.users: dict[str, UserState] = {}
+        self.accounts = self._accounts()
         self.pools: dict[str, Pool] = {}
         self.shapes: dict[tuple, Shape] = {}
         # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
@@ -184,8 +197,24 @@ class _Planner:
                 memory=memory(self.group.policy, spec.usage, self.group.half_life_s),
                 max_running=max_running,
                 max_resources=max_resources,
+                accounts=tuple(self.accounts[account] for account in account_path(self.snapshot.accounts, spec.account)),
             )
         return user
+
+    def _accounts(self) -> dict[str, AccountState]:
+        """The snapshot's accounts, each with the memory of every user below it (an account's
+        usage is the sum of its users')."""
+        snapshot = self.snapshot
+        accounts = {}
+        for name, spec in snapshot.accounts.items():
+            limits = None if spec.max_resources is None else {r: to_units(a) for r, a in spec.max_resources.items()}
+            accounts[name] = AccountState(name, spec.shares, 0.0, spec.max_running, limits)
+        for spec in snapshot.users.values():
+            if spec.account is not None and spec.usage:
+                past = memory(self.group.policy, spec.usage, self.group.half_life_s)
+                for name in account_path(snapshot.accounts, spec.account):
+                    accounts[name].memory += past
+        return accounts
 
     def _charge_running(self) -> None:
         by_id = {node.id: node for node in self.nodes}
@@ -212,6 +241,11 @@ class _Planner:
                     self._may_be_victim(job, user, need, {node.id: need})
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
+            for account in user.accounts:
+                add_to(account.used, user.used)
+                account.running += user.running
+        for account in self.accounts.values():
+            account.dominant = dominant_share(account.used, self.totals)
 
     def _charge_gang(self, job: dict, user: UserState, by_id: dict[str, NodeState]) -> None:
         """A running job with bundles holds its driver's request on its node and each bundle on the
@@ -424,7 +458,7 @@ class _Planner:
             return "UserJobLimit", user
         if user.max_resources is not None and not user.may_take(shape):
             return "UserResourceLimit", (user, shape)
-        return None
+        return user.limited(shape) if user.accounts else None
 
     def _go(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
         """Where the job goes: its reserved node, else the node the selector chooses; None once
@@ -470,12 +504,17 @@ class _Planner:
             return None
         # Free resources only go down: what did not fit now will not fit later in the plan.
         shape.full = True
+        kept_off = None
+        if self.heads:
+            kept_off = self._backfill_gang(ident, shape, user)
+            if kept_off is True:
+                return None
         one_node = gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1
         decision = self.preemptor.victims_for(shape, user, value) if self.preemptor and one_node else None
         if self.group.strict_order:
             self.blocker = ident
         if decision is None:
-            return "Resources", shape
+            return ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
         self._preempt(ident, shape, user, decision)
         return "Preempting", decision
 
@@ -563,6 +602,47 @@ class _Planner:
                 self._placed(ident, node, shape, user)
                 return True
         return kept_off
+
+    def _ends_before(self, ident: str, reservation: Reservation) -> bool:
+        """Whether the job will end before the reservation's start: its max runtime is known and
+        short enough."""
+        runtime, start = self._job(ident).get("max_runtime_s"), reservation.start
+        return runtime is not None and start is not None and (start - self.snapshot.now).total_seconds() >= runtime
+
+    def _backfill_gang(self, ident: str, shape: Shape, user: UserState) -> Reservation | bool | None:
+        """A job with bundles, as `_backfill` does a plain one: placed whole (first fit, in node
+        order) on the nodes' free resources and the room held by the reservations it ends before,
+        True once placed; else the first reservation whose room it would fit with, or None."""
+        gang, nodes = shape.gang, shape.pool.nodes
+        rooms: dict[NodeState, list[dict[str, int]]] = {}
+        delayed = []
+        for reservation in self.heads:
+            if self._ends_before(ident, reservation):
+                for node, room in reservation.held.items():
+                    rooms.setdefault(node, []).append(room)
+            else:
+                delayed.append(reservation)
+        chosen = _on_room(gang, nodes, rooms)
+        if chosen is None:
+            if not delayed:
+                return None
+            for reservation in delayed:
+                for node, room in reservation.held.items():
+                    rooms.setdefault(node, []).append(room)
+            return delayed[0] if _on_room(gang, nodes, rooms) is not None else None
+        for part, node in zip((*gang.bundles, gang.driver), chosen):
+            # The held room first, as `_backfill` takes it, then its free resources: what it
+            # takes of the room is held no more, and free room stays free for others.
+            for name, amount in part.items:
+                for room in rooms.get(node, ()):
+                    taken = min(amount, room.get(name, 0))
+                    room[name] = room.get(name, 0) - taken
+                    amount -= taken
+                node.free[name] = node.free.get(name, 0) - amount
+            self.selector.placed(node)
+            self.selector.picked(part, node)
+        self._placed(ident, chosen[-1], shape, user, chosen[:-1])
+        return True
 
     def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState,
                 bundle_nodes: list[NodeState] | None = None) -> None:

@@ -22,7 +22,7 @@ from heapq import heapify, heappop, heapreplace
 from operator import itemgetter
 
 from job.core.planner.entries import NEG_PRIORITY, USER, Entry
-from job.core.planner.picture import UserState
+from job.core.planner.picture import AccountState, UserState
 
 Runs = Iterator[tuple[list[Entry], int]]
 # The index after the last entry the planner took from the run last yielded.
@@ -56,13 +56,17 @@ def lifo(entries: list[Entry], taken: Taken) -> Runs:
 
 def fair(entries: list[Entry], taken: Taken) -> Runs:
     """drf and fairshare: the user with the lowest score goes next, ties by user name; the score is
-    read again after each of the user's jobs is placed."""
+    read again after each of the user's jobs is placed. With accounts, the order goes down the
+    tree: the lowest-scoring child at each level, from the root to a user (`_down_the_tree`)."""
     queues: dict[UserState, list[Entry]] = {}
     for entry in entries:
         queues.setdefault(entry[USER], []).append(entry)
     # Each queue sorted on its own: fewer comparisons than one sort of every entry.
     for queue in queues.values():
         queue.sort()
+    if any(user.accounts for user in queues):
+        yield from _down_the_tree(queues, taken)
+        return
     # Names are unique, so the comparison never goes past them.
     heap = [(user.score(), user.name, 0, queue) for user, queue in queues.items()]
     heapify(heap)
@@ -76,3 +80,48 @@ def fair(entries: list[Entry], taken: Taken) -> Runs:
             heappop(heap)
         else:
             heapreplace(heap, (queue[0][USER].score(), name, index, queue))
+
+
+# A child in its parent's heap: [score, name, kind, index, queue] for a user (kind 0), [score,
+# name, kind, 0, heap of its children] for an account (kind 1). A user and an account of one name
+# under one parent part by kind; the payload is never compared.
+_USER, _ACCOUNT = 0, 1
+
+
+def _down_the_tree(queues: dict[UserState, list[Entry]], taken: Taken) -> Runs:
+    """Siblings compete by score (their subtree's dominant share plus memory, over their shares:
+    over shares normalized among the active siblings gives the same order, since the siblings
+    share the sum), the lowest first; the user reached at the bottom gives its next job. After
+    each run the scores along its path are read again, from the bottom up."""
+    root: list[list] = []
+    children: dict[AccountState, list[list]] = {}
+    for user, queue in queues.items():
+        heap = root
+        for account in user.accounts:
+            below = children.get(account)
+            if below is None:
+                below = children[account] = []
+                heap.append([account.score(), account.name, _ACCOUNT, 0, below])
+            heap = below
+        heap.append([user.score(), user.name, _USER, 0, queue])
+    heapify(root)
+    for heap in children.values():
+        heapify(heap)
+    while root:
+        path = [root]
+        item = root[0]
+        while item[2] == _ACCOUNT:
+            path.append(item[4])
+            item = item[4][0]
+        queue = item[4]
+        yield queue, item[3]
+        index = taken()
+        user = queue[0][USER]
+        gone = index == len(queue)
+        for heap, sharer in zip(reversed(path), (user, *reversed(user.accounts))):
+            if gone:
+                heappop(heap)
+                gone = not heap
+            else:
+                top = heap[0]
+                heapreplace(heap, [sharer.score(), top[1], top[2], index if top[2] == _USER else 0, top[4]])

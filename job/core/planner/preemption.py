@@ -6,7 +6,10 @@ victim only if Ray started it at least `min_runtime_s` ago, its class is preempt
 being stopped already, and either its class is strictly lower than the waiting job's, or (in
 `fairshare` mode) it is of the same class, of another user, and the waiting job's user, with the
 new job running, would still score strictly below the victim's user without the victim. A victim
-of that rule can never preempt back: its user's score would then be above the other's.
+of that rule can never preempt back: its user's score would then be above the other's. With
+accounts the two users' paths are compared where they part, the children of their lowest common
+ancestor (two teams, or two users of one team), with the same strict inequality: no ping-pong
+between teams either.
 
 On each node that carries the job's labels and is big enough when empty, eligible jobs are taken
 lowest class first, then (fairshare) the user with the highest score, then the most recently
@@ -37,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from job.core.planner.picture import NodeState, Shape, UserState, add_to, user_score
+from job.core.planner.picture import NodeState, Shape, Sharer, UserState, add_to, parting, user_score
 from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.snapshot import Group
 from job.core.resources import Resources, dominant_share
@@ -102,16 +105,22 @@ class Preemptor:
         # Victims are only used up, so the lowest class anywhere only goes up: as it was at the
         # start, it may let a request through that then finds nothing, never the other way.
         self.lowest_anywhere = min(self.lowest.values(), default=None)
-        self.after: dict[UserState, _After] = {}
+        # Per user and per account (what its users gain and lose).
+        self.after: dict[Sharer, _After] = {}
         for changes, side in ((coming, "gained"), (going, "lost")):
             for user, need in changes:
-                add_to(getattr(self.after.setdefault(user, _After()), side), need)
+                self._change(user, side, need)
         self.refused: set[tuple[Shape, int, UserState | None]] = set()
         self.attempts = ATTEMPTS
 
     def started(self, user: UserState, need: Resources) -> None:
         """A reserving job was placed: the user's `used` holds it now, no longer to come."""
-        add_to(self.after[user].gained, need, -1)
+        self._change(user, "gained", need, -1)
+
+    def _change(self, user: UserState, side: str, need: Resources | dict, sign: int = 1) -> None:
+        """`need` gained or lost (`side`) by the user, and so by each of its accounts."""
+        for sharer in (user, *user.accounts):
+            add_to(getattr(self.after.setdefault(sharer, _After()), side), need, sign)
 
     def victims_for(self, shape: Shape, user: UserState, value: int, reclaim: bool = False) -> Decision | None:
         """The preemption that makes room for a job of `shape`, of `user`, of class `value`, which
@@ -154,26 +163,31 @@ class Preemptor:
         held = self.held[node.id]
         if any(held.get(name, 0) < amount for name, amount in short.items()):
             return None
+        # Across teams, the two users' paths are compared where they part: the waiting side with
+        # the new job running, the victim's side without the victim (and those taken before it).
+        sides = {c.user: parting(user, c.user) for c in pool} if self.reclaims else {}
         if self.reclaims:
-            scores = {c.user: self._score(c.user) for c in pool}
-            order = sorted(pool, key=lambda c: (c.value, -scores[c.user]))
+            scores = {sharer: self._score(sharer) for c in pool for sharer in (c.user, sides[c.user][1])}
+            order = sorted(pool, key=lambda c: (c.value, -scores[sides[c.user][1]], -scores[c.user]))
         else:
             order = pool
-        waiting_score = self._score(user, gain=shape.need) if reclaim else 0.0
+        waiting: dict[Sharer, float] = {}
         taken: list[Candidate] = []
-        lost: dict[UserState, dict[str, int]] = {}
+        lost: dict[Sharer, dict[str, int]] = {}
         for victim in order:
             if victim.value > value or victim.user is user and victim.value == value:
                 continue
             if victim.value == value:
                 if not reclaim:
                     continue
-                gone = lost.setdefault(victim.user, {})
-                trial = dict(gone)
+                mine, theirs = sides[victim.user]
+                if mine not in waiting:
+                    waiting[mine] = self._score(mine, gain=shape.need)
+                trial = dict(lost.get(theirs, {}))
                 add_to(trial, victim.need)
-                if not waiting_score < self._score(victim.user, loss=trial):
+                if not waiting[mine] < self._score(theirs, loss=trial):
                     continue
-                lost[victim.user] = trial
+                lost[theirs] = trial
             taken.append(victim)
             for name, amount in victim.here.items():
                 if name in short:
@@ -188,8 +202,8 @@ class Preemptor:
         reclaiming, the same class too."""
         return lowest < value or reclaim and lowest == value
 
-    def _score(self, user: UserState, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
-        """The user's score (policies: (dominant share + memory) / shares) once the plan's
+    def _score(self, user: Sharer, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
+        """The user's or account's score (policies: (dominant share + memory) / shares) once the plan's
         preemptions are carried out, with `gain` more running and `loss` less."""
         held = dict(user.used)
         after = self.after.get(user)
@@ -205,9 +219,9 @@ class Preemptor:
         for node in {node for victim in decision.victims for node in victim.nodes}:
             self.candidates[node] = [c for c in self.candidates[node] if c.id not in gone]
             self.held[node] = _sum(self.candidates[node])
-        add_to(self.after.setdefault(user, _After()).gained, shape.need)
+        self._change(user, "gained", shape.need)
         for victim in decision.victims:
-            add_to(self.after.setdefault(victim.user, _After()).lost, victim.need)
+            self._change(victim.user, "lost", victim.need)
 
 
 def _sum(pool: list[Candidate]) -> dict[str, int]:

@@ -30,8 +30,8 @@ Policy = Literal[POLICY_NAMES]
 SelectorName = Literal[SELECTOR_NAMES]
 # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
 # that a node type of an autoscaling cluster can hold.
-Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "NotBefore", "Priority",
-                 "Preempting", "Reserved", "ScalingUp"]
+Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "AccountJobLimit",
+                 "AccountResourceLimit", "NotBefore", "Priority", "Preempting", "Reserved", "ScalingUp"]
 Preemption = Literal[PREEMPTION_NAMES]
 # Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
 BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -173,9 +173,22 @@ class User(_Strict):
     # Where set, these replace the group's per-user limits for this user.
     max_running: Annotated[int, Field(ge=1)] | None = None
     max_resources: ResourceMap | None = None
+    # The account the user is in (`accounts`); None: the root, beside the top accounts.
+    account: Name | None = None
 
 
 DEFAULT_USER = User()
+
+
+class Account(_Strict):
+    """A team: its users and child accounts share its part of the group (docs/planner.md, "Accounts")."""
+
+    # None: a top account, child of the root.
+    parent: Name | None = None
+    shares: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1
+    # Limits on the whole subtree's jobs: running jobs, resources held.
+    max_running: Annotated[int, Field(ge=1)] | None = None
+    max_resources: ResourceMap | None = None
 
 
 def limits_of(group: Group, user: User | None) -> tuple[int | None, dict[str, int] | None]:
@@ -194,6 +207,7 @@ class Snapshot(_Strict):
     running: list[RunningJob] = Field(default_factory=list)
     pending: list[PendingJob] = Field(default_factory=list)
     users: dict[Name, User] = Field(default_factory=dict)
+    accounts: dict[Name, Account] = Field(default_factory=dict)
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     reservations: list[Reservation] = Field(default_factory=list)
 
@@ -217,6 +231,7 @@ class Snapshot(_Strict):
                 if job.get("class", self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
+        check_tree(self.accounts, self.users)
         for index, job in enumerate(self.running):
             _held_bundles(f"running[{index}]", job)
         selector = SELECTORS[self.group.selector]
@@ -225,6 +240,32 @@ class Snapshot(_Strict):
         except ValidationError as exc:
             raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
         return self
+
+
+def check_tree(accounts: dict[str, Account], users: dict[str, User]) -> None:
+    """Every parent and every user's account is an account, and no account is its own ancestor."""
+    for name, account in accounts.items():
+        if account.parent is not None and account.parent not in accounts:
+            raise ValueError(f"accounts.{name}.parent: {account.parent!r} is not one of accounts")
+    for name, user in users.items():
+        if user.account is not None and user.account not in accounts:
+            raise ValueError(f"users.{name}.account: {user.account!r} is not one of accounts")
+    for name in accounts:
+        seen, at = {name}, accounts[name].parent
+        while at is not None:
+            if at in seen:
+                raise ValueError(f"accounts.{name}.parent: a cycle through {at!r}")
+            seen.add(at)
+            at = accounts[at].parent
+
+
+def account_path(accounts: dict[str, Account], name: str | None) -> list[str]:
+    """The accounts from the top down to `name` (the root itself not named); [] for None."""
+    path = []
+    while name is not None:
+        path.append(name)
+        name = accounts[name].parent
+    return path[::-1]
 
 
 def _held_bundles(field: str, job: dict) -> None:

@@ -24,8 +24,12 @@ Reservations for the head of the line (`group.max_reservations` above 0, the def
 waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
 it is (the job first in line is one that cannot be placed, and reservations count on the running
 jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
-tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change. A job with a max runtime is stopped there, and its expected end is its start
-plus its max runtime.
+tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
+nor is the tick after a plan that changed the reservations (a reservation whose job started frees
+its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
+plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
+not_before, if after its submission) or, stopped by a preemption, from its stop: the tick's
+`waiting_since`.
 
 A job with bundles (a gang) goes into the snapshot with them and its strategy; placed whole by
 the planner, it holds its driver on the plan's node and each bundle on its node of the plan's
@@ -50,7 +54,7 @@ from datetime import datetime, timedelta, timezone
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
-from job.core.planner.snapshot import DEFAULT_USER, Group, Node, User
+from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
 from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, room_nodes,
@@ -159,6 +163,11 @@ def _gang(job: TraceJob) -> dict:
     return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
 
 
+def _held(reservations: list[dict]) -> set[tuple]:
+    """What reservations hold, as a plan takes them: their jobs, kinds and nodes."""
+    return {(held["job"], held.get("kind"), held["node"], tuple(held.get("bundle_nodes", ()))) for held in reservations}
+
+
 def _ready(record: JobRecord) -> float:
     """When the job may first be planned: its submission, or its not_before if later."""
     job = record.job
@@ -171,13 +180,16 @@ def _run_s(job: TraceJob) -> float:
 
 
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
-             every_s: float = 5.0, start: Start | None = None) -> Outcome:
-    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits and usage
-    (missing: shares 1, no limit, no usage). A job whose run time is infinite never ends. Without
-    `start`, the group is empty at first; with it, the clock starts at 0. Pure and deterministic."""
+             every_s: float = 5.0, start: Start | None = None, accounts: dict[str, Account] | None = None,
+             until_s: float | None = None) -> Outcome:
+    """Replays `jobs` on `nodes` under `group`'s options; `users` gives shares, limits, usage and
+    account (missing: shares 1, no limit, no usage, the root), `accounts` the tree above them. A
+    job whose run time is infinite never ends. Without `start`, the group is empty at first; with
+    it, the clock starts at 0. With `until_s`, the simulation stops at that virtual time: jobs
+    running then are cut there, those waiting never start. Pure and deterministic."""
     if every_s <= 0:
         raise ValueError("every_s must be above zero")
-    return _Simulation(jobs, nodes, group, users or {}, every_s, start).run()
+    return _Simulation(jobs, nodes, group, users or {}, every_s, start, accounts or {}, until_s).run()
 
 
 def _check_classes(jobs: list[TraceJob], group: Group) -> None:
@@ -190,13 +202,13 @@ def _check_classes(jobs: list[TraceJob], group: Group) -> None:
 
 class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
-                 start: Start | None):
-        self.group = group
-        self.every_s = every_s
+                 start: Start | None, accounts: dict[str, Account], until_s: float | None):
+        self.group, self.every_s, self.accounts, self.until_s = group, every_s, accounts, until_s
         policy = POLICIES[group.policy]
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
-        self.limited = group.max_running_per_user is not None or any(u.max_running is not None for u in users.values())
+        self.limited = group.max_running_per_user is not None or any(
+            spec.max_running is not None for spec in (*users.values(), *accounts.values()))
         # Under preemption a job that fits nowhere may still make room, and a full node may give
         # it: every pending job, every node and every running job (with its class and start) go
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
@@ -268,6 +280,10 @@ class _Simulation:
         next_arrival = 0
         while True:
             now = tick * self.every_s
+            if self.until_s is not None and now > self.until_s:
+                # What runs then is cut there, what waits never starts: the figures end here.
+                outcome.end_s = self.until_s
+                break
             touched: set[UserRecord] = set()
             while self.ends and self.ends[0][0] <= now:
                 _, number, record = heapq.heappop(self.ends)
@@ -280,6 +296,8 @@ class _Simulation:
             while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
                 self._arrive(self.arrivals[next_arrival], touched)
                 next_arrival += 1
+            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
+            self.replan = False
             if self.pending_count:
                 self._plan(now, touched)
             for user in touched:
@@ -297,7 +315,7 @@ class _Simulation:
             if not upcoming:
                 outcome.end_s = now
                 break
-            if self.preempting and self.pending_count:
+            if (self.preempting or self.replan) and self.pending_count:
                 upcoming.append(now + self.every_s)
             tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
         return outcome
@@ -314,6 +332,10 @@ class _Simulation:
             pending["node_labels"] = job.node_labels
         if job.max_runtime_s is not None:
             pending["max_runtime_s"] = job.max_runtime_s
+        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
+        # waiting_since does), unless the job says otherwise (a forecast's).
+        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
+        pending["waiting_since"] = self.epoch + timedelta(seconds=since_s)
         if not self._schedulable(record, pending):
             record.unschedulable = True
             return
@@ -323,7 +345,7 @@ class _Simulation:
         add_to(user.wanted, record.need)
         touched.add(user)
         record.pending = pending
-        self._enqueue(record)
+        self._enqueue(record, since_s)
 
     def _schedulable(self, record: JobRecord, pending: dict) -> bool:
         """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
@@ -347,7 +369,8 @@ class _Simulation:
         self.schedulable[shape] = schedulable
         return schedulable
 
-    def _enqueue(self, record: JobRecord) -> None:
+    def _enqueue(self, record: JobRecord, since_s: float) -> None:
+        """The record waits, since `since_s` (what reserve_after counts from)."""
         job = record.job
         # The planner's order within a user: higher class, higher priority, then older, then by id
         # (shorter first).
@@ -356,8 +379,8 @@ class _Simulation:
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
-            heapq.heappush(self.reserve_at, job.submit_s + self.group.reserve_after_s)
-            heapq.heappush(self.oldest, (job.submit_s, next(self.enqueued), record))
+            heapq.heappush(self.reserve_at, since_s + self.group.reserve_after_s)
+            heapq.heappush(self.oldest, (since_s, next(self.enqueued), record))
 
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.shape]
@@ -375,10 +398,11 @@ class _Simulation:
             return
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
-        # Preemption weighs the scores of the running jobs' users too.
+        # Preemption weighs the scores of the running jobs' users too; a team's score, what every
+        # user of it holds and has used.
         named = [*pending, *self.running.values()] if exact else pending
-        for job in named:
-            name = job["user"] if isinstance(job, dict) else job.job.user
+        names = [job["user"] if isinstance(job, dict) else job.job.user for job in named]
+        for name in [*self.users, *names] if self.accounts else names:
             if name not in users:
                 user = self._user(name)
                 spec = user.spec
@@ -392,7 +416,8 @@ class _Simulation:
             nodes, held = self._nodes(pending)
             running = [*held, *(entry for name in users for entry in self.users[name].entries)]
         snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes, running=running, pending=pending,
-                                            users=users, state=self.state, reservations=self.reservations)
+                                            users=users, accounts=self.accounts, state=self.state,
+                                            reservations=self.reservations)
         result = plan(snapshot)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
@@ -403,7 +428,11 @@ class _Simulation:
                 record = self.running[victim]
                 record.stopping = record.running["stopping"] = True
                 self.victims.append(record)
-        self.reservations = result.reservations or []
+        # A reservation that ended (its job started) frees a slot that only the next plan gives,
+        # and a new one changes what the next plan holds: that plan is not skipped.
+        after = result.reservations or []
+        self.replan = _held(after) != _held(self.reservations)
+        self.reservations = after
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
@@ -487,7 +516,8 @@ class _Simulation:
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """A victim stops: its resources come back, and it waits again in its place in the queue
-        (its submission time is kept); its next run starts from the beginning."""
+        (its submission time is kept), its wait for resources from now; its next run starts from
+        the beginning."""
         self._hold(record, -1, now_s, touched)
         del self.running[record.job.id]
         record.running = None
@@ -495,7 +525,8 @@ class _Simulation:
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
-        self._enqueue(record)
+        record.pending["waiting_since"] = self.epoch + timedelta(seconds=now_s)
+        self._enqueue(record, now_s)
         touched.add(self._user(record.job.user))
         self.outcome.events += 1
 

@@ -13,8 +13,11 @@ everything. Overall, the ratio is of the sums over the windows, each weighted by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from job.core.accounts import entitlements
+from job.core.planner.snapshot import Account, account_path
 from job.core.simulate.engine import Outcome, UserRecord
 
 # Bounded slowdown's floor on the run time: a job of a few seconds that waited a minute is not
@@ -161,6 +164,36 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
         "plans": outcome.plans,
         "events": outcome.events,
     }
+
+
+def tree_figures(outcome: Outcome, accounts: Mapping[str, Account]) -> dict:
+    """Per user and per account, over the whole span (the first submission to the end, or to
+    `--until`): `received`, its part of the dominant-resource time delivered (an account's, its
+    users' together); `entitled`, its part down the tree among those with jobs in the span
+    (core/accounts.py); `wait_mean_s`, the mean wait of its jobs started in the span (None: none
+    started). A user's figures name its account (None: the root)."""
+    start_s = min((record.job.submit_s for record in outcome.records), default=0.0)
+    length = max(outcome.end_s - start_s, 0.0)
+    held = {name: _integrate(user, [start_s], [length or 1.0], length or 1.0, start_s, outcome.end_s)[0][0]
+            for name, user in outcome.users.items()}
+    delivered = sum(held.values())
+    waits: dict[str, list[float]] = {}
+    for record in outcome.records:
+        if record.start_s is not None:
+            waits.setdefault(record.job.user, []).append(record.start_s - record.job.submit_s)
+    users = {name: (user.spec.account, user.spec.shares) for name, user in outcome.users.items()}
+    user_parts, account_parts = entitlements({name: (a.parent, a.shares) for name, a in accounts.items()}, users,
+                                             outcome.users)
+    people = {name: {"account": users[name][0], "received": held[name] / delivered if delivered else 0.0,
+                     "entitled": user_parts[name], "wait_mean_s": _mean(waits.get(name, []))}
+              for name in sorted(outcome.users)}
+    teams = {}
+    for name in sorted(accounts):
+        below = [user for user in people if name in account_path(accounts, users[user][0])]
+        teams[name] = {"parent": accounts[name].parent, "received": sum(people[user]["received"] for user in below),
+                       "entitled": account_parts[name],
+                       "wait_mean_s": _mean([wait for user in below for wait in waits.get(user, [])])}
+    return {"users": people, "accounts": teams}
 
 
 def _mean(values: list[float]) -> float | None:

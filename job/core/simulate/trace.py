@@ -46,6 +46,9 @@ class TraceJob:
     # for a job of its driver alone.
     bundles: tuple[dict[str, float], ...] | None = None
     bundle_strategy: str | None = None
+    # Since when it has waited for resources, what reserve_after counts from (None: its
+    # submission). Traces have none; a forecast's jobs have the tick's waiting_since.
+    waiting_s: float | None = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,83 @@
+"""Statements on accounts (teams above users: sql/0017_accounts.sql)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from job.core.errors import BadInput, Conflict, NotFound
+from job.core.specs import AccountSpec
+from job.store.params import json_param
+
+_COLUMNS = tuple(AccountSpec.model_fields)
+
+
+def _unknown_parent(spec: AccountSpec) -> NotFound:
+    return NotFound(f"parent: account {spec.parent!r} does not exist (add it with `python -m job account add {spec.parent}`)")
+
+
+def insert_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
+    values = spec.model_dump()
+    try:
+        conn.execute(f"INSERT INTO accounts ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})",
+                     [json_param(column, values[column]) for column in _COLUMNS])
+    except psycopg.errors.UniqueViolation:
+        conn.rollback()
+        raise Conflict(f"account {spec.name!r} already exists (change it with `python -m job account set {spec.name}`)") from None
+    except psycopg.errors.ForeignKeyViolation:
+        conn.rollback()
+        raise _unknown_parent(spec) from None
+
+
+def update_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
+    """Write the account's fields; a parent below it is refused by the table's trigger (a cycle)."""
+    values = spec.model_dump()
+    updates = [column for column in _COLUMNS if column != "name"]
+    try:
+        conn.execute(f"UPDATE accounts SET {', '.join(f'{c} = %s' for c in updates)}, updated_at = now() WHERE name = %s",
+                     [*(json_param(column, values[column]) for column in updates), spec.name])
+    except psycopg.errors.ForeignKeyViolation:
+        conn.rollback()
+        raise _unknown_parent(spec) from None
+    except psycopg.errors.CheckViolation as exc:
+        conn.rollback()
+        if exc.diag.constraint_name != "accounts_no_cycle":
+            raise
+        raise BadInput(f"parent: {exc.diag.message_primary}") from None
+
+
+def get_account(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> dict:
+    row = conn.execute("SELECT * FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"account {name!r} does not exist (see `python -m job account list`)")
+    return row
+
+
+def list_accounts(conn: psycopg.Connection) -> list[dict]:
+    """Every account, with its users and child accounts by name."""
+    return conn.execute(
+        """SELECT a.*,
+                  coalesce((SELECT array_agg(u.name ORDER BY u.name) FROM users u WHERE u.account = a.name), '{}') AS users,
+                  coalesce((SELECT array_agg(c.name ORDER BY c.name) FROM accounts c WHERE c.parent = a.name), '{}') AS children
+           FROM accounts a ORDER BY a.name""").fetchall()
+
+
+def tree(conn: psycopg.Connection) -> list[dict]:
+    """What the planner needs of every account (a tick reads it once per group)."""
+    return conn.execute("SELECT name, parent, shares, max_running, max_resources FROM accounts ORDER BY name").fetchall()
+
+
+def remove_account(conn: psycopg.Connection, name: str) -> None:
+    """Remove an account without users or child accounts."""
+    get_account(conn, name, for_update=True)
+    row = conn.execute("""SELECT (SELECT count(*) FROM users WHERE account = %(name)s) AS users,
+                                 (SELECT count(*) FROM accounts WHERE parent = %(name)s) AS children""",
+                       {"name": name}).fetchone()
+    if row["users"] or row["children"]:
+        raise Conflict(f"account {name!r} has {row['users']} user(s) and {row['children']} child account(s):"
+                       " move them to another account first")
+    try:
+        conn.execute("DELETE FROM accounts WHERE name = %s", (name,))
+    except psycopg.errors.ForeignKeyViolation:
+        # A user or a child account came in since the count.
+        conn.rollback()
+        raise Conflict(f"account {name!r} has users or child accounts: move them to another account first") from None
