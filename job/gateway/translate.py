@@ -24,6 +24,7 @@ QUEUE_KEYS = {"class": "priority_class", "priority": "priority", "max_runtime": 
               "not_before": "not_before", "bundles": "bundles", "bundle_strategy": "bundle_strategy"}
 # Ray's built-in entrypoint resources, under the queue's names.
 _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
+_FIELD_OF = {name: field for field, name in _BUILTIN.items()}
 _REQUEST_FIELDS = frozenset({"entrypoint", "submission_id", "job_id", "runtime_env", "metadata",
                              "entrypoint_resources", "entrypoint_label_selector", *_BUILTIN})
 SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -55,9 +56,10 @@ def submission(body: Any) -> Submission:
         raise BadInput("entrypoint: required, a string")
     options: dict[str, Any] = {"entrypoint": body["entrypoint"]}
     resources = {name: body[field] for field, name in _BUILTIN.items() if field in body}
-    custom = _object(body, "entrypoint_resources")
-    if custom is not None:
-        resources.update(custom)
+    custom = _object(body, "entrypoint_resources") or {}
+    for name in custom.keys() & _FIELD_OF.keys():
+        raise BadInput(f"entrypoint_resources.{name}: give it as {_FIELD_OF[name]}, as Ray requires")
+    resources.update(custom)
     if resources:
         options["resources"] = resources
     for field, keyword in (("entrypoint_label_selector", "node_labels"), ("runtime_env", "runtime_env")):
@@ -117,10 +119,12 @@ def in_callers_words(error: BadInput) -> BadInput:
     """A refusal of job.api.submit naming the field as the caller gave it (entrypoint_num_cpus,
     not resources.CPU)."""
     text = str(error)
+    # JobSpec names a resource either way: "resources.CPU: ..." or "resources: CPU: ...".
+    text = re.sub(r"^resources: ([A-Za-z_][\w.-]*):", r"resources.\1:", text)
     for ours, theirs in _CALLER_NAMES:
         if text.startswith(ours + ".") or text.startswith(ours + ":"):
             return BadInput(theirs + text[len(ours):])
-    return error
+    return BadInput(text)
 
 
 # --- a queue job as Ray's JobDetails ---------------------------------------------------------
