@@ -40,8 +40,9 @@ from job.store.connection import connect
 from job.store.migrations import ensure_current
 
 T = TypeVar("T")
-# Ray's own limit on a package in its GCS is 512 MiB; a working_dir is usually far less.
-MAX_PACKAGE_BYTES = 512 * 1024 * 1024
+# A package is held in memory while it is forwarded: k8s/gateway.yaml's memory limit leaves room
+# for one this big (Ray's GCS takes up to 512 MiB; its client warns of a file from 10 MiB on).
+MAX_PACKAGE_BYTES = 100 * 1024 * 1024
 # How often a log tail looks at a waiting job: Ray's own tail waits 1 s for its driver.
 TAIL_POLL_S = 1.0
 # The Job Submission API's version that Ray's client checks (ray/dashboard/modules/version.py).
