@@ -140,6 +140,25 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
         return _text(503, f"unavailable: {cause}")
 
 
+class _ClientGone(Exception):
+    """The WebSocket's client closed it or went away."""
+
+
+async def _drain(ws: web.WebSocketResponse) -> None:
+    async for _ in ws:
+        pass
+
+
+async def _unless(gone: asyncio.Future, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client leaves first: then `work` is cancelled."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        task.cancel()
+        raise _ClientGone
+    return task.result()
+
+
 def _job(conn: psycopg.Connection, group: str, submission_id: str) -> dict:
     row = rows.job_named(conn, group, submission_id)
     if row is None:
@@ -250,7 +269,8 @@ class Gateway:
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
         """The job's output as a waiting `ray job submit` follows it: nothing while it waits in the
-        queue, then each attempt's log from Ray, until the queue records its end."""
+        queue, then each attempt's log from Ray, until the queue records its end. A client that
+        leaves ends it at once, whether the job waits or runs."""
         group, ident = request.match_info["group"], request.match_info["id"]
 
         def look() -> Awaitable[dict]:
@@ -259,23 +279,32 @@ class Gateway:
         row = await look()  # 401 and 404 before the WebSocket opens, as Ray's
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        # The client sends nothing but its close: reading it is how its leaving is seen.
+        gone = asyncio.ensure_future(_drain(ws))
         followed: set[str] = set()
         try:
-            while not ws.closed:
+            while True:
                 ray_id = row["submission_id"]
-                if ray_id and ray_id not in followed and row["state"] != "SUBMITTING" and await self._follow(ws, row):
+                if (ray_id and ray_id not in followed and row["state"] != "SUBMITTING"
+                        and await _unless(gone, self._follow(ws, row))):
                     # Ray ended this attempt's stream; the queue may requeue it, or record its end.
                     followed.add(ray_id)
                     row = await look()
                     continue
                 if translate.is_final(row["state"]):
                     break
-                await asyncio.sleep(TAIL_POLL_S)
+                await _unless(gone, asyncio.sleep(TAIL_POLL_S))
                 row = await look()
+        except (_ClientGone, ConnectionResetError):
+            log.event("gateway_tail_ended", group=group, submission_id=ident, why="client left")
+            return ws
         except (Unauthorized, JobError, psycopg.Error) as exc:
-            log.warning("gateway_tail_ended", group=group, submission_id=ident, cause=type(exc).__name__)
+            log.warning("gateway_tail_ended", group=group, submission_id=ident, why=type(exc).__name__)
             await ws.close(code=WSCloseCode.INTERNAL_ERROR)
             return ws
+        finally:
+            gone.cancel()
+        log.event("gateway_tail_ended", group=group, submission_id=ident, why=f"job {row['state']}")
         await ws.close()
         return ws
 

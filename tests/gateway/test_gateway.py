@@ -5,8 +5,11 @@ error shape (400, plain text) with one line naming the field, and nothing is wri
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+
+import aiohttp
 
 import pytest
 import requests
@@ -14,7 +17,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient
 
 from cli_helpers import database_contents, run_cli
 from conftest import ALICE, BOB, GROUP, headers, ray_cli
-from tick_helpers import add_group
+from tick_helpers import add_group, wait_for
 
 NOWHERE = "http://ray.invalid:8265"
 
@@ -237,3 +240,26 @@ def test_a_token_never_carries_more_than_a_submitters_rights(conn, capsys):
     result = run_cli(capsys, "token", "create", superuser)
     assert result.status == 2 and "a token acts only as a submitter of its own jobs" in result.err, result
     assert conn.execute("SELECT count(*) AS n FROM tokens").fetchone()["n"] == 0
+
+
+def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    sdk.submit_job(entrypoint="python wait.py", submission_id="waits")
+
+    async def open_and_leave() -> None:
+        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
+            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
+                await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
+                assert not ws.closed
+    asyncio.run(open_and_leave())
+    wait_for(lambda: "gateway_tail_ended" in gateway.log())
+    assert 'event=gateway_tail_ended group=gpu submission_id=waits why="client left"' in gateway.log(), gateway.log()
+    # A job that ended closes the tail from the gateway's side, as Ray's does.
+    sdk.stop_job("waits")
+
+    async def follow() -> list[str]:
+        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
+            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
+                return [message.data async for message in ws]
+    assert asyncio.run(asyncio.wait_for(follow(), 30)) == []
+    assert 'submission_id=waits why="job CANCELLED"' in gateway.log(), gateway.log()
