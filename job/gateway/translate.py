@@ -27,6 +27,7 @@ _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypo
 _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
 _REQUEST_FIELDS = frozenset({"entrypoint", "submission_id", "job_id", "runtime_env", "metadata",
                              "entrypoint_resources", "entrypoint_label_selector", *_BUILTIN})
+RAY_COMMIT_KEY = "_ray_commit"
 SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
@@ -62,10 +63,14 @@ def submission(body: Any) -> Submission:
     resources.update(custom)
     if resources:
         options["resources"] = resources
-    for field, keyword in (("entrypoint_label_selector", "node_labels"), ("runtime_env", "runtime_env")):
-        value = _object(body, field)
-        if value is not None:
-            options[keyword] = value
+    labels = _object(body, "entrypoint_label_selector")
+    if labels is not None:
+        options["node_labels"] = labels
+    runtime_env = _object(body, "runtime_env")
+    if runtime_env is not None:
+        # Ray's client stamps a pip or conda env with its own commit; the cluster that runs the job
+        # checks its own, so the stamp is not the job's to keep.
+        options["runtime_env"] = {key: value for key, value in runtime_env.items() if key != RAY_COMMIT_KEY}
     options.update(_metadata(_object(body, "metadata") or {}))
     return Submission(submission_id=_submission_id(body), options=options)
 

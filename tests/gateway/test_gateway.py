@@ -71,14 +71,15 @@ def test_the_sdk_carries_resources_labels_and_the_queues_options(gateway, users,
     submission_id = sdk.submit_job(
         entrypoint="python serve.py", entrypoint_num_gpus=1, entrypoint_memory=2**30,
         entrypoint_resources={"special": 1}, entrypoint_label_selector={"pool": "a"},
-        runtime_env={"env_vars": {"MODE": "eval"}},
+        runtime_env={"env_vars": {"MODE": "eval"}, "pip": ["requests==2.31"]},
         metadata={"queue.class": "high", "queue.max_runtime": "2h", "queue.not_before": "2030-01-01T00:00:00Z",
                   "queue.bundles": '[{"GPU": 1}, {"GPU": 1}]', "queue.bundle_strategy": "SPREAD", "run": "7"})
     assert submission_id.startswith("raysubmit_")
     row = gateway_rows(conn)[submission_id]
     assert row["resources"] == {"GPU": 1.0, "memory": float(2**30), "special": 1.0}
     assert (row["node_labels"], row["runtime_env"], row["priority_class"], row["max_runtime_s"], row["metadata"]) == (
-        {"pool": "a"}, {"env_vars": {"MODE": "eval"}}, "high", 7200.0, {"run": "7"})
+        {"pool": "a"}, {"env_vars": {"MODE": "eval"}, "pip": {"packages": ["requests==2.31"], "pip_check": False}},
+        "high", 7200.0, {"run": "7"})
     assert (row["bundles"], row["bundle_strategy"], row["not_before"].year) == ([{"GPU": 1.0}, {"GPU": 1.0}], "SPREAD", 2030)
 
     info = sdk.get_job_info(submission_id)
