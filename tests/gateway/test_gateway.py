@@ -10,13 +10,14 @@ import hashlib
 import json
 
 import aiohttp
+import psycopg
 
 import pytest
 import requests
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from cli_helpers import database_contents, run_cli
-from conftest import ALICE, BOB, GROUP, headers, ray_cli
+from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
 from tick_helpers import add_group, wait_for
 
 NOWHERE = "http://ray.invalid:8265"
@@ -264,3 +265,19 @@ def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users,
                 return [message.data async for message in ws]
     assert asyncio.run(asyncio.wait_for(follow(), 30)) == []
     assert 'submission_id=waits why="job CANCELLED"' in gateway.log(), gateway.log()
+
+
+def test_the_gateways_login_holds_no_users_rights_outside_set_role(gateway, users, group, conn, database_url):
+    client(gateway, users[ALICE]).submit_job(entrypoint="python a.py", submission_id="alice-1")
+    with psycopg.connect(as_role(database_url, GATEWAY_LOGIN), autocommit=True) as own:
+        # It reads what a token check needs, and no more.
+        assert own.execute("SELECT count(*) FROM tokens WHERE revoked_at IS NULL").fetchone() == (2,)
+        for statement in ("SELECT count(*) FROM jobs", "SELECT count(*) FROM gateway_submissions",
+                          "SELECT created_at FROM tokens", "INSERT INTO jobs (user_name, group_name, entrypoint, resources)"
+                          f" VALUES ('{ALICE}', 'gpu', 'x', '{{}}')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                own.execute(statement)
+        # Under a token's user's role it sees that user's jobs only.
+        with own.transaction():
+            own.execute(f"SET LOCAL ROLE {BOB}")
+            assert own.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
