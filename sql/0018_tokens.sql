@@ -61,3 +61,34 @@ DROP POLICY IF EXISTS gateway_submissions_own ON gateway_submissions;
 CREATE POLICY gateway_submissions_own ON gateway_submissions FOR ALL TO job_submitter
     USING (EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_id))
     WITH CHECK (EXISTS (SELECT 1 FROM jobs WHERE jobs.id = job_id));
+
+-- A `--working-dir` package uploaded through the gateway lives in the Ray cluster's GCS unpinned
+-- for RAY_RUNTIME_ENV_TEMPORARY_REFERENCE_EXPIRATION_S (600 s) until a job of Ray's uses it; a job
+-- waiting longer in the queue would find it gone. The gateway pins the packages of waiting jobs
+-- again every few minutes (job/gateway/server.py), and learns them here: the URIs and their
+-- clusters only, not the jobs, which its own login may not read.
+CREATE OR REPLACE FUNCTION gateway_waiting_packages()
+    RETURNS TABLE (ray_address text, uri text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+AS $packages$
+    SELECT DISTINCT g.ray_address, p.uri
+    FROM gateway_submissions s
+    JOIN jobs j ON j.id = s.job_id
+    JOIN resource_groups g ON g.name = j.group_name
+    CROSS JOIN LATERAL (
+        SELECT j.runtime_env ->> 'working_dir' AS uri
+        UNION ALL
+        SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(j.runtime_env -> 'py_modules') = 'array'
+                                              THEN j.runtime_env -> 'py_modules' ELSE '[]' END)) p
+    -- Once Ray accepted a job, the job itself holds its packages.
+    WHERE j.state IN ('PENDING', 'SUBMITTING') AND p.uri LIKE 'gcs://%'
+$packages$;
+
+DO $path$
+BEGIN
+    EXECUTE format('ALTER FUNCTION gateway_waiting_packages() SET search_path = %I, pg_temp', current_schema());
+END
+$path$;
+
+REVOKE EXECUTE ON FUNCTION gateway_waiting_packages() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION gateway_waiting_packages() TO job_gateway;

@@ -25,6 +25,10 @@ def register(sub) -> None:
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default every address)")
     p.add_argument("--connections", default=str(DEFAULT_CONNECTIONS), metavar="N",
                    help=f"PostgreSQL connections, and requests served at once (default {DEFAULT_CONNECTIONS})")
+    # Well within the 600 s Ray keeps a package no job uses.
+    p.add_argument("--keep-packages", metavar="DURATION", default="4m",
+                   help="how often waiting jobs' --working-dir packages are pinned again in Ray, which lets an "
+                        "unused one go after 10 minutes (default 4m)")
 
     token = sub.add_parser("token", help="the gateway's bearer tokens", description="the gateway's bearer tokens")
     actions = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
@@ -51,11 +55,12 @@ def gateway(args: argparse.Namespace) -> int:
     from job.gateway.server import Database, make_app
 
     port = _number(args.port, "--port", 1, 65535)
+    keep_packages_s = positive_duration(args.keep_packages, "--keep-packages")
     db = Database(settings().require_database_url(), _number(args.connections, "--connections", 1, 64))
     db.ping()  # a wrong URL or an old schema is said now, not at the first request
     log.event("gateway_serving", host=args.host, port=port, connections=db.size)
     try:
-        web.run_app(make_app(db, settings().ray_timeout_s), host=args.host, port=port, print=None,
+        web.run_app(make_app(db, settings().ray_timeout_s, keep_packages_s), host=args.host, port=port, print=None,
                     access_log=None, handle_signals=True)
     except OSError as exc:
         raise BadInput(f"--port: cannot listen on {args.host}:{port}: {exc.strerror}") from None

@@ -76,13 +76,21 @@ class Database:
 
     def as_user(self, token: str | None, work: Callable[[psycopg.Connection, str], T]) -> T:
         """`work(conn, user)` in one transaction under the token's user's role, committed."""
-        conn = self._take()
-        try:
+
+        def acting(conn: psycopg.Connection) -> T:
             user = tokens.user_of(conn, token) if token else None
             if user is None:
                 raise Unauthorized
             tokens.act_as(conn, user)
-            result = work(conn, user)
+            return work(conn, user)
+
+        return self.own(acting)
+
+    def own(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work(conn)` in one transaction as the gateway's own login, committed."""
+        conn = self._take()
+        try:
+            result = work(conn)
             conn.commit()
             return result
         finally:
@@ -93,14 +101,7 @@ class Database:
                 conn.close()
 
     def ping(self) -> None:
-        conn = self._take()
-        try:
-            conn.execute("SELECT 1")
-            conn.rollback()
-            self._idle.put(conn)
-        except psycopg.Error:
-            conn.close()
-            raise
+        self.own(lambda conn: conn.execute("SELECT 1"))
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
@@ -167,8 +168,8 @@ def _job(conn: psycopg.Connection, group: str, submission_id: str) -> dict:
 
 
 class Gateway:
-    def __init__(self, db: Database, ray_timeout_s: float):
-        self.db, self.ray_timeout_s = db, ray_timeout_s
+    def __init__(self, db: Database, ray_timeout_s: float, keep_packages_s: float):
+        self.db, self.ray_timeout_s, self.keep_packages_s = db, ray_timeout_s, keep_packages_s
         self._streams: dict[str, RayStream] = {}
 
     async def _as_user(self, request: web.Request, work: Callable[[psycopg.Connection, str], T]) -> T:
@@ -331,13 +332,43 @@ class Gateway:
             log.event("gateway_package", group=group, package=request.match_info["name"], status=status, size=len(data))
         return _text(status, text)
 
+    async def keep_packages(self, app: web.Application):
+        """While the gateway runs, the packages of waiting jobs are pinned again in their Ray
+        clusters every `keep_packages_s` (Ray lets an unused one go after 600 s)."""
+        task = asyncio.ensure_future(self._keep_packages())
+        yield
+        task.cancel()
+
+    async def _keep_packages(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.keep_packages_s)
+            try:
+                found = await loop.run_in_executor(self.db.executor, self.db.own, rows.waiting_packages)
+                answers = [await self._pin(row["ray_address"], row["uri"]) for row in found]
+            except (JobError, psycopg.Error) as exc:
+                log.warning("gateway_packages_unpinned", cause=(str(exc).strip().splitlines() or [type(exc).__name__])[0])
+                continue
+            if found:
+                log.event("gateway_packages_pinned", pinned=answers.count(200), missing=answers.count(404),
+                          failed=len(answers) - answers.count(200) - answers.count(404))
+
+    async def _pin(self, ray_address: str, uri: str) -> int:
+        """Ray's GET of a package pins it for another 600 s; its status (404: Ray has it no more)."""
+        protocol, _, name = uri.partition("://")
+        try:
+            status, _ = await self._stream(await self._dashboard(ray_address)).package("GET", protocol, name)
+        except JobError:
+            return 0
+        return status
+
     async def close(self, app: web.Application) -> None:
         for stream in self._streams.values():
             await stream.close()
 
 
-def make_app(db: Database, ray_timeout_s: float) -> web.Application:
-    gateway = Gateway(db, ray_timeout_s)
+def make_app(db: Database, ray_timeout_s: float, keep_packages_s: float) -> web.Application:
+    gateway = Gateway(db, ray_timeout_s, keep_packages_s)
     app = web.Application(client_max_size=MAX_PACKAGE_BYTES, middlewares=[_errors])
     base = "/groups/{group}/api"
     routes: list[tuple[str, str, Any]] = [
@@ -355,5 +386,6 @@ def make_app(db: Database, ray_timeout_s: float) -> web.Application:
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, handler)
+    app.cleanup_ctx.append(gateway.keep_packages)
     app.on_cleanup.append(gateway.close)
     return app

@@ -43,3 +43,9 @@ def forget(conn: psycopg.Connection, submission_id: str) -> bool:
 def ray_address(conn: psycopg.Connection, group: str) -> str | None:
     row = conn.execute("SELECT ray_address FROM resource_groups WHERE name = %s", (group,)).fetchone()
     return None if row is None else row["ray_address"]
+
+
+def waiting_packages(conn: psycopg.Connection) -> list[dict]:
+    """The gcs:// packages of jobs waiting in the queue, with their clusters' addresses
+    (sql/0018_tokens.sql gateway_waiting_packages): what the gateway keeps pinned in Ray."""
+    return conn.execute("SELECT ray_address, uri FROM gateway_waiting_packages()").fetchall()

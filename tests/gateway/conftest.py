@@ -92,31 +92,43 @@ def users(conn):
 
 
 @pytest.fixture
-def gateway(database_url, conn, gateway_login, tmp_path):
+def launch(database_url, conn, gateway_login, tmp_path):
+    """`launch(*options)`: a gateway process with these options, ready; stopped at the end."""
     dbname = urlsplit(database_url).path.lstrip("/")
     conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), sql.Identifier(gateway_login)))
-    port = free_port()
-    log_path = tmp_path / "gateway.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "JOB_DATABASE_URL": as_role(database_url, gateway_login)})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
+    started = []
+
+    def start(*options: str) -> Gateway:
+        port = free_port()
+        log_path = tmp_path / f"gateway-{port}.log"
+        with log_path.open("w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port), *options],
+                stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "JOB_DATABASE_URL": as_role(database_url, gateway_login)})
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    return Gateway(url, process, log_path)
+            except requests.ConnectionError:
+                pass
+            assert process.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+
+    yield start
+    for process in started:
+        process.send_signal(signal.SIGINT)
         try:
-            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
-                break
-        except requests.ConnectionError:
-            pass
-        assert process.poll() is None, log_path.read_text()
-        assert time.monotonic() < deadline, log_path.read_text()
-        time.sleep(0.2)
-    yield Gateway(url, process, log_path)
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def gateway(launch):
+    return launch()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import aiohttp
 import psycopg
@@ -281,3 +283,46 @@ def test_the_gateways_login_holds_no_users_rights_outside_set_role(gateway, user
         with own.transaction():
             own.execute(f"SET LOCAL ROLE {BOB}")
             assert own.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+class Dashboard(ThreadingHTTPServer):
+    """A Ray dashboard's package endpoint, recording what it is asked (its GET pins a package)."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+        dashboard = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                dashboard.asked.append(self.path)
+                self.send_response(200 if self.path.startswith("/api/packages/gcs/") else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_the_packages_of_waiting_jobs_stay_pinned_in_ray_while_they_wait(launch, users, conn):
+    dashboard = Dashboard()
+    try:
+        add_group(conn, dashboard.url, name=GROUP, users=())
+        gateway = launch("--keep-packages", "1s")
+        sdk = client(gateway, users[ALICE])
+        sdk.submit_job(entrypoint="python a.py", submission_id="waits", runtime_env={
+            "working_dir": "gcs://_ray_pkg_0123456789abcdef.zip", "py_modules": ["gcs://_ray_pkg_mod.zip", "s3://b/m.zip"]})
+        pins = {"/api/packages/gcs/_ray_pkg_0123456789abcdef.zip", "/api/packages/gcs/_ray_pkg_mod.zip"}
+        wait_for(lambda: "gateway_packages_pinned pinned=2 missing=0 failed=0" in gateway.log())
+        assert set(dashboard.asked) == pins  # the s3:// one is not Ray's to keep
+        # A job that no longer waits holds nothing.
+        sdk.stop_job("waits")
+        assert conn.execute("SELECT * FROM gateway_waiting_packages()").fetchall() == []
+    finally:
+        dashboard.shutdown()
