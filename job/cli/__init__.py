@@ -9,7 +9,7 @@ import sys
 import psycopg
 
 from job import log
-from job.cli import accounts, demo, groups, jobs, migrate, observe, plan, prune, scheduler, simulate, users
+from job.cli import accounts, demo, gateway, groups, jobs, migrate, observe, plan, prune, scheduler, simulate, users
 from job.cli.parsing import refused
 from job.core.errors import JobError
 from job.settings import settings
@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fair-share batch scheduler for Ray. With no command, runs one tick.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for family in (migrate, jobs, groups, users, accounts, plan, simulate, scheduler, observe, prune, demo):
+    for family in (migrate, jobs, groups, users, accounts, plan, simulate, scheduler, observe, prune, gateway, demo):
         family.register(sub)
     return parser
 
