@@ -5,6 +5,7 @@ the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,7 +39,8 @@ class PendingRow(NamedTuple):
     reason: str | None
     message: str | None
     priority_class: str | None = None
-    # The node it holds room on since it preempted, and since when.
+    # The node it holds room on since it preempted, and since when; a gang that preempted across
+    # nodes, the node of each bundle too (JSON text).
     reserved_node: str | None = None
     reserved_at: datetime | None = None
     max_runtime_s: float | None = None
@@ -49,6 +51,7 @@ class PendingRow(NamedTuple):
     # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
     bundles: str | None = None
     bundle_strategy: str | None = None
+    reserved_bundle_nodes: str | None = None
 
 
 # How long after Ray reported a job of ours ended its resources count as ours on its node: Ray frees
@@ -175,7 +178,8 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
         if row.max_runtime_s is not None:
             job["max_runtime_s"] = row.max_runtime_s
         if row.reserved_node is not None and row.reserved_at >= held_since:
-            reservations.append({"job": job["id"], "node": row.reserved_node})
+            reservations.append({"job": job["id"], "node": row.reserved_node,
+                                 **({} if row.reserved_bundle_nodes is None else {"bundle_nodes": json.loads(row.reserved_bundle_nodes)})})
         jobs.append(job)
     return jobs, invalid, reservations
 
@@ -263,6 +267,10 @@ def _stopping(job: ActiveJob) -> bool:
     return job.cancel_requested_at is not None or job.preempted_at is not None or job.reason in STOP_REASONS
 
 
+# A preemption's reservation: its driver's node, and each bundle's for a gang across nodes (else None).
+Reserved = tuple[str, list[str] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class Decisions:
     """A plan in the tick's terms, by job id."""
@@ -273,9 +281,10 @@ class Decisions:
     waiting: list[tuple[int, str, str]]
     # Victim -> the job it makes room for.
     victims: dict[int, int]
-    # Job -> the node it holds room on, as the preemptions' reservations stand after the plan (a
-    # head-of-line one is judged again by every plan, from the queue as it then stands).
-    reservations: dict[int, str]
+    # Job -> the node it holds room on and, for a gang across nodes, each bundle's (else None), as
+    # the preemptions' reservations stand after the plan (a head-of-line one is judged again by
+    # every plan, from the queue as it then stands).
+    reservations: dict[int, Reserved]
     # Job -> the node planned for each of its bundles, for the placed jobs that have bundles.
     bundle_nodes: dict[int, list[str]]
 
@@ -284,12 +293,14 @@ class Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
                    [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
-                   {int(r["job"]): r["node"] for r in plan.reservations or [] if r.get("kind", "preemption") == "preemption"},
+                   {int(r["job"]): (r["node"], r.get("bundle_nodes")) for r in plan.reservations or []
+                    if r.get("kind", "preemption") == "preemption"},
                    {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})
 
 
-def reservation_changes(pending: list[PendingRow], after: dict[int, str]) -> dict[int, str | None]:
+def reservation_changes(pending: list[PendingRow], after: dict[int, Reserved]) -> dict[int, Reserved | None]:
     """The pending jobs whose reservation the plan changed (`after`, Decisions.reservations): id ->
-    its node, None where it ended (the job placed, or its reservation expired or no longer valid)."""
-    before = {row.id: row.reserved_node for row in pending if row.reserved_node is not None}
+    its nodes, None where it ended (the job placed, or its reservation expired or no longer valid)."""
+    before = {row.id: (row.reserved_node, None if row.reserved_bundle_nodes is None else json.loads(row.reserved_bundle_nodes))
+              for row in pending if row.reserved_node is not None}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}

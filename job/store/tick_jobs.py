@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.estimates import Finished
-from job.core.group_snapshot import PendingRow
+from job.core.group_snapshot import PendingRow, Reserved
 from job.core.jobs import ActiveJob, Intent, Moved, Victim
 from job.core.states import Reason
 
@@ -28,7 +28,7 @@ _ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
 _PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text",
-                                         "bundles": "bundles::text"})
+                                         "bundles": "bundles::text", "reserved_bundle_nodes": "reserved_bundle_nodes::text"})
 
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
@@ -205,7 +205,7 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
         """UPDATE jobs SET state = %(to)s, node = u.node, bundle_nodes = u.bundle_nodes, attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = %(reason)s, message = 'placed on node ' || u.node || ', being submitted to Ray',
-                  ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,
+                  ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_bundle_nodes = NULL, reserved_at = NULL,
                   queue_position = NULL, estimated_start_at = NULL, estimate_basis = NULL, updated_at = now()""",
         "jobs.state = ANY(%(from)s)",
         {"installation": installation, "from": states.COMMIT_INTENT.sources, "to": states.COMMIT_INTENT.target,
@@ -264,13 +264,16 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
     )
 
 
-def set_reservations(conn: psycopg.Connection, reservations: dict[int, str | None], now: datetime) -> None:
-    """Pending jobs' reservations that changed (id -> node, None: ended). A new one starts `now`."""
+def set_reservations(conn: psycopg.Connection, reservations: dict[int, Reserved | None], now: datetime) -> None:
+    """Pending jobs' reservations that changed (id -> (node, each bundle's node or None), None:
+    ended). A new one starts `now`."""
     if not reservations:
         return
     conn.execute(*_each(
-        reservations, {"node": "text"},
-        """UPDATE jobs SET reserved_node = u.node,
+        {job: (None, None) if held is None else (held[0], None if held[1] is None else Jsonb(held[1]))
+         for job, held in reservations.items()},
+        {"node": "text", "bundle_nodes": "jsonb"},
+        """UPDATE jobs SET reserved_node = u.node, reserved_bundle_nodes = u.bundle_nodes,
                   reserved_at = CASE WHEN u.node IS NULL THEN NULL
                                      WHEN jobs.reserved_node IS NOT DISTINCT FROM u.node THEN jobs.reserved_at
                                      ELSE %(now)s END,

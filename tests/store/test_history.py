@@ -428,7 +428,7 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.requeue_preempted, conn, {job.id: (job.state, "stopped to make room") for job in active})
     call(tick_jobs.mark_victims, conn, {job_id: pending_ids[0] for job_id in active_ids}, now)
     call(tick_jobs.victims_stopping, conn, {job_id: "being stopped" for job_id in active_ids})
-    call(tick_jobs.set_reservations, conn, {job_id: "node-a" for job_id in pending_ids}, now)
+    call(tick_jobs.set_reservations, conn, {job_id: ("node-a", None) for job_id in pending_ids}, now)
     call(tick_jobs.set_estimates, conn, {job_id: (1, now, "from max runtimes") for job_id in pending_ids})
     call(tick_jobs.recent_run_times, conn, group, 500)
     call(tick_jobs.cancel_absent, conn, active_ids)

@@ -357,7 +357,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.fail_invalid, conn, {pending[0]: "unreadable"})
         call(tick_jobs.commit_intents, conn, [(pending[1], "node-a")], installation)
         call(tick_jobs.set_waiting, conn, {pending[2]: ("Resources", "needs CPU 1")})
-        call(tick_jobs.set_reservations, conn, {pending[2]: "node-a"}, now)
+        call(tick_jobs.set_reservations, conn, {pending[2]: ("node-a", ["node-a", "node-b"])}, now)
         call(tick_jobs.set_estimates, conn, {pending[2]: (1, now, "from max runtimes")})
         call(tick_jobs.recent_run_times, conn, GROUP, 500)
         call(tick_jobs.mark_submitted, conn, [pending[1]])

@@ -165,7 +165,7 @@ CASES = [
     ("set_waiting", lambda conn, rows: tick_jobs.set_waiting(conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}),
      states.SET_WAITING.moves),
     ("set_reservations", lambda conn, rows: tick_jobs.set_reservations(
-        conn, {job_id: "n1" for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+        conn, {job_id: ("n1", None) for job_id, _, _ in rows}, datetime.now(timezone.utc)),
      states.SET_RESERVATION.moves),
     ("set_estimates", lambda conn, rows: tick_jobs.set_estimates(
         conn, {job_id: (1, datetime.now(timezone.utc), "from max runtimes") for job_id, _, _ in rows}),

@@ -34,9 +34,11 @@ whose jobs could be victims, is seen by the next plan.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import NodeState, Shape, UserState, add_to, user_score
 from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.snapshot import Group
@@ -65,8 +67,12 @@ class Candidate:
 
 @dataclass(eq=False, slots=True)
 class Decision:
-    node: NodeState
+    node: NodeState  # the waiting job's driver's
     victims: list[Candidate]
+    # What the victims free on each node, and for a gang spread over nodes, the node of each bundle
+    # (None: every part on `node`).
+    freed: dict[NodeState, dict[str, int]]
+    bundle_nodes: list[NodeState] | None = None
 
 
 @dataclass(slots=True)
@@ -91,9 +97,7 @@ class Preemptor:
         # Each node's candidates in the order victims are taken, but for fairshare's user scores,
         # which change as the plan goes: the most recently started first, then by id, lowest
         # class first (sorts are stable, so a sort by class and score keeps this order within).
-        self.candidates = {node: sorted(sorted(pool, key=lambda c: (-c.started_at.timestamp(), len(c.id), c.id)),
-                                        key=lambda c: c.value)
-                           for node, pool in candidates.items()}
+        self.candidates = {node: _in_order(pool) for node, pool in candidates.items()}
         # Per node id, what all its candidates hold together, and the lowest class among them: a
         # node where even all of them would not make room, or none is of a class that may be
         # stopped, is passed over without looking at its jobs one by one.
@@ -125,6 +129,20 @@ class Preemptor:
         if self.lowest_anywhere is None or not self._may_stop(self.lowest_anywhere, value, reclaim):
             return None
         self.attempts -= 1
+        gang = shape.gang
+        best = None
+        if gang is None or gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1:
+            best = self._one_node(shape, user, value, reclaim)
+        if best is None and gang is not None and gang.strategy != "STRICT_PACK":
+            best = self._across(shape, user, value, reclaim)
+        if best is None:
+            self.refused.add(key)
+            return None
+        self._carry_out(best, shape, user)
+        return best
+
+    def _one_node(self, shape: Shape, user: UserState, value: int, reclaim: bool) -> Decision | None:
+        """The whole request on one node: the node whose victims rank best."""
         best, best_rank = None, None
         for node in shape.pool.nodes:
             if not shape.need.fits_in(node.total):
@@ -134,11 +152,7 @@ class Preemptor:
                 continue
             rank = (len(victims), max(v.value for v in victims), sum(v.run_s for v in victims), node.id)
             if best_rank is None or rank < best_rank:
-                best, best_rank = Decision(node, victims), rank
-        if best is None:
-            self.refused.add(key)
-            return None
-        self._carry_out(best, shape, user)
+                best, best_rank = Decision(node, victims, {node: _sum(victims)}), rank
         return best
 
     def _on_node(self, node: NodeState, shape: Shape, user: UserState, value: int, reclaim: bool
@@ -154,11 +168,75 @@ class Preemptor:
         held = self.held[node.id]
         if any(held.get(name, 0) < amount for name, amount in short.items()):
             return None
-        if self.reclaims:
-            scores = {c.user: self._score(c.user) for c in pool}
-            order = sorted(pool, key=lambda c: (c.value, -scores[c.user]))
-        else:
-            order = pool
+
+        def enough(taken: list[Candidate]) -> bool:
+            for name, amount in taken[-1].here.items():
+                if name in short:
+                    short[name] -= amount
+            return all(amount <= 0 for amount in short.values())
+
+        return self._take(self._by_score(pool), shape, user, value, reclaim, enough)
+
+    def _across(self, shape: Shape, user: UserState, value: int, reclaim: bool) -> Decision | None:
+        """A gang no one node can take whole (STRICT_SPREAD's bundles, or more than a node holds):
+        victims taken across the nodes of its pool, in the victims' order, until the gang fits whole
+        by its strategy once they stop (gang.py, first fit); then each victim it fits without, the
+        last taken first, is spared. One such choice, not the best of all: the sets of nodes are
+        too many to rank."""
+        nodes = shape.pool.nodes
+        parts: dict[str, list[tuple[NodeState, Candidate]]] = {}
+        for node in nodes:
+            for candidate in self.candidates.get(node.id, ()):
+                parts.setdefault(candidate.id, []).append((node, candidate))
+        room: dict[str, int] = {}
+        for node in nodes:
+            add_to(room, node.free)
+            add_to(room, self.held.get(node.id, {}))
+        if not parts or not shape.need.fits_in(Resources(room)):
+            return None
+
+        def placed(victims: list[Candidate]) -> tuple[list[NodeState], dict[NodeState, dict[str, int]]] | None:
+            freed: dict[NodeState, dict[str, int]] = {}
+            for victim in victims:
+                for node, candidate in parts[victim.id]:
+                    add_to(freed.setdefault(node, {}), candidate.here)
+            copies = on_empty(nodes, "free")
+            for copy, node in zip(copies, nodes):
+                add_to(copy.free, freed.get(node, {}))
+            chosen = place(shape.gang, copies, first_fit)
+            return None if chosen is None else ([nodes[copies.index(copy)] for copy in chosen], freed)
+
+        if placed([]) is not None:
+            return None  # it fits already: the planner asks only for jobs that fit nowhere
+
+        def enough(taken: list[Candidate]) -> bool:
+            return any(name in shape.names for name in taken[-1].need) and placed(taken) is not None
+
+        order = self._by_score(_in_order([found[0][1] for found in parts.values()]))
+        victims = self._take(order, shape, user, value, reclaim, enough)
+        if victims is None:
+            return None
+        for victim in reversed(victims[:-1]):
+            spared = [other for other in victims if other is not victim]
+            if placed(spared) is not None:
+                victims = spared
+        if len(victims) > self.budget:
+            return None
+        chosen, freed = placed(victims)
+        return Decision(chosen[-1], victims, freed, chosen[:-1])
+
+    def _by_score(self, pool: list[Candidate]) -> list[Candidate]:
+        """Candidates in `_in_order`'s order, and in fairshare, within a class, the user with the
+        highest score first: the order victims are taken."""
+        if not self.reclaims:
+            return pool
+        scores = {c.user: self._score(c.user) for c in pool}
+        return sorted(pool, key=lambda c: (c.value, -scores[c.user]))
+
+    def _take(self, order: list[Candidate], shape: Shape, user: UserState, value: int, reclaim: bool,
+              enough: Callable[[list[Candidate]], bool]) -> list[Candidate] | None:
+        """The eligible victims of `order`, taken in turn until `enough(taken)` says the job fits
+        once they stop; None if it does not with every eligible one taken."""
         waiting_score = self._score(user, gain=shape.need) if reclaim else 0.0
         taken: list[Candidate] = []
         lost: dict[UserState, dict[str, int]] = {}
@@ -175,10 +253,7 @@ class Preemptor:
                     continue
                 lost[victim.user] = trial
             taken.append(victim)
-            for name, amount in victim.here.items():
-                if name in short:
-                    short[name] -= amount
-            if all(amount <= 0 for amount in short.values()):
+            if enough(taken):
                 return taken
         return None
 
@@ -208,6 +283,11 @@ class Preemptor:
         add_to(self.after.setdefault(user, _After()).gained, shape.need)
         for victim in decision.victims:
             add_to(self.after.setdefault(victim.user, _After()).lost, victim.need)
+
+
+def _in_order(pool: list[Candidate]) -> list[Candidate]:
+    """Lowest class first, then the most recently started, then by id (sorts are stable)."""
+    return sorted(sorted(pool, key=lambda c: (-c.started_at.timestamp(), len(c.id), c.id)), key=lambda c: c.value)
 
 
 def _sum(pool: list[Candidate]) -> dict[str, int]:
