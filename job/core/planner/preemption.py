@@ -12,7 +12,9 @@ On each node that carries the job's labels and is big enough when empty, eligibl
 lowest class first, then (fairshare) the user with the highest score, then the most recently
 started, then by id, until the job fits once they stop. The node with the fewest victims wins,
 then the lowest highest-victim class, then the least run time lost, then the node id. At most
-`max_preemptions` victims per plan.
+`max_preemptions` victims per plan. A job with bundles that no one node may hold whole (by its
+strategy or its size) takes its victims across the nodes of its pool instead (`_across`), in the
+same order and under the same rules, and reserves each node of its footprint.
 
 A plan works out at most ATTEMPTS preemptions, for the jobs first in line: each looks at every
 node of the job's pool, and a queue of 100k jobs that cannot preempt would otherwise cost 100k
