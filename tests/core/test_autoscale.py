@@ -274,3 +274,41 @@ def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
     reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
     assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
     assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]
+
+
+ONE_CPU_NODE = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=1)
+TWO_CPU_NODES = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=2)
+
+
+def _gang(ident, bundles, strategy, driver=None):
+    return {"id": ident, "resources": driver or {}, "bundles": [{"CPU": c} for c in bundles], "bundle_strategy": strategy}
+
+
+# (case, node types, pending jobs, the demand's shapes by CPU: count)
+GANG_DEMANDS = [
+    ("STRICT_PACK: its bundles as one shape, their sum, the driver apart",
+     [CPU], [_gang("g", [2, 2], "STRICT_PACK", {"CPU": 1})], {1: 1, 4: 1}),
+    ("PACK and SPREAD: each bundle as its own shape",
+     [CPU], [_gang("g", [2, 2], "PACK"), _gang("h", [1, 1], "SPREAD")], {2: 2, 1: 2}),
+    ("STRICT_SPREAD: asked only if the cluster at its largest holds its bundles apart",
+     [ONE_CPU_NODE], [_gang("g", [2, 2], "STRICT_SPREAD")], {}),
+    ("STRICT_SPREAD on two nodes that may come",
+     [TWO_CPU_NODES], [_gang("g", [2, 2], "STRICT_SPREAD")], {2: 2}),
+    ("a gang that does not fit whole gives back what its first parts took: the next job is asked for",
+     [ONE_CPU_NODE], [_gang("g", [2, 2, 2], "PACK"), {"id": "j", "resources": {"CPU": 4}}], {4: 1}),
+]
+
+
+@pytest.mark.parametrize("case, types, pending, expected", GANG_DEMANDS, ids=[c[0] for c in GANG_DEMANDS])
+def test_the_demand_asks_for_a_gang_as_its_strategy_places_it(case, types, pending, expected):
+    reasons, demand = waiting(snapshot(pending=pending), types)
+    assert {d["resources"]["CPU"]: d["count"] for d in demand} == expected, (case, reasons)
+    assert all(d["label_selector"] == {} for d in demand)
+
+
+def test_a_running_strict_pack_gang_is_held_as_one_shape():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    gang = {"id": "r", "user": "bob", "node": "n1", "resources": {}, "bundles": [{"CPU": 2}, {"CPU": 2}],
+            "bundle_strategy": "STRICT_PACK", "bundle_nodes": ["n1", "n1"]}
+    _, demand = waiting(snapshot(nodes=[node], running=[gang], pending=[{"id": "a", "resources": {"CPU": 4}}]), [CPU])
+    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 4}, 2)]
