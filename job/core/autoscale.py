@@ -14,9 +14,10 @@ bundle, each with its label selector; `request_resources` takes shapes and label
 no placement strategy (autoscaler v1 bin-packs them; v2 makes them one cluster resource
 constraint of shapes and counts, which it satisfies whole or not at all). So a STRICT_PACK gang's
 bundles are asked as one shape, their sum, which only one node can hold, as its strategy says. A
-STRICT_SPREAD gang's bundles cannot be asked to stay apart: Ray may count two of them on one new
-node, and the cluster may then grow less than the gang needs (docs/autoscaling.md). The demand's
-own count of what the cluster could hold at its largest does keep them apart.
+STRICT_SPREAD gang's bundles cannot be asked to stay apart from each other; the demand's own count
+of what the cluster could hold at its largest keeps them apart, and a bundle it counts on a node
+still to come is asked off the group's nodes (`_elsewhere`), so that the cluster grows by a node
+for it, at least (README.md, "The demand").
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from job.core.specs import NodeType
 # Reasons of jobs that wait for resources alone (kept off a reserved node too): those the cluster
 # growing would let run.
 WAITS_FOR_RESOURCES = ("Resources", "Reserved", "ScalingUp")
+# Ray's own label of each node, its id; and the most nodes a STRICT_SPREAD bundle is asked off
+# (`_elsewhere`): a node id is 56 characters, and the demand travels in an environment variable.
+NODE_ID = "ray.io/node-id"
+ELSEWHERE_NODES = 64
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:
@@ -130,23 +135,27 @@ class _Bins:
         # could not hold a request never can later in the same demand.
         self.start: dict[tuple, int] = {}
 
-    def take_all(self, parts: list[Resources], selector: tuple[tuple[str, str], ...], apart: bool) -> bool:
-        """Every part of a job (the driver first, then its bundles), or none: those taken are given
-        back when one finds no room. `apart` (STRICT_SPREAD): each bundle on a node holding no other."""
+    def take_all(self, parts: list[Resources], selector: tuple[tuple[str, str], ...], apart: bool) -> list[int] | None:
+        """Every part of a job (the driver first, then its bundles), or none: the index of each
+        part's node (-1 for a part of nothing), or None with what was taken given back when one
+        finds no room. `apart` (STRICT_SPREAD): each bundle on a node holding no other."""
         mark = (len(self.nodes), [entry[1] for entry in self.left])
         taken: list[tuple[int, Resources]] = []
         held: set[int] = set()  # the nodes holding a bundle of it
+        where = []
         for position, part in enumerate(parts):
             if not part:
+                where.append(-1)
                 continue
             index = self._take(part, selector, held if apart and position else set())
             if index is None:
                 self._give_back(mark, taken)
-                return False
+                return None
             taken.append((index, part))
+            where.append(index)
             if position:
                 held.add(index)
-        return True
+        return where
 
     def _take(self, need: Resources, selector: tuple[tuple[str, str], ...], avoid: set[int]) -> int | None:
         """The index of the node `need` is taken on, the first with room that is not in `avoid`."""
@@ -261,19 +270,35 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         # A gang's parts are taken one by one, by its strategy; one that finds no room leaves the
         # whole job out of the demand, and gives back what the others took.
         parts = request.parts(job)
-        if not bins.take_all(parts, selector, job.get("bundle_strategy") == "STRICT_SPREAD"):
+        apart = job.get("bundle_strategy") == "STRICT_SPREAD"
+        where = bins.take_all(parts, selector, apart)
+        if where is None:
             full.add((need, selector))
             continue
         limits.add(job["user"], need)
-        for part in parts:
+        for position, (part, index) in enumerate(zip(parts, where)):
             if part:
-                count(part, selector)
+                new = apart and position and index >= len(snapshot.nodes)
+                count(part, _elsewhere(selector, snapshot) if new else selector)
         asked += 1
     if not asked:
         return []
     return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
                    for (need, selector), n in counts.items()),
                   key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def _elsewhere(selector: tuple[tuple[str, str], ...], snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """A STRICT_SPREAD bundle counted on a node still to come: asked off the group's nodes (its
+    label selector also says `ray.io/node-id` `!in(...)` of them), so that Ray's autoscaler adds a
+    node for it rather than count it on one that the gang's other bundles need. Two such bundles
+    may still be counted on one new node: the next ticks then ask for the rest, one more node at
+    least each time. Left as it is when the job names a node itself, or the group has more than
+    ELSEWHERE_NODES nodes (the request would grow too long)."""
+    if not snapshot.nodes or len(snapshot.nodes) > ELSEWHERE_NODES or any(key == NODE_ID for key, _ in selector):
+        return selector
+    ids = ",".join(sorted(node.id for node in snapshot.nodes))
+    return tuple(sorted((*selector, (NODE_ID, f"!in({ids})"))))
 
 
 def digest(bundles: list[dict]) -> str:

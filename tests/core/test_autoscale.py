@@ -273,7 +273,9 @@ def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
     pending = [{"id": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"}]
     reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
     assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
-    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]
+    # Its STRICT_SPREAD bundles, on nodes still to come, are asked off the group's node n1.
+    assert sorted(((d["resources"], d["label_selector"], d["count"]) for d in demand), key=str) == [
+        ({"CPU": 1}, {}, 1), ({"CPU": 2}, {}, 2), ({"CPU": 3}, {"ray.io/node-id": "!in(n1)"}, 2)]
 
 
 ONE_CPU_NODE = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=1)
@@ -297,6 +299,23 @@ GANG_DEMANDS = [
     ("a gang that does not fit whole gives back what its first parts took: the next job is asked for",
      [ONE_CPU_NODE], [_gang("g", [2, 2, 2], "PACK"), {"id": "j", "resources": {"CPU": 4}}], {4: 1}),
 ]
+
+
+def test_a_strict_spread_bundle_counted_on_a_node_to_come_is_asked_off_the_groups_nodes():
+    # n1 has room for one bundle: the other is asked for with n1 ruled out, so that Ray adds a node
+    # for it rather than count it on n1 beside the first (the stuck state: n1 holds both).
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    reasons, demand = waiting(snapshot(nodes=[node], pending=[_gang("g", [2, 2], "STRICT_SPREAD")]), [TWO_CPU_NODES],
+                              {"pool": "cpu"})
+    assert reasons["g"][0] == "ScalingUp"
+    assert sorted(((d["resources"], d["label_selector"], d["count"]) for d in demand), key=str) == [
+        ({"CPU": 2}, {"pool": "cpu", "ray.io/node-id": "!in(n1)"}, 1), ({"CPU": 2}, {"pool": "cpu"}, 1)]
+    # A group of more nodes than a request may name keeps its own selector.
+    big = NodeType(name="big", resources={"CPU": 4}, labels={"pool": "cpu", "size": "big"}, max=2)
+    many = [{"id": f"n{i:03}", "resources": {"CPU": 1}, "labels": {"pool": "cpu", "size": "small"}}
+            for i in range(autoscale.ELSEWHERE_NODES + 1)]
+    _, demand = waiting(snapshot(nodes=many, pending=[_gang("g", [2, 2], "STRICT_SPREAD")]), [big], {"pool": "cpu"})
+    assert [(d["label_selector"], d["count"]) for d in demand] == [({"pool": "cpu"}, 2)]
 
 
 @pytest.mark.parametrize("case, types, pending, expected", GANG_DEMANDS, ids=[c[0] for c in GANG_DEMANDS])
