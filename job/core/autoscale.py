@@ -108,6 +108,11 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
         if change is None:
             shapes = [part for part in request.parts(job) if part]
             fitting = next((t for t in types if all(t.holds(part, dict(selector)) for part in shapes)), None)
+            # A gang must also fit whole, by its strategy, in the cluster at its largest (a
+            # STRICT_SPREAD gang of 3 bundles, on a type of at most 2 nodes, never does).
+            if fitting is not None and bundles and _Bins(snapshot, types).take_all(
+                    request.parts(job), selector, job.get("bundle_strategy") == "STRICT_SPREAD") is None:
+                fitting = None
             if fitting is None:
                 change = said[key] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
             else:

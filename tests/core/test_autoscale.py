@@ -331,3 +331,13 @@ def test_a_running_strict_pack_gang_is_held_as_one_shape():
             "bundle_strategy": "STRICT_PACK", "bundle_nodes": ["n1", "n1"]}
     _, demand = waiting(snapshot(nodes=[node], running=[gang], pending=[{"id": "a", "resources": {"CPU": 4}}]), [CPU])
     assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 4}, 2)]
+
+
+def test_a_gang_the_cluster_cannot_hold_whole_even_at_its_largest_is_unschedulable():
+    pending = [_gang("g", [2, 2], "STRICT_SPREAD")]
+    reasons, demand = waiting(snapshot(pending=pending), [ONE_CPU_NODE])
+    assert reasons["g"] == ("Unschedulable", "needs 2 bundles of CPU 2 on separate nodes; no node of group g; "
+                                             "nor can any node type the cluster may add")
+    assert demand == []
+    reasons, _ = waiting(snapshot(pending=pending), [TWO_CPU_NODES])
+    assert reasons["g"][0] == "ScalingUp"
