@@ -36,6 +36,7 @@ whose jobs could be victims, is seen by the next plan.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,10 +45,13 @@ from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import NodeState, Shape, UserState, add_to, user_score
 from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.snapshot import Group
-from job.core.resources import Resources, dominant_share
+from job.core.resources import Resources, dominant_share, fits
 
 # Preemptions worked out per plan, refusals remembered from earlier ones not counted.
 ATTEMPTS = 64
+# A gang across nodes: past this many victims on its nodes, none is spared one by one (each try
+# places it anew); max_preemptions is far below it in practice.
+SPARED_TRIES = 64
 
 
 @dataclass(eq=False, slots=True)
@@ -182,50 +186,51 @@ class Preemptor:
     def _across(self, shape: Shape, user: UserState, value: int, reclaim: bool) -> Decision | None:
         """A gang no one node can take whole (STRICT_SPREAD's bundles, or more than a node holds):
         victims taken across the nodes of its pool, in the victims' order, until the gang fits whole
-        by its strategy once they stop (gang.py, first fit); then each victim it fits without, the
-        last taken first, is spared. One such choice, not the best of all: the sets of nodes are
-        too many to rank."""
+        by its strategy once they stop (gang.py, first fit). Then those on none of the nodes it
+        would take are spared, and each other one it fits without, the last taken first. One such
+        choice, not the best of all: the sets of nodes are too many to rank."""
         nodes = shape.pool.nodes
-        parts: dict[str, list[tuple[NodeState, Candidate]]] = {}
-        for node in nodes:
+        parts: dict[str, list[tuple[int, Candidate]]] = {}
+        for index, node in enumerate(nodes):
             for candidate in self.candidates.get(node.id, ()):
-                parts.setdefault(candidate.id, []).append((node, candidate))
+                parts.setdefault(candidate.id, []).append((index, candidate))
         room: dict[str, int] = {}
         for node in nodes:
             add_to(room, node.free)
             add_to(room, self.held.get(node.id, {}))
         if not parts or not shape.need.fits_in(Resources(room)):
             return None
-
-        def placed(victims: list[Candidate]) -> tuple[list[NodeState], dict[NodeState, dict[str, int]]] | None:
-            freed: dict[NodeState, dict[str, int]] = {}
-            for victim in victims:
-                for node, candidate in parts[victim.id]:
-                    add_to(freed.setdefault(node, {}), candidate.here)
-            copies = on_empty(nodes, "free")
-            for copy, node in zip(copies, nodes):
-                add_to(copy.free, freed.get(node, {}))
-            chosen = place(shape.gang, copies, first_fit)
-            return None if chosen is None else ([nodes[copies.index(copy)] for copy in chosen], freed)
-
-        if placed([]) is not None:
+        trial = _Trial(shape, nodes)
+        if trial.placed() is not None:
             return None  # it fits already: the planner asks only for jobs that fit nowhere
+        chosen: list[int] = []
 
         def enough(taken: list[Candidate]) -> bool:
-            return any(name in shape.names for name in taken[-1].need) and placed(taken) is not None
+            chosen[:] = trial.free(parts[taken[-1].id]) or ()
+            return bool(chosen)
 
         order = self._by_score(_in_order([found[0][1] for found in parts.values()]))
         victims = self._take(order, shape, user, value, reclaim, enough)
         if victims is None:
             return None
-        for victim in reversed(victims[:-1]):
+        # From here on, only the nodes it would take: it fits there, whatever the others free.
+        used = sorted(set(chosen))
+        nodes, at = [nodes[index] for index in used], {index: new for new, index in enumerate(used)}
+        parts = {ident: [(at[index], c) for index, c in found if index in at] for ident, found in parts.items()}
+        victims = [victim for victim in victims if parts[victim.id]]
+        for victim in reversed(victims[:-1] if len(victims) <= SPARED_TRIES else ()):
             spared = [other for other in victims if other is not victim]
-            if placed(spared) is not None:
+            if _Trial(shape, nodes, [found for other in spared for found in parts[other.id]]).placed() is not None:
                 victims = spared
         if len(victims) > self.budget:
             return None
-        chosen, freed = placed(victims)
-        return Decision(chosen[-1], victims, freed, chosen[:-1])
+        found = [found for victim in victims for found in parts[victim.id]]
+        chosen = _Trial(shape, nodes, found).placed()
+        freed: dict[NodeState, dict[str, int]] = {}
+        for index, candidate in found:
+            add_to(freed.setdefault(nodes[index], {}), candidate.here)
+        homes = [nodes[index] for index in chosen]
+        return Decision(homes[-1], victims, freed, homes[:-1])
 
     def _by_score(self, pool: list[Candidate]) -> list[Candidate]:
         """Candidates in `_in_order`'s order, and in fairshare, within a class, the user with the
@@ -285,6 +290,57 @@ class Preemptor:
         add_to(self.after.setdefault(user, _After()).gained, shape.need)
         for victim in decision.victims:
             add_to(self.after.setdefault(victim.user, _After()).lost, victim.need)
+
+
+class _Trial:
+    """A gang tried on copies of its pool's nodes as victims are taken, their parts freed into the
+    copies. Before gang.py's placement, two cheap questions it must pass: the nodes' room in all,
+    and how many of its bundles the nodes could hold, each node counting the copies of the least
+    that every bundle asks (STRICT_SPREAD: one a node at most), which both only grow."""
+
+    def __init__(self, shape: Shape, nodes: list[NodeState], found: list[tuple[int, Candidate]] = ()):
+        self.shape, self.gang = shape, shape.gang
+        self.copies = on_empty(nodes, "free")
+        self.at = {id(copy): index for index, copy in enumerate(self.copies)}
+        names = set().union(*(bundle.names for bundle in self.gang.bundles))
+        self.least = {name: min(bundle.need.get(name) for bundle in self.gang.bundles) for name in names}
+        self.least = {name: amount for name, amount in self.least.items() if amount > 0}
+        self.one_each = self.gang.strategy == "STRICT_SPREAD"
+        self.room: dict[str, int] = {}
+        self.holds = []
+        for copy in self.copies:
+            add_to(self.room, copy.free)
+            self.holds.append(self._holds(copy))
+        self.held = sum(self.holds)
+        if found:
+            self.free(found)
+
+    def _holds(self, copy: NodeState) -> float:
+        if not self.least:
+            return math.inf
+        most = min(max(copy.free.get(name, 0), 0) // amount for name, amount in self.least.items())
+        return min(most, 1) if self.one_each else most
+
+    def free(self, found: list[tuple[int, Candidate]]) -> list[int] | None:
+        """What each of `found` holds freed on its node; then where the gang goes, as `placed`."""
+        for index, candidate in found:
+            copy = self.copies[index]
+            add_to(copy.free, candidate.here)
+            add_to(self.room, candidate.here)
+            before, self.holds[index] = self.holds[index], self._holds(copy)
+            self.held += self.holds[index] - before
+        return self.placed()
+
+    def placed(self) -> list[int] | None:
+        """The index of each part's node (the bundles', then the driver's), or None."""
+        if self.held < len(self.gang.bundles) or not fits(self.shape.items, self.room):
+            return None
+        chosen = place(self.gang, self.copies, first_fit)
+        if chosen is None:
+            return None
+        for copy, part in zip(chosen, (*self.gang.bundles, self.gang.driver)):
+            add_to(copy.free, part.need)
+        return [self.at[id(copy)] for copy in chosen]
 
 
 def _in_order(pool: list[Candidate]) -> list[Candidate]:
