@@ -684,3 +684,37 @@ def test_a_gangs_victims_are_eligible_and_free_room_for_its_whole_footprint(docu
             for name, amount in units.items():
                 after = free[node].get(name, 0) + hold.get(name, 0) + preemption["freed"].get(node, {}).get(name, 0)
                 assert after >= amount, (preemption, node, name)
+
+
+@PROPERTY
+@given(gang_preempting_snapshots())
+def test_fairshare_reclaim_by_gangs_never_ping_pongs(document):
+    """As test_fairshare_reclaim_never_ping_pongs, with gangs preempting and stopped across nodes;
+    every job of one class, so that each preemption is a reclaim."""
+    document["group"].update(preemption="fairshare", policy="fairshare", min_runtime_s=0)
+    for job_ in (*document["running"], *document["pending"]):
+        job_["class"] = "low"
+    for job_ in document["running"]:
+        job_["started_at"] = job_["started_at"] or ago(1)
+        job_["stopping"] = False
+    first = plan(Snapshot.model_validate(document)).document()
+    if not first["preemptions"]:
+        return
+    running = {job_["id"]: job_ for job_ in document["running"]}
+    pending = {job_["id"]: job_ for job_ in document["pending"]}
+    stopped = {v for p in first["preemptions"] for v in p["victims"]}
+    stopped_by = {v: p["job"] for p in first["preemptions"] for v in p["victims"]
+                  if running[v]["class"] == pending[p["job"]]["class"]}
+    started = [(p["job"], p["node"], p.get("bundle_nodes")) for p in (*first["placements"], *first["preemptions"])]
+    document["running"] = [job_ for job_ in document["running"] if job_["id"] not in stopped]
+    for ident, node, homes in started:
+        job_ = {key: value for key, value in pending[ident].items() if key != "submitted_at"}
+        if "bundles" in job_:
+            job_["bundle_nodes"] = homes or [node] * len(job_["bundles"])
+        document["running"].append({**job_, "node": node, "started_at": NOW.isoformat()})
+    document["pending"] = [{k: v for k, v in running[ident].items() if k in ("id", "user", "resources", "class",
+                                                                               "bundles", "bundle_strategy")}
+                           for ident in sorted(stopped)]
+    second = plan(Snapshot.model_validate(document)).document()
+    for preemption in second["preemptions"]:
+        assert stopped_by.get(preemption["job"]) not in preemption["victims"]
