@@ -116,3 +116,23 @@ def test_a_state_api_that_fails_does_not_fail_the_tick(conn, database_url, monke
     monkeypatch.setattr(report.log, "event", lambda event, **fields: said.update(fields))
     report.summary(result)
     assert said["observed"] == result.observed_fallback
+
+
+def test_while_the_state_api_fails_no_job_is_stopped_for_its_over_use(conn, database_url, monkeypatch, greedy):
+    job_id, ray = greedy
+    conn.execute("UPDATE resource_groups SET overuse = 'stop', overuse_grace_s = 3600")
+    monkeypatch.setattr(ray, "work", lambda: work(3))
+    run(database_url, monkeypatch, ray)
+    assert observed(conn, job_id)[0]["over_since"] is not None and ray.stopped == []
+    # Past the grace now; but with no reading of its use, its last one is no reason to stop it.
+    conn.execute("UPDATE resource_groups SET overuse_grace_s = 0")
+
+    def fails():
+        raise Unavailable("ray at http://fake-ray.invalid:8265 unreachable: timed out")
+
+    monkeypatch.setattr(ray, "work", fails)
+    run(database_url, monkeypatch, ray)
+    assert ray.stopped == []
+    monkeypatch.setattr(ray, "work", lambda: work(3))
+    run(database_url, monkeypatch, ray)
+    assert ray.stopped == ["greedy-1"]
