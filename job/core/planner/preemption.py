@@ -322,13 +322,17 @@ class _Trial:
         return min(most, 1) if self.one_each else most
 
     def free(self, found: list[tuple[int, Candidate]]) -> list[int] | None:
-        """What each of `found` holds freed on its node; then where the gang goes, as `placed`."""
+        """What each of `found` holds freed on its node; then where the gang goes, as `placed`
+        (not tried again when none of it is of a resource the gang asks for: it did not fit)."""
+        names = self.shape.names
         for index, candidate in found:
             copy = self.copies[index]
             add_to(copy.free, candidate.here)
             add_to(self.room, candidate.here)
             before, self.holds[index] = self.holds[index], self._holds(copy)
             self.held += self.holds[index] - before
+        if not any(name in names for _, candidate in found for name in candidate.here):
+            return None
         return self.placed()
 
     def placed(self) -> list[int] | None:
