@@ -210,12 +210,15 @@ class RayCluster:
         body = self._call(f"list {kind}", "GET", f"/api/v0/{kind}", params=params, decoder=_LISTS[kind])
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error listing {kind}: {body.get('msg')}")
-        listing = body["data"]["result"]
-        # Cut short at the source: `total` is what Ray had (dead actors too, task events it
-        # dropped), `num_after_truncation` what it kept of that. Then the dashboard filters what
-        # was kept (`num_filtered` passed) and cuts that to `limit` without saying so.
-        complete = (listing["total"] <= listing["num_after_truncation"] and listing["num_filtered"] <= len(listing["result"])
-                    and not listing.get("partial_failure_warning"))
+        try:
+            listing = body["data"]["result"]
+            # Cut short at the source: `total` is what Ray had (dead actors too, task events it
+            # dropped), `num_after_truncation` what it kept of that. Then the dashboard filters
+            # what was kept (`num_filtered` passed) and cuts that to `limit` without saying so.
+            complete = (listing["total"] <= listing["num_after_truncation"]
+                        and listing["num_filtered"] <= len(listing["result"]) and not listing.get("partial_failure_warning"))
+        except (KeyError, TypeError) as exc:
+            raise Unavailable(f"ray at {self.shown_address}: state API answer listing {kind} lacks {exc}") from None
         return listing["result"], complete
 
     def submit(self, *, submission_id: str, entrypoint: str, node_id: str, resources: dict[str, float],

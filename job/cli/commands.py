@@ -29,6 +29,11 @@ FAMILIES: dict[str, dict[str, str]] = {
         "serve": "serve /metrics (Prometheus), /healthz and a status page at /, read only",
     },
     "prune": {"prune": "delete finished jobs older than a retention, a batch per transaction"},
+    "gateway": {
+        "gateway": "serve Ray's Job Submission API at /groups/GROUP: `ray job submit` and JobSubmissionClient submit "
+                   "to the queue (bearer tokens: `token create`)",
+        "token": "the gateway's bearer tokens",
+    },
     "demo": {"demo": "run the scheduler on a local PostgreSQL and a local Ray cluster"},
 }
 

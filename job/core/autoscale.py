@@ -8,6 +8,16 @@ once, counting them against the nodes' totals (its docstring: "This takes into a
 resource usage"). So the demand holds the requests of our running jobs as well as those of the
 pending jobs that would run if the cluster were bigger, and it is emptied when none waits, so that
 idle nodes can go.
+
+A job with bundles is asked for part by part, as its placement needs them: its driver, then each
+bundle, each with its label selector; `request_resources` takes shapes and label selectors only,
+no placement strategy (autoscaler v1 bin-packs them; v2 makes them one cluster resource
+constraint of shapes and counts, which it satisfies whole or not at all). So a STRICT_PACK gang's
+bundles are asked as one shape, their sum, which only one node can hold, as its strategy says. A
+STRICT_SPREAD gang's bundles cannot be asked to stay apart from each other; the demand's own count
+of what the cluster could hold at its largest keeps them apart, and a bundle it counts on a node
+still to come is asked off the group's nodes (`_elsewhere`), so that the cluster grows by a node
+for it, at least (README.md, "The demand").
 """
 
 from __future__ import annotations
@@ -25,6 +35,10 @@ from job.core.specs import NodeType
 # Reasons of jobs that wait for resources alone (kept off a reserved node too): those the cluster
 # growing would let run.
 WAITS_FOR_RESOURCES = ("Resources", "Reserved", "ScalingUp")
+# Ray's own label of each node, its id; and the most nodes a STRICT_SPREAD bundle is asked off
+# (`_elsewhere`): a node id is 56 characters, and the demand travels in an environment variable.
+NODE_ID = "ray.io/node-id"
+ELSEWHERE_NODES = 64
 
 
 def of_group(types: Iterable[NodeType], group_labels: Mapping[str, str]) -> list[NodeType]:
@@ -52,10 +66,14 @@ class _Requests:
 
     def parts(self, job: Mapping[str, Any]) -> list[Resources]:
         """The shapes Ray's autoscaler is asked for, in the order of the job's nodes: the driver's
-        request (empty when the driver asks for nothing), then each bundle."""
+        request (empty when the driver asks for nothing), then each bundle; STRICT_PACK's bundles
+        as one, their sum, since they go on one node."""
         if not job.get("bundles"):
             return [self(job)[0]]
-        return [Resources.of(part) for part in [job["resources"], *job["bundles"]]]
+        bundles = [Resources.of(part) for part in job["bundles"]]
+        if job.get("bundle_strategy") == "STRICT_PACK":
+            bundles = [Resources.total(bundles)]
+        return [Resources.of(job["resources"]), *bundles]
 
 
 def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> None:
@@ -82,17 +100,24 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
             pending = {job["id"]: job for job in snapshot.pending}
         job = pending[record["job"]]
         need, selector = request(job)
-        # A gang but STRICT_PACK's may spread over nodes: a type holding each part alone helps it.
-        spread = job.get("bundles") and job.get("bundle_strategy") != "STRICT_PACK"
-        change = said.get((need, selector, spread))
+        # A gang's parts may go on several nodes (STRICT_PACK's bundles as one): a type holding
+        # each part alone helps it.
+        bundles = job.get("bundles")
+        key = (need, selector, (job.get("bundle_strategy"), tuple(tuple(b.items()) for b in bundles)) if bundles else None)
+        change = said.get(key)
         if change is None:
-            shapes = [part for part in request.parts(job) if part] if spread else [need]
+            shapes = [part for part in request.parts(job) if part]
             fitting = next((t for t in types if all(t.holds(part, dict(selector)) for part in shapes)), None)
+            # A gang must also fit whole, by its strategy, in the cluster at its largest (a
+            # STRICT_SPREAD gang of 3 bundles, on a type of at most 2 nodes, never does).
+            if fitting is not None and bundles and _Bins(snapshot, types).take_all(
+                    request.parts(job), selector, job.get("bundle_strategy") == "STRICT_SPREAD") is None:
+                fitting = None
             if fitting is None:
-                change = said[(need, selector, spread)] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
+                change = said[key] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
             else:
                 where = f" on a node labelled {','.join(f'{k}={v}' for k, v in selector)}" if selector else ""
-                change = said[(need, selector, spread)] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
+                change = said[key] = ("ScalingUp", f"needs {describe(sorted(need.items(), key=rank))}{where}; no node of group "
                                       f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
                                       f"of type {fitting}")
         record["reason"], record["message"] = change
@@ -115,18 +140,45 @@ class _Bins:
         # could not hold a request never can later in the same demand.
         self.start: dict[tuple, int] = {}
 
-    def take(self, need: Resources, selector: tuple[tuple[str, str], ...]) -> bool:
+    def take_all(self, parts: list[Resources], selector: tuple[tuple[str, str], ...], apart: bool) -> list[int] | None:
+        """Every part of a job (the driver first, then its bundles), or none: the index of each
+        part's node (-1 for a part of nothing), or None with what was taken given back when one
+        finds no room. `apart` (STRICT_SPREAD): each bundle on a node holding no other."""
+        mark = (len(self.nodes), [entry[1] for entry in self.left])
+        taken: list[tuple[int, Resources]] = []
+        held: set[int] = set()  # the nodes holding a bundle of it
+        where = []
+        for position, part in enumerate(parts):
+            if not part:
+                where.append(-1)
+                continue
+            index = self._take(part, selector, held if apart and position else set())
+            if index is None:
+                self._give_back(mark, taken)
+                return None
+            taken.append((index, part))
+            where.append(index)
+            if position:
+                held.add(index)
+        return where
+
+    def _take(self, need: Resources, selector: tuple[tuple[str, str], ...], avoid: set[int]) -> int | None:
+        """The index of the node `need` is taken on, the first with room that is not in `avoid`."""
         key = (need, selector)
         index = self.start.get(key, 0)
         nodes = self.nodes
+        # The first node passed over only for being avoided: it may still hold the request later.
+        kept = None
         while index < len(nodes):
             labels, free = nodes[index]
             if fits(need.items(), free) and all(labels.get(k) == v for k, v in selector):
-                accumulate(free, need, -1)
-                self.start[key] = index
-                return True
+                if index not in avoid:
+                    accumulate(free, need, -1)
+                    self.start[key] = index if kept is None else kept
+                    return index
+                kept = index if kept is None else kept
             index += 1
-        self.start[key] = index
+        self.start[key] = index if kept is None else kept
         for entry in self.left:
             node_type, count = entry
             if count and node_type.holds(need, dict(selector)):
@@ -134,9 +186,21 @@ class _Bins:
                 free = dict(Resources.of(node_type.resources).items())
                 accumulate(free, need, -1)
                 nodes.append((node_type.labels, free))
-                self.start[key] = len(nodes) - 1
-                return True
-        return False
+                if kept is None:
+                    self.start[key] = len(nodes) - 1
+                return len(nodes) - 1
+        return None
+
+    def _give_back(self, mark: tuple[int, list[int]], taken: list[tuple[int, Resources]]) -> None:
+        count, left = mark
+        for index, part in taken:
+            if index < count:
+                accumulate(self.nodes[index][1], part)
+        del self.nodes[count:]
+        for entry, before in zip(self.left, left):
+            entry[1] = before
+        # Nodes filled up again here only: where each request may go is looked for anew.
+        self.start.clear()
 
 
 class _Limits:
@@ -218,20 +282,38 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         need, selector = request(job)
         if (need, selector) in full or not limits.allow(job, need):
             continue
-        # A gang's parts are taken one by one; one that finds no room leaves the job out of the demand.
-        parts = [part for part in request.parts(job) if part]
-        if not all(bins.take(part, selector) for part in parts):
+        # A gang's parts are taken one by one, by its strategy; one that finds no room leaves the
+        # whole job out of the demand, and gives back what the others took.
+        parts = request.parts(job)
+        apart = job.get("bundle_strategy") == "STRICT_SPREAD"
+        where = bins.take_all(parts, selector, apart)
+        if where is None:
             full.add((need, selector))
             continue
         limits.add(job["user"], need)
-        for part in parts:
-            count(part, selector)
+        for position, (part, index) in enumerate(zip(parts, where)):
+            if part:
+                new = apart and position and index >= len(snapshot.nodes)
+                count(part, _elsewhere(selector, snapshot) if new else selector)
         asked += 1
     if not asked:
         return []
     return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
                    for (need, selector), n in counts.items()),
                   key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def _elsewhere(selector: tuple[tuple[str, str], ...], snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """A STRICT_SPREAD bundle counted on a node still to come: asked off the group's nodes (its
+    label selector also says `ray.io/node-id` `!in(...)` of them), so that Ray's autoscaler adds a
+    node for it rather than count it on one that the gang's other bundles need. Two such bundles
+    may still be counted on one new node: the next ticks then ask for the rest, one more node at
+    least each time. Left as it is when the job names a node itself, or the group has more than
+    ELSEWHERE_NODES nodes (the request would grow too long)."""
+    if not snapshot.nodes or len(snapshot.nodes) > ELSEWHERE_NODES or any(key == NODE_ID for key, _ in selector):
+        return selector
+    ids = ",".join(sorted(node.id for node in snapshot.nodes))
+    return tuple(sorted((*selector, (NODE_ID, f"!in({ids})"))))
 
 
 def digest(bundles: list[dict]) -> str:

@@ -6,10 +6,12 @@ run time of each pending job (None, or missing: unknown), it returns, for the fi
 in plan order, their position and estimated start. Plan order is the order of the plan at `now`:
 the jobs it places, then the waiting ones as the planner considered them.
 
-A job of unknown run time, running or started on the way, is taken never to end: what can start
-only once it ends gets no estimate (None), rather than a guess. Reservations for the head of the
-line are the planner's, in the simulation as in the tick: those of the snapshot are kept on their
-nodes, and a job's wait counts from its `waiting_since`. Victims of a preemption stop at the
+A job with bundles, running or pending, counts its whole footprint: a running one holds each
+bundle on its node (`bundle_nodes`). A job of unknown run time, running or started on the way, is
+taken never to end: what can start only once it ends gets no estimate (None), rather than a guess.
+Reservations for the head of the line are the planner's, in the simulation as in the tick: those of
+the snapshot are kept on their nodes, and a job's wait counts from its `waiting_since`. Victims of a
+preemption stop at the
 next tick, as in the simulation. Pure: no clock (the snapshot's `now`), deterministic.
 
 `carried`: how many pending jobs, in plan order, the simulation carries (None: all). The tick
@@ -66,14 +68,14 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],
             run_s=math.inf if run is None else run, priority=job.get("priority", 0), klass=job.get("class"),
             node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before")),
-            max_runtime_s=job.get("max_runtime_s"), waiting_s=seconds(job.get("waiting_since"))))
+            max_runtime_s=job.get("max_runtime_s"), waiting_s=seconds(job.get("waiting_since")), **_gang(job)))
     running = [
         # The snapshot does not say when a running job was submitted: its start stands for it.
         Running(job=TraceJob(id=job["id"], user=job["user"], submit_s=seconds(job.get("started_at")) or 0.0,
-                             resources=job["resources"], run_s=math.inf, klass=job.get("class")),
+                             resources=job["resources"], run_s=math.inf, klass=job.get("class"), **_gang(job)),
                 node=job["node"], started_s=seconds(job.get("started_at")),
                 end_s=None if ends.get(job["id"]) is None else max(seconds(ends[job["id"]]), 0.0),
-                stopping=job.get("stopping", False))
+                stopping=job.get("stopping", False), bundle_nodes=tuple(job.get("bundle_nodes", ())))
         for job in snapshot.running
     ]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
@@ -87,3 +89,10 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
     return [Estimate(job=ident, position=position,
                      start=None if ident not in first_start else now + timedelta(seconds=first_start[ident]))
             for position, ident in enumerate(head, start=1)]
+
+
+def _gang(job: dict) -> dict:
+    """A snapshot job's bundles and strategy as a trace job carries them: a running gang holds its
+    whole footprint on its nodes, a pending one is placed whole, as in the plan."""
+    bundles = job.get("bundles")
+    return {"bundles": tuple(bundles), "bundle_strategy": job.get("bundle_strategy", "PACK")} if bundles else {}

@@ -5,6 +5,7 @@ the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,7 +40,8 @@ class PendingRow(NamedTuple):
     reason: str | None
     message: str | None
     priority_class: str | None = None
-    # The node it holds room on since it preempted, and since when.
+    # The node it holds room on since it preempted, and since when; a gang that preempted across
+    # nodes, the node of each bundle too (JSON text).
     reserved_node: str | None = None
     reserved_at: datetime | None = None
     max_runtime_s: float | None = None
@@ -319,6 +321,10 @@ def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> 
 def _stopping(job: ActiveJob) -> bool:
     """Asked to stop already (a cancel, a preemption, its max runtime): never a victim again."""
     return job.cancel_requested_at is not None or job.preempted_at is not None or job.reason in STOP_REASONS
+
+
+# A preemption's reservation: its driver's node, and each bundle's for a gang across nodes (else None).
+Reserved = tuple[str, list[str] | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ outside the queue, charged to nobody. Here each running job is given what Ray sh
 What a job declared and Ray does not yet show it holding (its driver not yet started, bundles not
 yet claimed by its own work) stays in the books on its planned node: nothing else may be placed
 there meanwhile. When Ray truncated a list, what is missing cannot be told from what is not
-there, so every job counts as declared and the result says so.
+there, so every job counts as declared and the result says so; likewise when the state API did
+not answer at all (an HTTP error, a timeout: `unavailable`), which must not fail the tick.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from job.core.resources import Resources, accumulate, fits, to_units
 
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+_DECLARED = "counting what each job declared, not what it uses"
 
 
 @dataclass(frozen=True)
@@ -60,12 +62,14 @@ class PlacementGroup:
 
 @dataclass(frozen=True)
 class ClusterWork:
-    """One tick's reading of the cluster's work; `truncated` names the lists Ray cut short."""
+    """One tick's reading of the cluster's work; `truncated` names the lists Ray cut short, and
+    `unavailable` says why there is no reading at all (the state API's error)."""
 
     actors: tuple[Work, ...] = ()
     tasks: tuple[Work, ...] = ()
     placement_groups: tuple[PlacementGroup, ...] = ()
     truncated: tuple[str, ...] = ()
+    unavailable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,13 +127,16 @@ def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> O
     `resources` and `free` (Ray's amounts; `free` None where Ray did not say, left out of
     `outside`)."""
     jobs = list(jobs)
-    if work.truncated:
+    if work.unavailable is not None:
+        fallback = f"unavailable ({work.unavailable}): {_DECLARED}"
+    elif work.truncated:
+        fallback = f"ray truncated its list of {', '.join(work.truncated)}: {_DECLARED}"
+    else:
+        fallback = None
+    if fallback is not None:
         uses = {job.id: _as_declared(job) for job in jobs}
-        fallback = (f"ray truncated its list of {', '.join(work.truncated)}: counting what each job declared, "
-                    f"not what it uses")
     else:
         uses = _observed_uses(jobs, work)
-        fallback = None
     ours = _merged(use.held() for use in uses.values())
     return Observed(uses, ours, _outside(nodes, ours), fallback)
 

@@ -33,7 +33,8 @@ class GroupResult:
     # For a group that autoscales: its demand (describe_demand), and whether it was sent this tick.
     demand: str | None = None
     demand_sent: bool = False
-    # Why the tick counted its running jobs as declared rather than as observed (a list Ray truncated).
+    # Why the tick counted its running jobs as declared rather than as observed (a list Ray truncated,
+    # the state API unavailable).
     observed_fallback: str | None = None
 
 

@@ -17,7 +17,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
-from job.core.errors import ClusterNotReady, JobError, NotFound
+from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
@@ -158,7 +158,7 @@ class _GroupTick:
         running = running_of(active, ray_jobs)
         # Three lists whatever the number of jobs, and none while nothing of ours runs: what Ray
         # holds then is all outside load, which its free resources tell.
-        use = observe(running, self.steps.ray(cluster.work) if running else ClusterWork(), nodes)
+        use = observe(running, self._work(cluster) if running else ClusterWork(), nodes)
         now = utcnow()
         if use.fallback is None:
             records = {job.id: record(use.jobs[job.id], job.observed, now) for job in active if job.id in use.jobs}
@@ -172,6 +172,14 @@ class _GroupTick:
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
         self.steps.done("observe")
         return Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types, use, records)
+
+    def _work(self, cluster: RayCluster) -> ClusterWork:
+        """The cluster's work; a state API that fails is no reason to fail the tick: its jobs count
+        as declared, as when Ray truncates a list (the summary line says which)."""
+        try:
+            return self.steps.ray(cluster.work)
+        except Unavailable as exc:
+            return ClusterWork(unavailable=str(exc))
 
     def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit

@@ -32,7 +32,9 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
         ).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:
         conn.rollback()
-        if "group_name" in str(exc.diag.message_detail or ""):
+        # The constraint's name, not its detail: PostgreSQL leaves the detail out for a role that may
+        # not read the key (a submitter under row-level security).
+        if "group_name" in str(exc.diag.constraint_name or exc.diag.message_detail or ""):
             raise NotFound(f"group: {spec.group!r} does not exist (see `python -m job group list`)") from None
         raise NotFound(f"user: {spec.user!r} does not exist (add it with `python -m job user set {spec.user}`)") from None
     except psycopg.errors.InsufficientPrivilege:

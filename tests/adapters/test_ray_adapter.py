@@ -215,3 +215,34 @@ def test_work_reads_three_filtered_lists_and_names_those_ray_truncated(monkeypat
     # Dead actors count in `total` too: only a total above what Ray kept is a truncation, or more
     # records passing the filters than the answer holds.
     assert work.truncated == ("tasks", "placement_groups")
+
+
+# Needs no Ray cluster: a local server answers every state API list with an error, or a body that
+# is not a list's; the tick counts its jobs as declared then (tests/scheduler/test_observe_step.py).
+@pytest.mark.parametrize("status, body, said", [
+    (500, "Internal Server Error", "HTTP 500"),
+    (200, '{"result": true, "msg": "", "data": {}}', "state API answer listing actors lacks 'result'"),
+    (200, '{"result": false, "msg": "GCS unavailable", "data": {}}', "state API error listing actors: GCS unavailable"),
+])
+def test_a_state_api_that_fails_is_unavailable_for_the_work_lists(status, body, said):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cluster = RayCluster(f"http://127.0.0.1:{server.server_port}", timeout_s=1.0, retry_s=0.2)
+        with pytest.raises(Unavailable, match=said):
+            cluster.work()
+    finally:
+        server.shutdown()

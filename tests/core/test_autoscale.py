@@ -273,7 +273,74 @@ def test_the_autoscaling_demand_asks_for_each_bundle_as_its_own_shape():
     pending = [{"id": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"}]
     reasons, demand = waiting(snapshot(nodes=[node], running=[gang], pending=pending), [CPU])
     assert reasons["a"][0] == "ScalingUp" and "type cpu" in reasons["a"][1]
-    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 1}, 1), ({"CPU": 2}, 2), ({"CPU": 3}, 2)]
+    # Its STRICT_SPREAD bundles, on nodes still to come, are asked off the group's node n1.
+    assert sorted(((d["resources"], d["label_selector"], d["count"]) for d in demand), key=str) == [
+        ({"CPU": 1}, {}, 1), ({"CPU": 2}, {}, 2), ({"CPU": 3}, {"ray.io/node-id": "!in(n1)"}, 2)]
+
+
+ONE_CPU_NODE = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=1)
+TWO_CPU_NODES = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=2)
+
+
+def _gang(ident, bundles, strategy, driver=None):
+    return {"id": ident, "resources": driver or {}, "bundles": [{"CPU": c} for c in bundles], "bundle_strategy": strategy}
+
+
+# (case, node types, pending jobs, the demand's shapes by CPU: count)
+GANG_DEMANDS = [
+    ("STRICT_PACK: its bundles as one shape, their sum, the driver apart",
+     [CPU], [_gang("g", [2, 2], "STRICT_PACK", {"CPU": 1})], {1: 1, 4: 1}),
+    ("PACK and SPREAD: each bundle as its own shape",
+     [CPU], [_gang("g", [2, 2], "PACK"), _gang("h", [1, 1], "SPREAD")], {2: 2, 1: 2}),
+    ("STRICT_SPREAD: asked only if the cluster at its largest holds its bundles apart",
+     [ONE_CPU_NODE], [_gang("g", [2, 2], "STRICT_SPREAD")], {}),
+    ("STRICT_SPREAD on two nodes that may come",
+     [TWO_CPU_NODES], [_gang("g", [2, 2], "STRICT_SPREAD")], {2: 2}),
+    ("a gang that does not fit whole gives back what its first parts took: the next job is asked for",
+     [ONE_CPU_NODE], [_gang("g", [2, 2, 2], "PACK"), {"id": "j", "resources": {"CPU": 4}}], {4: 1}),
+]
+
+
+def test_a_strict_spread_bundle_counted_on_a_node_to_come_is_asked_off_the_groups_nodes():
+    # n1 has room for one bundle: the other is asked for with n1 ruled out, so that Ray adds a node
+    # for it rather than count it on n1 beside the first (the stuck state: n1 holds both).
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    reasons, demand = waiting(snapshot(nodes=[node], pending=[_gang("g", [2, 2], "STRICT_SPREAD")]), [TWO_CPU_NODES],
+                              {"pool": "cpu"})
+    assert reasons["g"][0] == "ScalingUp"
+    assert sorted(((d["resources"], d["label_selector"], d["count"]) for d in demand), key=str) == [
+        ({"CPU": 2}, {"pool": "cpu", "ray.io/node-id": "!in(n1)"}, 1), ({"CPU": 2}, {"pool": "cpu"}, 1)]
+    # A group of more nodes than a request may name keeps its own selector.
+    big = NodeType(name="big", resources={"CPU": 4}, labels={"pool": "cpu", "size": "big"}, max=2)
+    many = [{"id": f"n{i:03}", "resources": {"CPU": 1}, "labels": {"pool": "cpu", "size": "small"}}
+            for i in range(autoscale.ELSEWHERE_NODES + 1)]
+    _, demand = waiting(snapshot(nodes=many, pending=[_gang("g", [2, 2], "STRICT_SPREAD")]), [big], {"pool": "cpu"})
+    assert [(d["label_selector"], d["count"]) for d in demand] == [({"pool": "cpu"}, 2)]
+
+
+@pytest.mark.parametrize("case, types, pending, expected", GANG_DEMANDS, ids=[c[0] for c in GANG_DEMANDS])
+def test_the_demand_asks_for_a_gang_as_its_strategy_places_it(case, types, pending, expected):
+    reasons, demand = waiting(snapshot(pending=pending), types)
+    assert {d["resources"]["CPU"]: d["count"] for d in demand} == expected, (case, reasons)
+    assert all(d["label_selector"] == {} for d in demand)
+
+
+def test_a_running_strict_pack_gang_is_held_as_one_shape():
+    node = {"id": "n1", "resources": {"CPU": 4}, "labels": {"pool": "cpu"}}
+    gang = {"id": "r", "user": "bob", "node": "n1", "resources": {}, "bundles": [{"CPU": 2}, {"CPU": 2}],
+            "bundle_strategy": "STRICT_PACK", "bundle_nodes": ["n1", "n1"]}
+    _, demand = waiting(snapshot(nodes=[node], running=[gang], pending=[{"id": "a", "resources": {"CPU": 4}}]), [CPU])
+    assert [(d["resources"], d["count"]) for d in demand] == [({"CPU": 4}, 2)]
+
+
+def test_a_gang_the_cluster_cannot_hold_whole_even_at_its_largest_is_unschedulable():
+    pending = [_gang("g", [2, 2], "STRICT_SPREAD")]
+    reasons, demand = waiting(snapshot(pending=pending), [ONE_CPU_NODE])
+    assert reasons["g"] == ("Unschedulable", "needs 2 bundles of CPU 2 on separate nodes; no node of group g; "
+                                             "nor can any node type the cluster may add")
+    assert demand == []
+    reasons, _ = waiting(snapshot(pending=pending), [TWO_CPU_NODES])
+    assert reasons["g"][0] == "ScalingUp"
 
 
 def test_an_account_limit_holds_its_users_jobs_out_of_the_demand():

@@ -118,3 +118,34 @@ def test_the_forecast_counts_a_job_s_wait_from_its_waiting_since():
                     pending=[("big", "b", 4, -3600, {"waiting_since": NOW}), ("small", "a", 2, -10, {})])
     assert forecast(shot, {"r1": at(100), "r2": at(10)}, {"big": 50, "small": 50}) == [
         Estimate("big", 1, at(100)), Estimate("small", 2, at(10))]
+def gang_snapshot(pending: list[dict]) -> Snapshot:
+    """Two nodes of 4 CPUs; r1's driver (CPU 1) on n1, its bundle of CPU 4 on n2, until 100 s."""
+    return Snapshot.model_validate({
+        "group": {"policy": "fifo", "selector": "dispersed", "max_reservations": 0}, "now": NOW,
+        "nodes": [{"id": "n1", "resources": {"CPU": 4}}, {"id": "n2", "resources": {"CPU": 4}}],
+        "running": [{"id": "r1", "user": "a", "node": "n1", "resources": {"CPU": 1}, "started_at": at(-60),
+                     "bundles": [{"CPU": 4}], "bundle_strategy": "PACK", "bundle_nodes": ["n2"]}],
+        "pending": [{"user": "b", "submitted_at": at(n - 10), **job} for n, job in enumerate(pending)]})
+
+
+GANG_CASES = {
+    # Only its driver held, n2 would look empty and p1 start at once.
+    "a running gang holds its bundle's node: a job of a whole node starts as it ends": (
+        [{"id": "p1", "resources": {"CPU": 4}}], {"p1": 10}, [("p1", 1, 100)]),
+    "beside a running gang, what its nodes have left is free: a job of CPU 3 starts on n1 now": (
+        [{"id": "p1", "resources": {"CPU": 3}}], {"p1": 10}, [("p1", 1, 0)]),
+    # Its driver alone would fit n1's CPU 3 now: its two bundles on separate nodes wait for n2.
+    "a pending gang is placed whole: STRICT_SPREAD waits for a second node": (
+        [{"id": "p1", "resources": {"CPU": 0}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"}],
+        {"p1": 10}, [("p1", 1, 100)]),
+    "a gang placed in the forecast holds its whole footprint: the job after it waits for its end": (
+        [{"id": "p1", "resources": {"CPU": 0}, "bundles": [{"CPU": 3}, {"CPU": 3}], "bundle_strategy": "STRICT_SPREAD"},
+         {"id": "p2", "resources": {"CPU": 4}}],
+        {"p1": 50, "p2": 10}, [("p1", 1, 100), ("p2", 2, 150)]),
+}
+
+
+@pytest.mark.parametrize("pending, runs, expected", GANG_CASES.values(), ids=GANG_CASES.keys())
+def test_the_forecast_counts_gangs_whole(pending, runs, expected):
+    shot = gang_snapshot(pending)
+    assert forecast(shot, {"r1": at(100)}, runs) == [Estimate(job, position, at(start)) for job, position, start in expected]

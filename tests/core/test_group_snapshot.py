@@ -134,8 +134,34 @@ def test_a_reservation_ends_past_the_start_timeout(age_s, kept):
 
 
 def test_reservation_changes_are_only_what_the_plan_changed():
-    pending = [row(1, reserved_node="a", reserved_at=NOW), row(2, reserved_node="b", reserved_at=NOW), row(3)]
-    assert reservation_changes(pending, {1: Held("a"), 3: Held("c")}) == {2: None, 3: Held("c")}
+    pending = [row(1, reserved_node="a", reserved_at=NOW), row(2, reserved_node="b", reserved_at=NOW), row(3),
+               row(4, reserved_node="a", reserved_bundle_nodes=["a", "b"], reserved_at=NOW),
+               row(5, reserved_node="a", reserved_bundle_nodes=["a", "b"], reserved_at=NOW)]
+    after = {1: Held("a"), 3: Held("c"), 4: Held("a", bundle_nodes=("a", "b")), 5: Held("a", bundle_nodes=("a", "c"))}
+    assert reservation_changes(pending, after) == {2: None, 3: Held("c"), 5: Held("a", bundle_nodes=("a", "c"))}
+
+
+def test_a_gang_reserving_several_nodes_keeps_them_all_from_one_tick_to_the_next():
+    # Tick 1: the STRICT_SPREAD gang stops a victim on each of a and b (both CPU 2).
+    gang = {"bundles": '[{"CPU": 2}, {"CPU": 2}]', "bundle_strategy": "STRICT_SPREAD", "resources": "{}",
+            "priority_class": "high"}
+    nodes = [node("a", {"CPU": 2}, {"CPU": 0}), node("b", {"CPU": 2}, {"CPU": 0})]
+    victims = [job(9, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(hours=1)),
+               job(8, "RUNNING", "b", {"CPU": 2}, started_at=NOW - timedelta(hours=1))]
+    pending = [row(1, **gang)]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, nodes, victims, pending, [], {})
+    held = Decisions.of(plan(snapshot)).reservations
+    assert held == {1: Held("a", "preemption", ("a", "b"))}
+    assert reservation_changes(pending, held) == {1: Held("a", "preemption", ("a", "b"))}
+    # Tick 2, as the store reads it back: the victims stopping, the reservation holds both nodes.
+    stopping = [job(9, "RUNNING", "a", {"CPU": 2}, started_at=NOW - timedelta(hours=1), preempted_at=NOW),
+                job(8, "RUNNING", "b", {"CPU": 2}, started_at=NOW - timedelta(hours=1), preempted_at=NOW)]
+    pending = [row(1, reserved_node="a", reserved_kind="preemption", reserved_bundle_nodes=["a", "b"], reserved_at=NOW, **gang)]
+    snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, nodes, stopping, pending, [], {})
+    assert snapshot.reservations == [{"job": "1", "node": "a", "kind": "preemption", "bundle_nodes": ["a", "b"]}]
+    decided = plan(snapshot)
+    assert decided.waiting[0]["reason"] == "Preempting" and not decided.preemptions
+    assert reservation_changes(pending, Decisions.of(decided).reservations) == {}
 
 
 @pytest.mark.parametrize("age_s, outside", [(0, {}), (5, {}), (29, {}), (31, {"CPU": 2})])

@@ -147,11 +147,6 @@ def test_a_victim_with_bundles_frees_its_whole_footprint_once():
     assert result["preemptions"] == [{"job": "1", "node": "a", "victims": ["g"]}]
 
 
-def test_a_strict_spread_gang_of_several_bundles_does_not_preempt():
-    result = _preempting([{"CPU": 2}] * 2, "STRICT_SPREAD", [("r1", "a", 4, {}), ("r2", "b", 4, {})])
-    assert result["preemptions"] == [] and result["waiting"][0]["reason"] == "Resources"
-
-
 def test_a_reserved_gang_starts_whole_on_its_node():
     document = snapshot(nodes={"a": {"CPU": 4}, "b": {"CPU": 4}}, pending=[gang("1", [{"CPU": 1}] * 2, "SPREAD", {"CPU": 1})])
     document["reservations"] = [{"job": "1", "node": "b"}]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from job.cli import build_parser
+from job.gateway.server import MAX_PACKAGE_BYTES
 from job.settings import Settings
 from job.core.units import parse_duration
 
@@ -25,6 +26,8 @@ IMAGE = "registry.example.com/ray/job-scheduler:0.1.0"
 KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 # Peak RSS of the loop, measured (see the figures in k8s/cronjob.yaml); re-measure on a real cluster.
 MEASURED_LOOP_PEAK_MIB = 116
+# The gateway's, after bench/gateway.py's 1,000 submissions (k8s/gateway.yaml).
+MEASURED_GATEWAY_PEAK_MIB = 71
 # $(NAME) in a container's command or args: Kubernetes puts the container's variable there.
 REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -82,7 +85,8 @@ def test_renders_the_whole_base(rendered):
         ("Role", "job-scheduler-rayclusters-reader"), ("RoleBinding", "job-scheduler-rayclusters-reader"),
         ("ConfigMap", "job-settings"), ("Job", "job-migrate"), ("CronJob", "job-scheduler"), ("CronJob", "job-prune"),
         ("NetworkPolicy", "job-scheduler-egress"), ("Deployment", "job-serve"), ("Service", "job-serve"),
-        ("NetworkPolicy", "job-serve"),
+        ("NetworkPolicy", "job-serve"), ("Deployment", "job-gateway"), ("Service", "job-gateway"),
+        ("NetworkPolicy", "job-gateway"),
     ])
     for obj in rendered:
         if obj["kind"] != "Namespace":
@@ -92,8 +96,8 @@ def test_renders_the_whole_base(rendered):
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_object_validates_against_the_kubernetes_schemas(rendered, version):
-    example_secret = yaml.safe_load((K8S / "secret.example.yaml").read_text())
-    for obj in rendered + [example_secret]:
+    examples = [yaml.safe_load((K8S / name).read_text()) for name in ("secret.example.yaml", "gateway-ingress.example.yaml")]
+    for obj in rendered + examples:
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -209,7 +213,7 @@ def test_network_policy_lets_the_pods_reach_dns_postgres_ray_and_the_api_only(re
     policy = one(rendered, "NetworkPolicy", "job-scheduler-egress")
     selector = policy["spec"]["podSelector"]["matchExpressions"]
     components = {labels.get("app.kubernetes.io/component") for labels in
-                  (pod_template(obj)["metadata"]["labels"] for obj in workloads(rendered))} - {"serve"}
+                  (pod_template(obj)["metadata"]["labels"] for obj in workloads(rendered))} - {"serve", "gateway"}
     assert selector == [{"key": "app.kubernetes.io/component", "operator": "In", "values": sorted(components)}]
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy["spec"]
     allowed = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
@@ -294,3 +298,34 @@ def test_serve_runs_read_only_behind_its_service_and_policy(rendered):
     assert [port for rule in policy["spec"]["ingress"] for port in rule["ports"]] == [{"protocol": "TCP", "port": 9464}]
     egress = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
     assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 5432)}
+
+
+def test_the_gateway_serves_rays_jobs_api_behind_its_service_policy_and_ingress(rendered):
+    deployment = one(rendered, "Deployment", "job-gateway")
+    spec = pod_spec(deployment)
+    [container] = spec["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "gateway" and int(args.port) == container["ports"][0]["containerPort"] == 8265
+    # Its own login (granted job_gateway), never the scheduler's, the owner's or an admin's.
+    env = {e["name"]: e for e in container["env"]}
+    assert env["JOB_DATABASE_URL"]["valueFrom"]["secretKeyRef"]["key"] == "gateway-url"
+    # The service account's Role reads RayClusters, for raycluster:// groups; nothing more.
+    assert spec["serviceAccountName"] == "job-scheduler" and spec["automountServiceAccountToken"] is True
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "jobs-api"}
+    service = one(rendered, "Service", "job-gateway")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "jobs-api", "port": 8265, "targetPort": "jobs-api"}]
+    policy = one(rendered, "NetworkPolicy", "job-gateway")
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "gateway"}
+    assert [port for rule in policy["spec"]["ingress"] for port in rule["ports"]] == [{"protocol": "TCP", "port": 8265}]
+    egress = {(port["protocol"], port["port"]) for rule in policy["spec"]["egress"] for port in rule["ports"]}
+    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 5432), ("TCP", 8265), ("TCP", 443), ("TCP", 6443)}
+    # TLS ends at the example Ingress, which routes the groups' paths to the Service's port.
+    ingress = yaml.safe_load((K8S / "gateway-ingress.example.yaml").read_text())
+    assert ingress["spec"]["tls"] and ingress["metadata"]["namespace"] == NAMESPACE
+    [path] = ingress["spec"]["rules"][0]["http"]["paths"]
+    assert path["path"] == "/groups/" and path["backend"]["service"] == {"name": "job-gateway", "port": {"name": "jobs-api"}}
+    memory_limit = mebibytes(container["resources"]["limits"]["memory"])
+    assert memory_limit >= MEASURED_GATEWAY_PEAK_MIB + 2 * MAX_PACKAGE_BYTES / 2**20, "the peak and two packages in flight"
+    assert f"{MEASURED_GATEWAY_PEAK_MIB} MiB" in (K8S / "gateway.yaml").read_text(), "the manifest states its figure"

@@ -163,3 +163,29 @@ def test_shares_and_placement_figures_count_the_whole_footprint():
     figures = placement_figures(drf, [], [running], totals, [(1, "a"), (2, "a")],
                                 [_row(1, '[{"CPU": 2}]', "PACK")._replace(user_name="bob"), _row(2)._replace(user_name="bob")])
     assert figures[1]["dominant_share"] == pytest.approx(2 / 8) and figures[2]["dominant_share"] == pytest.approx(4 / 8)
+
+
+def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url, conn, capsys):
+    from datetime import datetime, timezone
+
+    from job.api import submit
+    from job.store import tick_jobs
+
+    _setup(capsys)
+    gang = submit(user="alice", group="g", entrypoint="true", resources={"CPU": 0}, bundles=[{"CPU": 2}] * 2,
+                  bundle_strategy="STRICT_SPREAD", conn=conn)
+    alone = submit(user="alice", group="g", entrypoint="true", conn=conn)
+    now = datetime.now(timezone.utc)
+    tick_jobs.set_reservations(conn, {gang: ("n1", ["n1", "n2"]), alone: ("n2", None)}, now)
+    rows = {row.id: row for row in tick_jobs.pending_jobs(conn, "g")}
+    assert (rows[gang].reserved_node, json.loads(rows[gang].reserved_bundle_nodes)) == ("n1", ["n1", "n2"])
+    assert (rows[alone].reserved_node, rows[alone].reserved_bundle_nodes) == ("n2", None)
+    snapshot, _ = build_snapshot(GROUP, now, [node("n1", {"CPU": 4}, {"CPU": 4}), node("n2", {"CPU": 4}, {"CPU": 4})],
+                                 [], list(rows.values()), [], {})
+    assert {r["job"]: r for r in snapshot.reservations}[str(gang)] == {"job": str(gang), "node": "n1",
+                                                                      "bundle_nodes": ["n1", "n2"]}
+    # Ended, and placed: neither keeps a reserved node.
+    tick_jobs.set_reservations(conn, {gang: None}, now)
+    tick_jobs.commit_intents(conn, [(alone, "n2")], "inst")
+    assert conn.execute("SELECT count(*) AS n FROM jobs WHERE reserved_node IS NOT NULL OR reserved_bundle_nodes IS NOT NULL"
+                        ).fetchone()["n"] == 0

@@ -1,6 +1,7 @@
 """The tick's observe step on fake_ray.py, where Ray's side is what the test says it is: a running
 job's observed use is recorded once and written again only when it changes, charged to its user,
-and a truncated list is said in the summary line, counting the declaration instead."""
+and a truncated list, or a state API that fails, is said in the summary line, counting the
+declaration instead."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 import fake_ray
 from fake_ray import FakeRay
+from job.core.errors import Unavailable
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, Work
 from job.core.resources import Resources
 from job.scheduler import report, tick
@@ -92,3 +94,45 @@ def test_a_truncated_list_is_said_in_the_summary_and_the_declaration_counted(con
     monkeypatch.setattr(report.log, "event", lambda event, **fields: said.update(fields))
     report.summary(result)
     assert said["observed"] == result.observed_fallback
+
+
+@pytest.mark.parametrize("failure", ["ray at http://fake-ray.invalid:8265 unreachable: timed out",
+                                     "ray at http://fake-ray.invalid:8265 failed list tasks: HTTP 500: boom"])
+def test_a_state_api_that_fails_does_not_fail_the_tick(conn, database_url, monkeypatch, greedy, failure):
+    job_id, ray = greedy
+
+    def fails():
+        raise Unavailable(failure)
+
+    monkeypatch.setattr(ray, "work", fails)
+    conn.execute("""INSERT INTO jobs (user_name, group_name, entrypoint, resources)
+                    VALUES ('greedy', 'main', 'x', '{"CPU": 4}')""")
+    result = run(database_url, monkeypatch, ray)
+    assert result.observed_fallback == f"unavailable ({failure}): counting what each job declared, not what it uses"
+    assert observed(conn, job_id)[0] is None
+    # The tick went on: the pending job was planned on the node greedy's declaration leaves whole.
+    assert result.placed == 1 and ray.submitted
+    said = {}
+    monkeypatch.setattr(report.log, "event", lambda event, **fields: said.update(fields))
+    report.summary(result)
+    assert said["observed"] == result.observed_fallback
+
+
+def test_while_the_state_api_fails_no_job_is_stopped_for_its_over_use(conn, database_url, monkeypatch, greedy):
+    job_id, ray = greedy
+    conn.execute("UPDATE resource_groups SET overuse = 'stop', overuse_grace_s = 3600")
+    monkeypatch.setattr(ray, "work", lambda: work(3))
+    run(database_url, monkeypatch, ray)
+    assert observed(conn, job_id)[0]["over_since"] is not None and ray.stopped == []
+    # Past the grace now; but with no reading of its use, its last one is no reason to stop it.
+    conn.execute("UPDATE resource_groups SET overuse_grace_s = 0")
+
+    def fails():
+        raise Unavailable("ray at http://fake-ray.invalid:8265 unreachable: timed out")
+
+    monkeypatch.setattr(ray, "work", fails)
+    run(database_url, monkeypatch, ray)
+    assert ray.stopped == []
+    monkeypatch.setattr(ray, "work", lambda: work(3))
+    run(database_url, monkeypatch, ray)
+    assert ray.stopped == ["greedy-1"]

@@ -1,7 +1,7 @@
 """Priority classes and preemption against a real local Ray cluster and a real PostgreSQL: a high
 class job makes room by stopping a low class one, which comes back and succeeds; a light user
 reclaims its fair share from a heavy one; a crash at each new failpoint loses nothing and stops
-nothing twice."""
+nothing twice; a STRICT_SPREAD gang stops a job on each worker and starts whole on both."""
 
 from __future__ import annotations
 
@@ -181,3 +181,25 @@ def test_a_crash_at_a_preemption_failpoint_loses_nothing_and_stops_nothing_twice
     assert sorted(submissions[victim].values()) == ["STOPPED", "SUCCEEDED"]
     assert list(submissions[high].values()) == ["SUCCEEDED"]
     assert list(submissions[other].values()) == ["RUNNING"]
+
+
+def test_a_strict_spread_gang_stops_a_job_on_each_worker_and_starts_whole_on_both(ray, conn, events):
+    add_classes_group(conn, ray.address, "priority")
+    low = fill_both_workers(conn)
+    gang = submit(user="ann", group="main", entrypoint="sleep 2", resources={"CPU": 0}, bundles=[{"CPU": 2}] * 2,
+                  bundle_strategy="STRICT_SPREAD", priority_class="high")
+
+    run_tick()
+    rows = jobs(conn)
+    # No one worker holds both bundles: one victim on each, and the gang reserves both.
+    assert sorted(line["job"] for line in events["preempted"]) == sorted(low)
+    workers = sorted(rows[victim]["node"] for victim in low)
+    assert rows[gang]["reason"] == "Preempting" and sorted(rows[gang]["reserved_bundle_nodes"]) == workers
+    assert "are held for it" in rows[gang]["message"] or "stopping 2 jobs on nodes" in rows[gang]["message"]
+
+    rows = tick_until(conn, lambda rows: rows[gang]["state"] in ("SUBMITTED", "RUNNING", *FINAL), timeout=90)
+    assert sorted(rows[gang]["bundle_nodes"]) == workers
+    assert rows[gang]["reserved_node"] is None and rows[gang]["reserved_bundle_nodes"] is None
+    rows = tick_until(conn, lambda rows: all(rows[i]["state"] in FINAL for i in (gang, *low)))
+    assert [rows[i]["state"] for i in (gang, *low)] == ["SUCCEEDED"] * 3
+    assert all(rows[victim]["preemptions"] == 1 for victim in low)

@@ -218,12 +218,19 @@ def resource_limit(words: Words, subject: tuple[Sharer, Shape]) -> str:
     return f"{_needs(words, shape)}; {user.kind} {user.name} already uses {', '.join(over)}"
 
 
-def preempting(words: Words, subject: NodeState | Decision) -> str:
-    if isinstance(subject, NodeState):
-        return f"node {subject.id} is held for it while the jobs stopped to make room for it end"
+def preempting(words: Words, subject: Reservation | Decision) -> str:
+    where = _where([*(subject.bundle_nodes or ()), subject.node])
+    if isinstance(subject, Reservation):
+        return f"{where} {'is' if where.startswith('node ') else 'are'} held for it while the jobs stopped to make room for it end"
     victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, ran {format_duration(max(int(victim.run_s), 1), parts=2)})"
                         for victim in subject.victims)
-    return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on node {subject.node.id} to make room for it: {victims}"
+    return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on {where} to make room for it: {victims}"
+
+
+def _where(nodes: list[NodeState]) -> str:
+    """`node a`, or `nodes a, b`: each node once, in order."""
+    ids = list(dict.fromkeys(node.id for node in nodes))
+    return f"node {ids[0]}" if len(ids) == 1 else f"nodes {', '.join(ids)}"
 
 
 # Jobs named in a reservation's message; the others are counted.
@@ -232,8 +239,7 @@ BLOCKERS_NAMED = 3
 
 def reserved_for(words: Words, reservation: Reservation) -> str:
     """`reserved node n-3; expected to start about 14:20 UTC, when jobs 12 and 15 end`."""
-    nodes = list(dict.fromkeys([*(reservation.bundle_nodes or ()), reservation.node]))
-    where = f"node {nodes[0].id}" if len(nodes) == 1 else f"nodes {', '.join(node.id for node in nodes)}"
+    where = _where([*(reservation.bundle_nodes or ()), reservation.node])
     if reservation.start is not None and not reservation.blockers:
         return f"reserved {where}; expected to start about {_clock(words.now, reservation.start)}"
     blockers = list(reservation.blockers)

@@ -493,7 +493,7 @@ class _Planner:
 
     def _go_gang(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
         """A job with bundles: placed whole where its strategy and the selector allow, else it
-        waits, or preempts for its whole footprint on one node where its strategy allows that."""
+        waits, or preempts for its whole footprint (on one node, else across nodes)."""
         gang = shape.gang
         nodes = None if shape.full else place(gang, shape.pool.nodes, self.selector.pick)
         if nodes is not None:
@@ -509,8 +509,7 @@ class _Planner:
             kept_off = self._backfill_gang(ident, shape, user)
             if kept_off is True:
                 return None
-        one_node = gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1
-        decision = self.preemptor.victims_for(shape, user, value) if self.preemptor and one_node else None
+        decision = self.preemptor.victims_for(shape, user, value) if self.preemptor else None
         if self.group.strict_order:
             self.blocker = ident
         if decision is None:
@@ -538,7 +537,7 @@ class _Planner:
         # It waits for resources, only on its node: behind it, strict order waits too.
         if self.group.strict_order:
             self.blocker = reservation.job
-        return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation.node)
+        return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation)
 
     def _head(self, ident: str, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
         """The first job of its class to wait for resources: past the group's reserve_after, it
@@ -679,13 +678,14 @@ class _Planner:
                 self.unsaid["Preempting"][decision] = [record]
 
     def _preempt(self, ident: str, shape: Shape, user: UserState, decision: Decision) -> None:
-        """The job reserves the decision's node: of its request, what its victims will not free
-        there is held from every later job."""
-        freed: dict[str, int] = {}
-        for victim in decision.victims:
-            add_to(freed, victim.need)
-        self._hold(Reservation(ident, decision.node, shape, user), {decision.node: freed})
-        self.preemptions.append({"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]})
+        """The job reserves the decision's node(s): of its request on each, what its victims will
+        not free there is held from every later job."""
+        homes = decision.bundle_nodes
+        self._hold(Reservation(ident, decision.node, shape, user, bundle_nodes=homes), decision.freed)
+        record = {"job": ident, "node": decision.node.id, "victims": [v.id for v in decision.victims]}
+        if homes is not None:
+            record["bundle_nodes"] = [node.id for node in homes]
+        self.preemptions.append(record)
 
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""

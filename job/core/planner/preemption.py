@@ -15,7 +15,9 @@ On each node that carries the job's labels and is big enough when empty, eligibl
 lowest class first, then (fairshare) the user with the highest score, then the most recently
 started, then by id, until the job fits once they stop. The node with the fewest victims wins,
 then the lowest highest-victim class, then the least run time lost, then the node id. At most
-`max_preemptions` victims per plan.
+`max_preemptions` victims per plan. A job with bundles that no one node may hold whole (by its
+strategy or its size) takes its victims across the nodes of its pool instead (`_across`), in the
+same order and under the same rules, and reserves each node of its footprint.
 
 A plan works out at most ATTEMPTS preemptions, for the jobs first in line: each looks at every
 node of the job's pool, and a queue of 100k jobs that cannot preempt would otherwise cost 100k
@@ -37,16 +39,22 @@ whose jobs could be victims, is seen by the next plan.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import NodeState, Shape, Sharer, UserState, add_to, parting, user_score
 from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.snapshot import Group
-from job.core.resources import Resources, dominant_share
+from job.core.resources import Resources, dominant_share, fits
 
 # Preemptions worked out per plan, refusals remembered from earlier ones not counted.
 ATTEMPTS = 64
+# A gang across nodes: past this many victims on its nodes, none is spared one by one (each try
+# places it anew); max_preemptions is far below it in practice.
+SPARED_TRIES = 64
 
 
 @dataclass(eq=False, slots=True)
@@ -68,8 +76,12 @@ class Candidate:
 
 @dataclass(eq=False, slots=True)
 class Decision:
-    node: NodeState
+    node: NodeState  # the waiting job's driver's
     victims: list[Candidate]
+    # What the victims free on each node, and for a gang spread over nodes, the node of each bundle
+    # (None: every part on `node`).
+    freed: dict[NodeState, dict[str, int]]
+    bundle_nodes: list[NodeState] | None = None
 
 
 @dataclass(slots=True)
@@ -94,9 +106,7 @@ class Preemptor:
         # Each node's candidates in the order victims are taken, but for fairshare's user scores,
         # which change as the plan goes: the most recently started first, then by id, lowest
         # class first (sorts are stable, so a sort by class and score keeps this order within).
-        self.candidates = {node: sorted(sorted(pool, key=lambda c: (-c.started_at.timestamp(), len(c.id), c.id)),
-                                        key=lambda c: c.value)
-                           for node, pool in candidates.items()}
+        self.candidates = {node: _in_order(pool) for node, pool in candidates.items()}
         # Per node id, what all its candidates hold together, and the lowest class among them: a
         # node where even all of them would not make room, or none is of a class that may be
         # stopped, is passed over without looking at its jobs one by one.
@@ -134,6 +144,20 @@ class Preemptor:
         if self.lowest_anywhere is None or not self._may_stop(self.lowest_anywhere, value, reclaim):
             return None
         self.attempts -= 1
+        gang = shape.gang
+        best = None
+        if gang is None or gang.strategy != "STRICT_SPREAD" or len(gang.bundles) == 1:
+            best = self._one_node(shape, user, value, reclaim)
+        if best is None and gang is not None and gang.strategy != "STRICT_PACK":
+            best = self._across(shape, user, value, reclaim)
+        if best is None:
+            self.refused.add(key)
+            return None
+        self._carry_out(best, shape, user)
+        return best
+
+    def _one_node(self, shape: Shape, user: UserState, value: int, reclaim: bool) -> Decision | None:
+        """The whole request on one node: the node whose victims rank best."""
         best, best_rank = None, None
         for node in shape.pool.nodes:
             if not shape.need.fits_in(node.total):
@@ -143,11 +167,7 @@ class Preemptor:
                 continue
             rank = (len(victims), max(v.value for v in victims), sum(v.run_s for v in victims), node.id)
             if best_rank is None or rank < best_rank:
-                best, best_rank = Decision(node, victims), rank
-        if best is None:
-            self.refused.add(key)
-            return None
-        self._carry_out(best, shape, user)
+                best, best_rank = Decision(node, victims, {node: _sum(victims)}), rank
         return best
 
     def _on_node(self, node: NodeState, shape: Shape, user: UserState, value: int, reclaim: bool
@@ -163,14 +183,79 @@ class Preemptor:
         held = self.held[node.id]
         if any(held.get(name, 0) < amount for name, amount in short.items()):
             return None
+
+        def enough(taken: list[Candidate]) -> bool:
+            for name, amount in taken[-1].here.items():
+                if name in short:
+                    short[name] -= amount
+            return all(amount <= 0 for amount in short.values())
+
+        return self._take(self._by_score(pool, user), shape, user, value, reclaim, enough)
+
+    def _across(self, shape: Shape, user: UserState, value: int, reclaim: bool) -> Decision | None:
+        """A gang no one node can take whole (STRICT_SPREAD's bundles, or more than a node holds):
+        victims taken across the nodes of its pool, in the victims' order, until the gang fits whole
+        by its strategy once they stop (gang.py, first fit). Then those on none of the nodes it
+        would take are spared, and each other one it fits without, the last taken first. One such
+        choice, not the best of all: the sets of nodes are too many to rank."""
+        nodes = shape.pool.nodes
+        parts: dict[str, list[tuple[int, Candidate]]] = {}
+        for index, node in enumerate(nodes):
+            for candidate in self.candidates.get(node.id, ()):
+                parts.setdefault(candidate.id, []).append((index, candidate))
+        room: dict[str, int] = {}
+        for node in nodes:
+            add_to(room, node.free)
+            add_to(room, self.held.get(node.id, {}))
+        if not parts or not shape.need.fits_in(Resources(room)):
+            return None
+        trial = _Trial(shape, nodes)
+        if trial.placed() is not None:
+            return None  # it fits already: the planner asks only for jobs that fit nowhere
+        chosen: list[int] = []
+
+        def enough(taken: list[Candidate]) -> bool:
+            chosen[:] = trial.free(parts[taken[-1].id]) or ()
+            return bool(chosen)
+
+        order = self._by_score(_in_order([found[0][1] for found in parts.values()]), user)
+        victims = self._take(order, shape, user, value, reclaim, enough)
+        if victims is None:
+            return None
+        # From here on, only the nodes it would take: it fits there, whatever the others free.
+        used = sorted(set(chosen))
+        nodes, at = [nodes[index] for index in used], {index: new for new, index in enumerate(used)}
+        parts = {ident: [(at[index], c) for index, c in found if index in at] for ident, found in parts.items()}
+        victims = [victim for victim in victims if parts[victim.id]]
+        for victim in reversed(victims[:-1] if len(victims) <= SPARED_TRIES else ()):
+            spared = [other for other in victims if other is not victim]
+            if _Trial(shape, nodes, [found for other in spared for found in parts[other.id]]).placed() is not None:
+                victims = spared
+        if len(victims) > self.budget:
+            return None
+        found = [found for victim in victims for found in parts[victim.id]]
+        chosen = _Trial(shape, nodes, found).placed()
+        freed: dict[NodeState, dict[str, int]] = {}
+        for index, candidate in found:
+            add_to(freed.setdefault(nodes[index], {}), candidate.here)
+        homes = [nodes[index] for index in chosen]
+        return Decision(homes[-1], victims, freed, homes[:-1])
+
+    def _by_score(self, pool: list[Candidate], user: UserState) -> list[Candidate]:
+        """Candidates in `_in_order`'s order, and in fairshare, within a class, highest score first:
+        of the victim's side where its path and the waiting `user`'s part, then of its user."""
+        if not self.reclaims:
+            return pool
+        sides = {c.user: parting(user, c.user)[1] for c in pool}
+        scores = {sharer: self._score(sharer) for c in pool for sharer in (c.user, sides[c.user])}
+        return sorted(pool, key=lambda c: (c.value, -scores[sides[c.user]], -scores[c.user]))
+
+    def _take(self, order: list[Candidate], shape: Shape, user: UserState, value: int, reclaim: bool,
+              enough: Callable[[list[Candidate]], bool]) -> list[Candidate] | None:
+        """The eligible victims of `order`, taken in turn until `enough(taken)` says the job fits
+        once they stop; None if it does not with every eligible one taken."""
         # Across teams, the two users' paths are compared where they part: the waiting side with
         # the new job running, the victim's side without the victim (and those taken before it).
-        sides = {c.user: parting(user, c.user) for c in pool} if self.reclaims else {}
-        if self.reclaims:
-            scores = {sharer: self._score(sharer) for c in pool for sharer in (c.user, sides[c.user][1])}
-            order = sorted(pool, key=lambda c: (c.value, -scores[sides[c.user][1]], -scores[c.user]))
-        else:
-            order = pool
         waiting: dict[Sharer, float] = {}
         taken: list[Candidate] = []
         lost: dict[Sharer, dict[str, int]] = {}
@@ -180,7 +265,7 @@ class Preemptor:
             if victim.value == value:
                 if not reclaim:
                     continue
-                mine, theirs = sides[victim.user]
+                mine, theirs = parting(user, victim.user)
                 if mine not in waiting:
                     waiting[mine] = self._score(mine, gain=shape.need)
                 trial = dict(lost.get(theirs, {}))
@@ -189,10 +274,7 @@ class Preemptor:
                     continue
                 lost[theirs] = trial
             taken.append(victim)
-            for name, amount in victim.here.items():
-                if name in short:
-                    short[name] -= amount
-            if all(amount <= 0 for amount in short.values()):
+            if enough(taken):
                 return taken
         return None
 
@@ -222,6 +304,66 @@ class Preemptor:
         self._change(user, "gained", shape.need)
         for victim in decision.victims:
             self._change(victim.user, "lost", victim.need)
+
+
+class _Trial:
+    """A gang tried on copies of its pool's nodes as victims are taken, their parts freed into the
+    copies. Before gang.py's placement, two cheap questions it must pass: the nodes' room in all,
+    and how many of its bundles the nodes could hold, each node counting the copies of the least
+    that every bundle asks (STRICT_SPREAD: one a node at most), which both only grow."""
+
+    def __init__(self, shape: Shape, nodes: list[NodeState], found: list[tuple[int, Candidate]] = ()):
+        self.shape, self.gang = shape, shape.gang
+        self.copies = on_empty(nodes, "free")
+        self.at = {id(copy): index for index, copy in enumerate(self.copies)}
+        names = set().union(*(bundle.names for bundle in self.gang.bundles))
+        self.least = {name: min(bundle.need.get(name) for bundle in self.gang.bundles) for name in names}
+        self.least = {name: amount for name, amount in self.least.items() if amount > 0}
+        self.one_each = self.gang.strategy == "STRICT_SPREAD"
+        self.room: dict[str, int] = {}
+        self.holds = []
+        for copy in self.copies:
+            add_to(self.room, copy.free)
+            self.holds.append(self._holds(copy))
+        self.held = sum(self.holds)
+        if found:
+            self.free(found)
+
+    def _holds(self, copy: NodeState) -> float:
+        if not self.least:
+            return math.inf
+        most = min(max(copy.free.get(name, 0), 0) // amount for name, amount in self.least.items())
+        return min(most, 1) if self.one_each else most
+
+    def free(self, found: list[tuple[int, Candidate]]) -> list[int] | None:
+        """What each of `found` holds freed on its node; then where the gang goes, as `placed`
+        (not tried again when none of it is of a resource the gang asks for: it did not fit)."""
+        names = self.shape.names
+        for index, candidate in found:
+            copy = self.copies[index]
+            add_to(copy.free, candidate.here)
+            add_to(self.room, candidate.here)
+            before, self.holds[index] = self.holds[index], self._holds(copy)
+            self.held += self.holds[index] - before
+        if not any(name in names for _, candidate in found for name in candidate.here):
+            return None
+        return self.placed()
+
+    def placed(self) -> list[int] | None:
+        """The index of each part's node (the bundles', then the driver's), or None."""
+        if self.held < len(self.gang.bundles) or not fits(self.shape.items, self.room):
+            return None
+        chosen = place(self.gang, self.copies, first_fit)
+        if chosen is None:
+            return None
+        for copy, part in zip(chosen, (*self.gang.bundles, self.gang.driver)):
+            add_to(copy.free, part.need)
+        return [self.at[id(copy)] for copy in chosen]
+
+
+def _in_order(pool: list[Candidate]) -> list[Candidate]:
+    """Lowest class first, then the most recently started, then by id (sorts are stable)."""
+    return sorted(sorted(pool, key=lambda c: (-c.started_at.timestamp(), len(c.id), c.id)), key=lambda c: c.value)
 
 
 def _sum(pool: list[Candidate]) -> dict[str, int]:

@@ -301,11 +301,13 @@ class Waiting(TypedDict):
 
 
 class Preempted(TypedDict):
-    """The victims to stop so that `job` fits on `node`."""
+    """The victims to stop so that `job` fits on `node` (its driver's; a gang spread over nodes,
+    each bundle on its node of `bundle_nodes`)."""
 
     job: str
     node: str
     victims: list[str]
+    bundle_nodes: NotRequired[list[str]]
 
 
 class Plan(BaseModel):

@@ -129,13 +129,15 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class Running:
     """A job already running when the simulation starts (a forecast's): started at `started_s`
-    (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here)."""
+    (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here); a job
+    with bundles holds each on its node of `bundle_nodes`."""
 
     job: TraceJob
     node: str
     started_s: float | None
     end_s: float | None
     stopping: bool = False
+    bundle_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,10 +495,10 @@ class _Simulation:
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
             record.pending = {"id": job.job.id, "user": job.job.user, "resources": job.job.resources,
                               "priority": job.job.priority,
-                              "submitted_at": self.epoch + timedelta(seconds=job.job.submit_s)}
+                              "submitted_at": self.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job)}
             if job.job.klass is not None:
                 record.pending["class"] = job.job.klass
-            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s)
+            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
             if job.end_s is not None and job.started_s is not None:
                 # A forecast's running job ends when it is expected to: what reservations count on.
                 record.running["expected_end"] = self.epoch + timedelta(seconds=job.end_s)

@@ -1,0 +1,391 @@
+"""`python -m job gateway`: Ray's Job Submission REST API in front of the queue, under
+/groups/GROUP, so that `ray job submit --address http://queue:8265/groups/gpu` and
+`JobSubmissionClient` submit to the queue unchanged.
+
+    GET  /api/version                   POST /api/jobs/ (submit)      GET /api/jobs/ (list)
+    GET  /api/jobs/ID                   POST /api/jobs/ID/stop        DELETE /api/jobs/ID
+    GET  /api/jobs/ID/logs              GET  /api/jobs/ID/logs/tail (WebSocket)
+    GET, PUT /api/packages/PROTOCOL/NAME (forwarded to the group's Ray cluster)
+    GET  /healthz (no token: 200 when PostgreSQL answers)
+
+aiohttp, not the standard library's server of `serve`: `ray job submit` follows a waiting job's log
+over a WebSocket, for as long as the job waits and runs, and aiohttp (Ray's own dashboard server,
+installed with ray[default]) serves those without a thread each. A submission is a row, written
+by job.api.submit on a pooled connection in a worker thread.
+
+Every request names a bearer token (`python -m job token create`); the statements run under the
+token's user's role (store/tokens.py act_as), whose row-level security shows it only its own jobs.
+No token or a bad one: 401 and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, TypeVar
+
+import psycopg
+from aiohttp import WSCloseCode, web
+
+from job import api, log
+from job.adapters.ray_cluster import cluster_of
+from job.adapters.ray_stream import RayStream
+from job.core.errors import BadInput, Conflict, JobError, NotFound, PermissionDenied
+from job.gateway import translate
+from job.store import gateway as rows
+from job.store import tokens
+from job.store.connection import connect
+from job.store.migrations import ensure_current
+
+T = TypeVar("T")
+# A package is held in memory while it is forwarded: k8s/gateway.yaml's memory limit leaves room
+# for one this big (Ray's GCS takes up to 512 MiB; its client warns of a file from 10 MiB on).
+MAX_PACKAGE_BYTES = 100 * 1024 * 1024
+# How often a log tail looks at a waiting job: Ray's own tail waits 1 s for its driver.
+TAIL_POLL_S = 1.0
+# The Job Submission API's version that Ray's client checks (ray/dashboard/modules/version.py).
+API_VERSION = "4"
+_BEARER = "bearer "
+
+
+class Unauthorized(Exception):
+    """No token, or one that is unknown, revoked or expired."""
+
+
+class Database:
+    """Connections to PostgreSQL, one per worker thread at most, kept open between requests."""
+
+    def __init__(self, url: str, size: int):
+        self.url, self.size = url, size
+        self._idle: queue.SimpleQueue[psycopg.Connection] = queue.SimpleQueue()
+        self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gateway-db")
+
+    def _take(self) -> psycopg.Connection:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            conn = connect(self.url)
+            try:
+                ensure_current(conn)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+    def as_user(self, token: str | None, work: Callable[[psycopg.Connection, str], T]) -> T:
+        """`work(conn, user)` in one transaction under the token's user's role, committed."""
+
+        def acting(conn: psycopg.Connection) -> T:
+            user = tokens.user_of(conn, token) if token else None
+            if user is None:
+                raise Unauthorized
+            tokens.act_as(conn, user)
+            return work(conn, user)
+
+        return self.own(acting)
+
+    def own(self, work: Callable[[psycopg.Connection], T]) -> T:
+        """`work(conn)` in one transaction as the gateway's own login, committed."""
+        conn = self._take()
+        try:
+            result = work(conn)
+            conn.commit()
+            return result
+        finally:
+            if not conn.broken and not conn.closed:
+                conn.rollback()
+                self._idle.put(conn)
+            else:
+                conn.close()
+
+    def ping(self) -> None:
+        self.own(lambda conn: conn.execute("SELECT 1"))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        while not self._idle.empty():
+            self._idle.get_nowait().close()
+
+
+def _token(request: web.Request) -> str | None:
+    for header in ("Authorization", "X-Ray-Authorization"):
+        value = request.headers.get(header, "")
+        if value.lower().startswith(_BEARER):
+            return value[len(_BEARER):].strip() or None
+    return None
+
+
+def _text(status: int, text: str) -> web.Response:
+    # Ray's job server answers errors as plain text, which its client puts in its RuntimeError.
+    return web.Response(status=status, text=text)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    try:
+        return await handler(request)
+    except Unauthorized:
+        log.warning("gateway_unauthorized", method=request.method, path=request.path, remote=request.remote)
+        return web.Response(status=401)
+    except BadInput as exc:
+        return _text(400, str(exc))
+    except NotFound as exc:
+        return _text(404, str(exc))
+    except (Conflict, PermissionDenied) as exc:
+        return _text(400, str(exc))
+    except (JobError, psycopg.Error) as exc:
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning("gateway_unavailable", method=request.method, path=request.path, cause=cause)
+        return _text(503, f"unavailable: {cause}")
+
+
+class _ClientGone(Exception):
+    """The WebSocket's client closed it or went away."""
+
+
+async def _drain(ws: web.WebSocketResponse) -> None:
+    async for _ in ws:
+        pass
+
+
+async def _unless(gone: asyncio.Future, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client leaves first: then `work` is cancelled."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        task.cancel()
+        raise _ClientGone
+    return task.result()
+
+
+def _job(conn: psycopg.Connection, group: str, submission_id: str) -> dict:
+    row = rows.job_named(conn, group, submission_id)
+    if row is None:
+        raise NotFound(f"Job {submission_id} does not exist")
+    return row
+
+
+class Gateway:
+    def __init__(self, db: Database, ray_timeout_s: float, keep_packages_s: float):
+        self.db, self.ray_timeout_s, self.keep_packages_s = db, ray_timeout_s, keep_packages_s
+        self._streams: dict[str, RayStream] = {}
+
+    async def _as_user(self, request: web.Request, work: Callable[[psycopg.Connection, str], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.as_user, _token(request), work)
+
+    async def _dashboard(self, ray_address: str) -> str:
+        """A group's dashboard URL (a `raycluster://` address resolved through Kubernetes)."""
+        cluster = await asyncio.to_thread(cluster_of, ray_address, self.ray_timeout_s)
+        return cluster.address
+
+    def _stream(self, dashboard: str) -> RayStream:
+        return self._streams.setdefault(dashboard, RayStream(dashboard))
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.ping)
+        return _text(200, "ok\n")
+
+    async def version(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        if await self._as_user(request, lambda conn, user: rows.ray_address(conn, group)) is None:
+            raise NotFound(f"group {group!r} does not exist")
+        try:
+            ray_version = version("ray")
+        except PackageNotFoundError:
+            ray_version = "unknown"
+        return web.json_response({"version": API_VERSION, "ray_version": ray_version, "ray_commit": "",
+                                  "session_name": f"job-gateway/{group}"})
+
+    async def submit(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        try:
+            body = await request.json()
+        except ValueError:
+            raise BadInput("request: not valid JSON") from None
+        asked = translate.submission(body)
+
+        def enqueue(conn: psycopg.Connection, user: str) -> int:
+            try:
+                job_id = api.submit(conn=conn, user=user, group=group, **asked.options)
+            except BadInput as exc:
+                raise translate.in_callers_words(exc) from None
+            rows.name_job(conn, asked.submission_id, job_id)
+            return job_id
+
+        job_id = await self._as_user(request, enqueue)
+        log.event("gateway_submitted", group=group, job=job_id, submission_id=asked.submission_id)
+        return web.json_response({"job_id": asked.submission_id, "submission_id": asked.submission_id})
+
+    async def listing(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        found = await self._as_user(request, lambda conn, user: rows.named_jobs(conn, group))
+        return web.json_response([translate.details(row) for row in found])
+
+    async def show(self, request: web.Request) -> web.Response:
+        group, ident = request.match_info["group"], request.match_info["id"]
+        row = await self._as_user(request, lambda conn, user: _job(conn, group, ident))
+        return web.json_response(translate.details(row))
+
+    async def stop(self, request: web.Request) -> web.Response:
+        group, ident = request.match_info["group"], request.match_info["id"]
+
+        def cancel(conn: psycopg.Connection, user: str) -> bool:
+            row = _job(conn, group, ident)
+            before, _ = api.cancel([row["id"]], conn=conn)[row["id"]]
+            return before is not None and not translate.is_final(before)
+
+        stopped = await self._as_user(request, cancel)
+        log.event("gateway_stopped", group=group, submission_id=ident, stopped=stopped)
+        return web.json_response({"stopped": stopped})
+
+    async def delete(self, request: web.Request) -> web.Response:
+        group, ident = request.match_info["group"], request.match_info["id"]
+
+        def forget(conn: psycopg.Connection, user: str) -> dict:
+            row = _job(conn, group, ident)
+            if not translate.is_final(row["state"]):
+                raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row['state'])}): stop it first")
+            rows.forget(conn, ident)
+            return row
+
+        row = await self._as_user(request, forget)
+        if row["submission_id"]:
+            cluster = await asyncio.to_thread(cluster_of, row["ray_address"], self.ray_timeout_s)
+            await asyncio.to_thread(cluster.delete, row["submission_id"])
+        return web.json_response({"deleted": True})
+
+    async def logs(self, request: web.Request) -> web.Response:
+        group, ident = request.match_info["group"], request.match_info["id"]
+        row = await self._as_user(request, lambda conn, user: _job(conn, group, ident))
+        text = ""
+        if row["submission_id"] and row["state"] != "SUBMITTING":
+            cluster = await asyncio.to_thread(cluster_of, row["ray_address"], self.ray_timeout_s)
+            try:
+                text = await asyncio.to_thread(cluster.logs, row["submission_id"])
+            except NotFound:
+                text = ""  # Ray forgot it, or has not got it yet: no output, as Ray says of a job without a driver
+        return web.json_response({"logs": text})
+
+    async def tail(self, request: web.Request) -> web.StreamResponse:
+        """The job's output as a waiting `ray job submit` follows it: nothing while it waits in the
+        queue, then each attempt's log from Ray, until the queue records its end. A client that
+        leaves ends it at once, whether the job waits or runs."""
+        group, ident = request.match_info["group"], request.match_info["id"]
+
+        def look() -> Awaitable[dict]:
+            return self._as_user(request, lambda conn, user: _job(conn, group, ident))
+
+        row = await look()  # 401 and 404 before the WebSocket opens, as Ray's
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        # The client sends nothing but its close: reading it is how its leaving is seen.
+        gone = asyncio.ensure_future(_drain(ws))
+        followed: set[str] = set()
+        try:
+            while True:
+                ray_id = row["submission_id"]
+                if (ray_id and ray_id not in followed and row["state"] != "SUBMITTING"
+                        and await _unless(gone, self._follow(ws, row))):
+                    # Ray ended this attempt's stream; the queue may requeue it, or record its end.
+                    followed.add(ray_id)
+                    row = await look()
+                    continue
+                if translate.is_final(row["state"]):
+                    break
+                await _unless(gone, asyncio.sleep(TAIL_POLL_S))
+                row = await look()
+        except (_ClientGone, ConnectionResetError):
+            log.event("gateway_tail_ended", group=group, submission_id=ident, why="client left")
+            return ws
+        except (Unauthorized, JobError, psycopg.Error) as exc:
+            log.warning("gateway_tail_ended", group=group, submission_id=ident, why=type(exc).__name__)
+            await ws.close(code=WSCloseCode.INTERNAL_ERROR)
+            return ws
+        finally:
+            gone.cancel()
+        log.event("gateway_tail_ended", group=group, submission_id=ident, why=f"job {row['state']}")
+        await ws.close()
+        return ws
+
+    async def _follow(self, ws: web.WebSocketResponse, row: dict) -> bool:
+        """Ray's log of the job's current attempt sent on, until Ray ends it. False: Ray has no
+        such job (yet)."""
+        stream = self._stream(await self._dashboard(row["ray_address"]))
+        try:
+            async for text in stream.tail(row["submission_id"]):
+                await ws.send_str(text)
+        except NotFound:
+            return False
+        return True
+
+    async def package(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+        address = await self._as_user(request, lambda conn, user: rows.ray_address(conn, group))
+        if address is None:
+            raise NotFound(f"group {group!r} does not exist")
+        data = await request.read() if request.method == "PUT" else None
+        status, text = await self._stream(await self._dashboard(address)).package(
+            request.method, request.match_info["protocol"], request.match_info["name"], data)
+        if request.method == "PUT":
+            log.event("gateway_package", group=group, package=request.match_info["name"], status=status, size=len(data))
+        return _text(status, text)
+
+    async def keep_packages(self, app: web.Application):
+        """While the gateway runs, the packages of waiting jobs are pinned again in their Ray
+        clusters every `keep_packages_s` (Ray lets an unused one go after 600 s)."""
+        task = asyncio.ensure_future(self._keep_packages())
+        yield
+        task.cancel()
+
+    async def _keep_packages(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.keep_packages_s)
+            try:
+                found = await loop.run_in_executor(self.db.executor, self.db.own, rows.waiting_packages)
+                answers = [await self._pin(row["ray_address"], row["uri"]) for row in found]
+            except (JobError, psycopg.Error) as exc:
+                log.warning("gateway_packages_unpinned", cause=(str(exc).strip().splitlines() or [type(exc).__name__])[0])
+                continue
+            if found:
+                log.event("gateway_packages_pinned", pinned=answers.count(200), missing=answers.count(404),
+                          failed=len(answers) - answers.count(200) - answers.count(404))
+
+    async def _pin(self, ray_address: str, uri: str) -> int:
+        """Ray's GET of a package pins it for another 600 s; its status (404: Ray has it no more)."""
+        protocol, _, name = uri.partition("://")
+        try:
+            status, _ = await self._stream(await self._dashboard(ray_address)).package("GET", protocol, name)
+        except JobError:
+            return 0
+        return status
+
+    async def close(self, app: web.Application) -> None:
+        for stream in self._streams.values():
+            await stream.close()
+
+
+def make_app(db: Database, ray_timeout_s: float, keep_packages_s: float) -> web.Application:
+    gateway = Gateway(db, ray_timeout_s, keep_packages_s)
+    app = web.Application(client_max_size=MAX_PACKAGE_BYTES, middlewares=[_errors])
+    base = "/groups/{group}/api"
+    routes: list[tuple[str, str, Any]] = [
+        ("GET", "/healthz", gateway.healthz),
+        ("GET", f"{base}/version", gateway.version),
+        ("POST", f"{base}/jobs/", gateway.submit),
+        ("GET", f"{base}/jobs/", gateway.listing),
+        ("GET", f"{base}/jobs/{{id}}", gateway.show),
+        ("POST", f"{base}/jobs/{{id}}/stop", gateway.stop),
+        ("DELETE", f"{base}/jobs/{{id}}", gateway.delete),
+        ("GET", f"{base}/jobs/{{id}}/logs", gateway.logs),
+        ("GET", f"{base}/jobs/{{id}}/logs/tail", gateway.tail),
+        ("GET", f"{base}/packages/{{protocol}}/{{name}}", gateway.package),
+        ("PUT", f"{base}/packages/{{protocol}}/{{name}}", gateway.package),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, handler)
+    app.cleanup_ctx.append(gateway.keep_packages)
+    app.on_cleanup.append(gateway.close)
+    return app

@@ -1,0 +1,168 @@
+"""Ray's Job Submission API in the queue's words and back, without I/O: a `JobSubmitRequest` (Ray's
+dashboard/modules/job/common.py) becomes the keywords of `job.api.submit`, a queue job becomes
+Ray's `JobDetails` (pydantic_models.py), the fields Ray's unmodified client parses.
+
+The queue's own options travel in metadata keys (README.md, "Ray's own tools"), taken out of the
+job's metadata: `queue.class`, `queue.priority`, `queue.max_runtime`, `queue.not_before`,
+`queue.bundles` (a JSON list of resource maps) and `queue.bundle_strategy`."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import string
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from job.core.errors import BadInput
+
+QUEUE_PREFIX = "queue."
+# Metadata key -> job.api.submit keyword.
+QUEUE_KEYS = {"class": "priority_class", "priority": "priority", "max_runtime": "max_runtime",
+              "not_before": "not_before", "bundles": "bundles", "bundle_strategy": "bundle_strategy"}
+# Ray's built-in entrypoint resources, under the queue's names.
+_BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
+_FIELD_OF = {name: field for field, name in _BUILTIN.items()}
+_REQUEST_FIELDS = frozenset({"entrypoint", "submission_id", "job_id", "runtime_env", "metadata",
+                             "entrypoint_resources", "entrypoint_label_selector", *_BUILTIN})
+RAY_COMMIT_KEY = "_ray_commit"
+SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_ALPHABET = string.ascii_letters + string.digits
+# A JobSpec field in a refusal, under the name the caller gave it.
+_CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
+    ("resources", "entrypoint_resources"), ("node_labels", "entrypoint_label_selector"),
+    ("class", f"metadata.{QUEUE_PREFIX}class"),
+    *((keyword if keyword != "max_runtime" else "max_runtime_s", f"metadata.{QUEUE_PREFIX}{key}")
+      for key, keyword in QUEUE_KEYS.items())]
+
+
+@dataclass(frozen=True)
+class Submission:
+    submission_id: str
+    # The keywords of job.api.submit but user and group, which are the caller's and the URL's.
+    options: dict[str, Any]
+
+
+def submission(body: Any) -> Submission:
+    """The submit request read, or BadInput naming the field (Ray's own name for it)."""
+    if not isinstance(body, dict):
+        raise BadInput(f"request: must be a JSON object, got {type(body).__name__}")
+    body = {key: value for key, value in body.items() if value is not None}
+    unknown = sorted(set(body) - _REQUEST_FIELDS)
+    if unknown:
+        raise BadInput(f"{unknown[0]}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
+    if not isinstance(body.get("entrypoint"), str):
+        raise BadInput("entrypoint: required, a string")
+    options: dict[str, Any] = {"entrypoint": body["entrypoint"]}
+    resources = {name: body[field] for field, name in _BUILTIN.items() if field in body}
+    custom = _object(body, "entrypoint_resources") or {}
+    for name in custom.keys() & _FIELD_OF.keys():
+        raise BadInput(f"entrypoint_resources.{name}: give it as {_FIELD_OF[name]}, as Ray requires")
+    resources.update(custom)
+    if resources:
+        options["resources"] = resources
+    labels = _object(body, "entrypoint_label_selector")
+    if labels is not None:
+        options["node_labels"] = labels
+    runtime_env = _object(body, "runtime_env")
+    if runtime_env is not None:
+        # Ray's client stamps a pip or conda env with its own commit; the cluster that runs the job
+        # checks its own, so the stamp is not the job's to keep.
+        options["runtime_env"] = {key: value for key, value in runtime_env.items() if key != RAY_COMMIT_KEY}
+    options.update(_metadata(_object(body, "metadata") or {}))
+    return Submission(submission_id=_submission_id(body), options=options)
+
+
+def _object(body: dict, field: str) -> dict | None:
+    value = body.get(field)
+    if value is not None and not isinstance(value, dict):
+        raise BadInput(f"{field}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _metadata(metadata: dict) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    own = {}
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise BadInput(f"metadata.{key}: values must be strings, got {type(value).__name__}")
+        if not key.startswith(QUEUE_PREFIX):
+            own[key] = value
+            continue
+        name = key.removeprefix(QUEUE_PREFIX)
+        if name not in QUEUE_KEYS:
+            raise BadInput(f"metadata.{key}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
+        options[QUEUE_KEYS[name]] = _json_list(key, value) if name == "bundles" else value
+    if own:
+        options["metadata"] = own
+    return options
+
+
+def _json_list(key: str, text: str) -> list:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"metadata.{key}: not valid JSON: {exc.msg}") from None
+    if not isinstance(value, list):
+        raise BadInput(f"metadata.{key}: must be a JSON list of resource maps, e.g. [{{\"GPU\": 1}}]")
+    return value
+
+
+def _submission_id(body: dict) -> str:
+    given = body.get("submission_id", body.get("job_id"))
+    if given is None:
+        # Ray's own form, so that tools that show or parse it find what they expect.
+        return "raysubmit_" + "".join(secrets.choice(_ALPHABET) for _ in range(16))
+    if not isinstance(given, str) or not SUBMISSION_ID.fullmatch(given):
+        raise BadInput(f"submission_id: {given!r} is not a submission id: 1 to 128 letters, digits, '_', '.' or '-'")
+    return given
+
+
+def in_callers_words(error: BadInput) -> BadInput:
+    """A refusal of job.api.submit naming the field as the caller gave it (entrypoint_num_cpus,
+    not resources.CPU)."""
+    text = str(error)
+    # JobSpec names a resource either way: "resources.CPU: ..." or "resources: CPU: ...".
+    text = re.sub(r"^resources: ([A-Za-z_][\w.-]*):", r"resources.\1:", text)
+    for ours, theirs in _CALLER_NAMES:
+        if text.startswith(ours + ".") or text.startswith(ours + ":"):
+            return BadInput(theirs + text[len(ours):])
+    return BadInput(text)
+
+
+# --- a queue job as Ray's JobDetails ---------------------------------------------------------
+
+_WAITING = ("PENDING", "SUBMITTING", "SUBMITTED")
+_STATUS = {"RUNNING": "RUNNING", "SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED", "STOPPED": "STOPPED",
+           "CANCELLED": "STOPPED"}
+
+
+def status(state: str) -> str:
+    return "PENDING" if state in _WAITING else _STATUS[state]
+
+
+def is_final(state: str) -> bool:
+    return status(state) in ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+def details(row: dict) -> dict[str, Any]:
+    """Ray's JobDetails of a job row (store/gateway.py): PENDING while it waits, with the queue's
+    reason as the message, then Ray's own words."""
+    word = status(row["state"])
+    if row["state"] in _WAITING:
+        message = f"{row['reason']}: {row['message']}" if row["reason"] and row["message"] else row["reason"] or row["message"]
+    else:
+        message = row["message"] or row["ray_message"]
+    return {
+        "type": "SUBMISSION", "job_id": None, "submission_id": row["gateway_id"], "driver_info": None,
+        "status": word, "entrypoint": row["entrypoint"], "message": message, "error_type": None,
+        "start_time": _ms(row["submitted_at"]), "end_time": _ms(row["finished_at"]) if is_final(row["state"]) else None,
+        "metadata": row["metadata"], "runtime_env": row["runtime_env"], "driver_agent_http_address": None,
+        "driver_node_id": row["node"], "driver_exit_code": row["exit_code"],
+    }
+
+
+def _ms(at: datetime | None) -> int | None:
+    return None if at is None else int(at.timestamp() * 1000)

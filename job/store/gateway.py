@@ -1,0 +1,51 @@
+"""The gateway's statements: the submission ids Ray's clients know queue jobs by
+(sql/0018_tokens.sql gateway_submissions). They run as the token's user: row-level security shows
+it only its own jobs, and only those are named here."""
+
+from __future__ import annotations
+
+import psycopg
+
+from job.core.errors import BadInput
+
+# At most this many jobs in a list: Ray's own list only grows, the gateway's stops here.
+LIST_LIMIT = 1000
+_JOB_COLUMNS = """s.submission_id AS gateway_id, j.id, j.state, j.reason, j.message, j.ray_status, j.ray_message,
+                  j.entrypoint, j.runtime_env, j.metadata, j.submitted_at, j.started_at, j.finished_at,
+                  j.exit_code, j.node, j.submission_id, g.ray_address"""
+_FROM = """gateway_submissions s JOIN jobs j ON j.id = s.job_id JOIN resource_groups g ON g.name = j.group_name"""
+
+
+def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
+    try:
+        conn.execute("INSERT INTO gateway_submissions (submission_id, job_id) VALUES (%s, %s)", (submission_id, job_id))
+    except psycopg.errors.UniqueViolation:
+        conn.rollback()
+        raise BadInput(f"submission_id: {submission_id!r} is already the id of another job") from None
+
+
+def job_named(conn: psycopg.Connection, group: str, submission_id: str) -> dict | None:
+    return conn.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE s.submission_id = %s AND j.group_name = %s",
+                        (submission_id, group)).fetchone()
+
+
+def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> list[dict]:
+    return conn.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE j.group_name = %s ORDER BY j.id DESC LIMIT %s",
+                        (group, limit)).fetchall()
+
+
+def forget(conn: psycopg.Connection, submission_id: str) -> bool:
+    """The job leaves the gateway's view (Ray's `delete`); the queue keeps its history."""
+    return conn.execute("DELETE FROM gateway_submissions WHERE submission_id = %s RETURNING job_id",
+                        (submission_id,)).fetchone() is not None
+
+
+def ray_address(conn: psycopg.Connection, group: str) -> str | None:
+    row = conn.execute("SELECT ray_address FROM resource_groups WHERE name = %s", (group,)).fetchone()
+    return None if row is None else row["ray_address"]
+
+
+def waiting_packages(conn: psycopg.Connection) -> list[dict]:
+    """The gcs:// packages of jobs waiting in the queue, with their clusters' addresses
+    (sql/0018_tokens.sql gateway_waiting_packages): what the gateway keeps pinned in Ray."""
+    return conn.execute("SELECT ray_address, uri FROM gateway_waiting_packages()").fetchall()

@@ -1,0 +1,328 @@
+"""The gateway without a Ray cluster: what waits in the queue is all PostgreSQL. Ray's own CLI and
+JobSubmissionClient submit, read, list, stop and delete; tokens confine each caller to its own
+jobs; no token, a bad, revoked or expired one get 401 and nothing else; bad submissions get Ray's
+error shape (400, plain text) with one line naming the field, and nothing is written."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import aiohttp
+import psycopg
+
+import pytest
+import requests
+from ray.job_submission import JobStatus, JobSubmissionClient
+
+from cli_helpers import database_contents, run_cli
+from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
+from tick_helpers import add_group, wait_for
+
+NOWHERE = "http://ray.invalid:8265"
+
+
+@pytest.fixture
+def group(conn):
+    add_group(conn, NOWHERE, name=GROUP, users=(), priority_classes=json.dumps(
+        [{"name": "low", "value": 0, "preemptible": True}, {"name": "high", "value": 10, "preemptible": False}]),
+        default_class="low")
+    return GROUP
+
+
+def client(gateway, token) -> JobSubmissionClient:
+    return JobSubmissionClient(gateway.address(), headers=headers(token))
+
+
+def gateway_rows(conn) -> dict[str, dict]:
+    return {row["gateway_id"]: row for row in conn.execute(
+        "SELECT j.*, s.submission_id AS gateway_id FROM gateway_submissions s JOIN jobs j ON j.id = s.job_id")}
+
+
+def test_ray_cli_submits_reads_lists_and_stops_a_waiting_job(gateway, users, group, conn):
+    token = users[ALICE]
+    submitted = ray_cli(gateway, token, "submit", "--no-wait", "--submission-id", "train-1",
+                        "--entrypoint-num-cpus", "2", "--metadata-json", '{"team": "vision", "queue.priority": "5"}',
+                        "--", "python", "train.py")
+    assert submitted.status == 0, submitted
+    assert "Job 'train-1' submitted successfully" in submitted.out + submitted.err
+    [row] = gateway_rows(conn).values()
+    assert (row["gateway_id"], row["user_name"], row["group_name"], row["state"]) == ("train-1", ALICE, GROUP, "PENDING")
+    assert (row["entrypoint"], row["resources"], row["priority"], row["metadata"]) == (
+        "python train.py", {"CPU": 2.0}, 5, {"team": "vision"})
+
+    status = ray_cli(gateway, token, "status", "train-1")
+    assert status.status == 0, status
+    assert "Status for job 'train-1': PENDING" in status.out + status.err
+    assert "Status message: Queued: waiting for the next tick" in status.out + status.err
+
+    listed = ray_cli(gateway, token, "list")
+    assert listed.status == 0 and "submission_id='train-1'" in listed.out + listed.err, listed
+
+    stopped = ray_cli(gateway, token, "stop", "train-1")
+    assert stopped.status == 0, stopped
+    assert "Job 'train-1' was stopped" in stopped.out + stopped.err
+    assert gateway_rows(conn)["train-1"]["state"] == "CANCELLED"
+    assert client(gateway, token).get_job_status("train-1") == JobStatus.STOPPED
+
+
+def test_the_sdk_carries_resources_labels_and_the_queues_options(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    submission_id = sdk.submit_job(
+        entrypoint="python serve.py", entrypoint_num_gpus=1, entrypoint_memory=2**30,
+        entrypoint_resources={"special": 1}, entrypoint_label_selector={"pool": "a"},
+        runtime_env={"env_vars": {"MODE": "eval"}, "pip": ["requests==2.31"]},
+        metadata={"queue.class": "high", "queue.max_runtime": "2h", "queue.not_before": "2030-01-01T00:00:00Z",
+                  "queue.bundles": '[{"GPU": 1}, {"GPU": 1}]', "queue.bundle_strategy": "SPREAD", "run": "7"})
+    assert submission_id.startswith("raysubmit_")
+    row = gateway_rows(conn)[submission_id]
+    assert row["resources"] == {"GPU": 1.0, "memory": float(2**30), "special": 1.0}
+    assert (row["node_labels"], row["runtime_env"], row["priority_class"], row["max_runtime_s"], row["metadata"]) == (
+        {"pool": "a"}, {"env_vars": {"MODE": "eval"}, "pip": {"packages": ["requests==2.31"], "pip_check": False}},
+        "high", 7200.0, {"run": "7"})
+    assert (row["bundles"], row["bundle_strategy"], row["not_before"].year) == ([{"GPU": 1.0}, {"GPU": 1.0}], "SPREAD", 2030)
+
+    info = sdk.get_job_info(submission_id)
+    assert (info.status, info.submission_id, info.entrypoint, info.metadata) == (
+        JobStatus.PENDING, submission_id, "python serve.py", {"run": "7"})
+    assert info.message == "Queued: waiting for the next tick"
+    assert [job.submission_id for job in sdk.list_jobs()] == [submission_id]
+    assert sdk.get_job_logs(submission_id) == ""
+
+    with pytest.raises(RuntimeError, match="not in a terminal state"):
+        sdk.delete_job(submission_id)
+    assert sdk.stop_job(submission_id) is True
+    assert sdk.stop_job(submission_id) is False  # stopped already, as Ray says of an ended job
+    assert sdk.delete_job(submission_id) is True
+    assert gateway_rows(conn) == {}
+    assert conn.execute("SELECT state FROM jobs").fetchone()["state"] == "CANCELLED"  # the queue keeps its history
+    with pytest.raises(RuntimeError, match="status code 404"):
+        sdk.get_job_info(submission_id)
+
+
+def test_the_waiting_reason_is_the_pending_message(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    submission_id = sdk.submit_job(entrypoint="python big.py", entrypoint_num_cpus=64)
+    # What a tick writes of a job that cannot be placed (the tick itself is tested in tests/scheduler).
+    conn.execute("UPDATE jobs SET reason = 'Resources', message = 'needs CPU 64; the most free on any node is CPU 2'")
+    info = sdk.get_job_info(submission_id)
+    assert (info.status, info.message) == (JobStatus.PENDING, "Resources: needs CPU 64; the most free on any node is CPU 2")
+
+
+def test_a_token_sees_reads_and_stops_only_its_users_jobs(gateway, users, group, conn):
+    alice, bob = client(gateway, users[ALICE]), client(gateway, users[BOB])
+    mine = alice.submit_job(entrypoint="python a.py", submission_id="alice-1")
+    bob.submit_job(entrypoint="python b.py", submission_id="bob-1")
+    assert {row["gateway_id"]: row["user_name"] for row in gateway_rows(conn).values()} == {
+        "alice-1": ALICE, "bob-1": BOB}
+    assert [job.submission_id for job in bob.list_jobs()] == ["bob-1"]
+    for call in (bob.get_job_info, bob.stop_job, bob.get_job_logs, bob.delete_job):
+        with pytest.raises(RuntimeError, match="status code 404: Job alice-1 does not exist"):
+            call(mine)
+    # A job id Bob picks that Alice's job holds is refused as taken, and tells nothing more.
+    with pytest.raises(RuntimeError, match="status code 400: submission_id: 'alice-1' is already the id of another job"):
+        bob.submit_job(entrypoint="python b.py", submission_id="alice-1")
+    assert gateway_rows(conn)["alice-1"]["state"] == "PENDING"
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 2
+
+
+def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing_else(gateway, users, group, conn, capsys):
+    api_url = gateway.address() + "/api"
+    submit = {"entrypoint": "python x.py"}
+    calls = [("GET", "/version", None), ("POST", "/jobs/", submit), ("GET", "/jobs/", None), ("GET", "/jobs/x", None),
+             ("POST", "/jobs/x/stop", None), ("DELETE", "/jobs/x", None), ("GET", "/jobs/x/logs", None),
+             ("GET", "/packages/gcs/_ray_pkg_0.zip", None), ("PUT", "/packages/gcs/_ray_pkg_0.zip", None)]
+    revoked = users[BOB]
+    token_id = conn.execute("SELECT id FROM tokens WHERE user_name = %s", (BOB,)).fetchone()["id"]
+    assert run_cli(capsys, "token", "revoke", str(token_id)).status == 0
+    expired = run_cli(capsys, "token", "create", ALICE, "--expires", "1s").out.strip()
+    conn.execute("UPDATE tokens SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+    for who in ({}, {"Authorization": "Bearer jobtok_not-a-token"}, {"Authorization": "Basic YWxpY2U6eA=="},
+                headers(revoked), headers(expired)):
+        for method, path, body in calls:
+            answer = requests.request(method, api_url + path, json=body, headers=who, timeout=10)
+            assert (answer.status_code, answer.text) == (401, ""), (who, method, path)
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+    # Ray's CLI says so in its own words, and fails.
+    refused = ray_cli(gateway, None, "list")
+    assert refused.status == 1 and "Authentication required" in refused.err
+    log = gateway.log()
+    assert "gateway_unauthorized" in log
+    assert not any(token in log for token in (*users.values(), expired))
+
+
+@pytest.mark.parametrize("body, message", [
+    ({}, "entrypoint: required, a string"),
+    ({"entrypoint": "  "}, "entrypoint: must not be empty"),
+    ({"entrypoint": "x", "entrypoint_num_cpus": "many"}, "entrypoint_num_cpus: "),
+    ({"entrypoint": "x", "entrypoint_num_cpus": -1}, "entrypoint_num_cpus: "),
+    ({"entrypoint": "x", "entrypoint_resources": {"GPU": 1}}, "entrypoint_resources.GPU: give it as entrypoint_num_gpus"),
+    ({"entrypoint": "x", "entrypoint_resources": {"special": "x"}}, "entrypoint_resources.special: "),
+    ({"entrypoint": "x", "entrypoint_label_selector": ["pool"]}, "entrypoint_label_selector: must be a JSON object"),
+    ({"entrypoint": "x", "runtime_env": {"working_dir": "./src"}}, "runtime_env"),
+    ({"entrypoint": "x", "runtime_env": {"no_such_key": 1}}, "runtime_env"),
+    ({"entrypoint": "x", "metadata": {"queue.priorty": "1"}}, "metadata.queue.priorty: not one of the queue's keys"),
+    ({"entrypoint": "x", "metadata": {"queue.priority": "high"}}, "metadata.queue.priority: "),
+    ({"entrypoint": "x", "metadata": {"queue.class": "urgent"}}, "metadata.queue.class: 'urgent' is not a class of group 'gpu'"),
+    ({"entrypoint": "x", "metadata": {"queue.max_runtime": "soon"}}, "metadata.queue.max_runtime: "),
+    ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
+    ({"entrypoint": "x", "metadata": {"n": 1}}, "metadata.n: values must be strings"),
+    ({"entrypoint": "x", "submission_id": "a b"}, "submission_id: 'a b' is not a submission id"),
+    ({"entrypoint": "x", "entrypoint_numcpus": 1}, "entrypoint_numcpus: not a field of Ray's job submission"),
+    ([1, 2], "request: must be a JSON object"),
+])
+def test_a_bad_submission_gets_rays_error_shape_naming_the_field_and_writes_nothing(gateway, users, group, conn,
+                                                                                    body, message):
+    before = database_contents(conn)
+    answer = requests.post(gateway.address() + "/api/jobs/", json=body, headers=headers(users[ALICE]), timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert answer.text.startswith(message) and "\n" not in answer.text.strip(), answer.text
+    assert answer.headers["Content-Type"].startswith("text/plain")
+    assert database_contents(conn) == before
+    assert conn.execute("SELECT count(*) AS n FROM gateway_submissions").fetchone()["n"] == 0
+
+
+def test_bad_requests_of_ray_clients_themselves(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    with pytest.raises(RuntimeError, match=r"status code 400: entrypoint_num_cpus: "):
+        sdk.submit_job(entrypoint="python x.py", entrypoint_num_cpus=-2)
+    answer = requests.post(gateway.address() + "/api/jobs/", data="{not json", headers=headers(users[ALICE]), timeout=10)
+    assert (answer.status_code, answer.text) == (400, "request: not valid JSON")
+    answer = requests.get(gateway.url + "/groups/nosuchgroup/api/version", headers=headers(users[ALICE]), timeout=10)
+    assert (answer.status_code, answer.text) == (404, "group 'nosuchgroup' does not exist")
+    answer = requests.post(gateway.url + "/groups/nosuchgroup/api/jobs/", json={"entrypoint": "x"},
+                           headers=headers(users[ALICE]), timeout=10)
+    assert answer.status_code == 404 and answer.text.startswith("group: 'nosuchgroup' does not exist"), answer.text
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+
+
+def test_token_commands_print_the_token_once_and_keep_only_its_hash(conn, capsys):
+    conn.execute("INSERT INTO users (name) VALUES (%s)", (ALICE,))
+    created = run_cli(capsys, "token", "create", ALICE, "--expires", "90d")
+    assert created.status == 0, created
+    token = created.out.strip()
+    assert token.startswith("jobtok_") and len(token) > 40 and "expires" in created.err
+    [row] = conn.execute("SELECT * FROM tokens").fetchall()
+    assert bytes(row["hash"]) == hashlib.sha256(token.encode()).digest()
+    assert token not in json.dumps([{k: str(v) for k, v in row.items()}])
+    listed = run_cli(capsys, "token", "list", "--json")
+    [shown] = json.loads(listed.out)
+    assert (shown["id"], shown["user"], shown["state"]) == (row["id"], ALICE, "active") and token not in listed.out
+    assert run_cli(capsys, "token", "revoke", str(row["id"])).status == 0
+    assert json.loads(run_cli(capsys, "token", "list", "--json").out)[0]["state"] == "revoked"
+    # The user's own role confines the gateway: made where missing, a submitter, granted to job_gateway.
+    role = conn.execute(
+        """SELECT rolcanlogin, pg_has_role(oid, 'job_submitter', 'MEMBER') AS submits,
+                  pg_has_role('job_gateway', oid, 'MEMBER') AS gateway_may_act FROM pg_roles WHERE rolname = %s""",
+        (ALICE,)).fetchone()
+    assert role == {"rolcanlogin": False, "submits": True, "gateway_may_act": True}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("create", "nobody"), "error: user: 'nobody' does not exist"),
+    (("create", ALICE, "--expires", "soon"), "error: --expires: "),
+    (("create", ALICE, "--expires", "0s"), "error: --expires: must be more than 0"),
+    (("create", "postgres"), "error: user: 'postgres' does not exist"),
+    (("revoke", "x"), "error: token id: 'x' is not a token id"),
+    (("revoke", "99"), "error: token 99 does not exist"),
+])
+def test_bad_token_commands_exit_2_with_one_line_and_write_nothing(conn, capsys, argv, message):
+    conn.execute("INSERT INTO users (name) VALUES (%s)", (ALICE,))
+    before = conn.execute("SELECT count(*) AS n FROM tokens").fetchone()
+    result = run_cli(capsys, "token", *argv)
+    assert result.status == 2 and result.err.startswith(message) and result.err.count("\n") == 1, result
+    assert conn.execute("SELECT count(*) AS n FROM tokens").fetchone() == before
+
+
+def test_a_token_never_carries_more_than_a_submitters_rights(conn, capsys):
+    # A queue user whose database role may do more (here: the test server's superuser) gets no token.
+    superuser = conn.execute("SELECT current_user AS name").fetchone()["name"]
+    conn.execute("INSERT INTO users (name) VALUES (%s)", (superuser,))
+    result = run_cli(capsys, "token", "create", superuser)
+    assert result.status == 2 and "a token acts only as a submitter of its own jobs" in result.err, result
+    assert conn.execute("SELECT count(*) AS n FROM tokens").fetchone()["n"] == 0
+
+
+def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    sdk.submit_job(entrypoint="python wait.py", submission_id="waits")
+
+    async def open_and_leave() -> None:
+        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
+            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
+                await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
+                assert not ws.closed
+    asyncio.run(open_and_leave())
+    wait_for(lambda: "gateway_tail_ended" in gateway.log())
+    assert 'event=gateway_tail_ended group=gpu submission_id=waits why="client left"' in gateway.log(), gateway.log()
+    # A job that ended closes the tail from the gateway's side, as Ray's does.
+    sdk.stop_job("waits")
+
+    async def follow() -> list[str]:
+        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
+            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
+                return [message.data async for message in ws]
+    assert asyncio.run(asyncio.wait_for(follow(), 30)) == []
+    assert 'submission_id=waits why="job CANCELLED"' in gateway.log(), gateway.log()
+
+
+def test_the_gateways_login_holds_no_users_rights_outside_set_role(gateway, users, group, conn, database_url):
+    client(gateway, users[ALICE]).submit_job(entrypoint="python a.py", submission_id="alice-1")
+    with psycopg.connect(as_role(database_url, GATEWAY_LOGIN), autocommit=True) as own:
+        # It reads what a token check needs, and no more.
+        assert own.execute("SELECT count(*) FROM tokens WHERE revoked_at IS NULL").fetchone() == (2,)
+        for statement in ("SELECT count(*) FROM jobs", "SELECT count(*) FROM gateway_submissions",
+                          "SELECT created_at FROM tokens", "INSERT INTO jobs (user_name, group_name, entrypoint, resources)"
+                          f" VALUES ('{ALICE}', 'gpu', 'x', '{{}}')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                own.execute(statement)
+        # Under a token's user's role it sees that user's jobs only.
+        with own.transaction():
+            own.execute(f"SET LOCAL ROLE {BOB}")
+            assert own.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+class Dashboard(ThreadingHTTPServer):
+    """A Ray dashboard's package endpoint, recording what it is asked (its GET pins a package)."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+        dashboard = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                dashboard.asked.append(self.path)
+                self.send_response(200 if self.path.startswith("/api/packages/gcs/") else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_the_packages_of_waiting_jobs_stay_pinned_in_ray_while_they_wait(launch, users, conn):
+    dashboard = Dashboard()
+    try:
+        add_group(conn, dashboard.url, name=GROUP, users=())
+        gateway = launch("--keep-packages", "1s")
+        sdk = client(gateway, users[ALICE])
+        sdk.submit_job(entrypoint="python a.py", submission_id="waits", runtime_env={
+            "working_dir": "gcs://_ray_pkg_0123456789abcdef.zip", "py_modules": ["gcs://_ray_pkg_mod.zip", "s3://b/m.zip"]})
+        pins = {"/api/packages/gcs/_ray_pkg_0123456789abcdef.zip", "/api/packages/gcs/_ray_pkg_mod.zip"}
+        wait_for(lambda: "gateway_packages_pinned pinned=2 missing=0 failed=0" in gateway.log())
+        assert set(dashboard.asked) == pins  # the s3:// one is not Ray's to keep
+        # A job that no longer waits holds nothing.
+        sdk.stop_job("waits")
+        assert conn.execute("SELECT * FROM gateway_waiting_packages()").fetchall() == []
+    finally:
+        dashboard.shutdown()
