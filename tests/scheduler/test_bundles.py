@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import run_cli
 from job.core.errors import BadInput
-from job.core.group_snapshot import Decisions, PendingRow, build_snapshot, held_parts
+from job.core.group_snapshot import Decisions, Held, PendingRow, build_snapshot, held_parts
 from job.core.planner import plan
 from job.core.specs import JobSpec, validated
 from job.scheduler.submit import bundles_json
@@ -176,13 +176,13 @@ def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url
                   bundle_strategy="STRICT_SPREAD", conn=conn)
     alone = submit(user="alice", group="g", entrypoint="true", conn=conn)
     now = datetime.now(timezone.utc)
-    tick_jobs.set_reservations(conn, {gang: ("n1", ["n1", "n2"]), alone: ("n2", None)}, now)
+    tick_jobs.set_reservations(conn, {gang: Held("n1", bundle_nodes=("n1", "n2")), alone: Held("n2")}, now)
     rows = {row.id: row for row in tick_jobs.pending_jobs(conn, "g")}
-    assert (rows[gang].reserved_node, json.loads(rows[gang].reserved_bundle_nodes)) == ("n1", ["n1", "n2"])
+    assert (rows[gang].reserved_node, rows[gang].reserved_bundle_nodes) == ("n1", ["n1", "n2"])
     assert (rows[alone].reserved_node, rows[alone].reserved_bundle_nodes) == ("n2", None)
     snapshot, _ = build_snapshot(GROUP, now, [node("n1", {"CPU": 4}, {"CPU": 4}), node("n2", {"CPU": 4}, {"CPU": 4})],
                                  [], list(rows.values()), [], {})
-    assert {r["job"]: r for r in snapshot.reservations}[str(gang)] == {"job": str(gang), "node": "n1",
+    assert {r["job"]: r for r in snapshot.reservations}[str(gang)] == {"job": str(gang), "node": "n1", "kind": "preemption",
                                                                       "bundle_nodes": ["n1", "n2"]}
     # Ended, and placed: neither keeps a reserved node.
     tick_jobs.set_reservations(conn, {gang: None}, now)
