@@ -165,6 +165,18 @@ def test_shares_and_placement_figures_count_the_whole_footprint():
     assert figures[1]["dominant_share"] == pytest.approx(2 / 8) and figures[2]["dominant_share"] == pytest.approx(4 / 8)
 
 
+def test_a_gangs_placement_event_names_its_bundles_nodes():
+    from job.cli.observe import describe_event
+    from job.core.share import placement_figures, totals_of
+
+    drf = GROUP.model_copy(update={"policy": "drf"})
+    figures = placement_figures(drf, [], [], totals_of([{"resources": {"CPU": 8}}]), [(1, "a"), (2, "a")],
+                                [_row(1, '[{"CPU": 2}, {"CPU": 2}]', "STRICT_SPREAD"), _row(2)], bundle_nodes={1: ["a", "b"]})
+    assert figures[1]["bundle_nodes"] == ["a", "b"] and "bundle_nodes" not in figures[2]
+    text = describe_event({"kind": "placed", "message": "placed on node a", "details": figures[1]})
+    assert text.startswith("placed on node a; bundles on nodes a, b; class default, drf: score")
+
+
 def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url, conn, capsys):
     from datetime import datetime, timezone
 
