@@ -108,6 +108,8 @@ def describe_event(row: dict) -> str:
             why += f"; account {level['account']}: score {level['score']:.4g} (shares {level['shares']:g})"
         if details.get("class"):
             why = f"class {details['class']}, {why}"
+        if details.get("bundle_nodes"):
+            why = f"bundles on nodes {', '.join(details['bundle_nodes'])}; {why}"
         text = f"{text}; {why}" if text else why
     elif row["kind"] == "victim" and details:
         text = f"chosen to be stopped to make room for job {details['for_job']}"

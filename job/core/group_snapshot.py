@@ -5,7 +5,6 @@ the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -321,10 +320,6 @@ def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> 
 def _stopping(job: ActiveJob) -> bool:
     """Asked to stop already (a cancel, a preemption, its max runtime): never a victim again."""
     return job.cancel_requested_at is not None or job.preempted_at is not None or job.reason in STOP_REASONS
-
-
-# A preemption's reservation: its driver's node, and each bundle's for a gang across nodes (else None).
-Reserved = tuple[str, list[str] | None]
 
 
 @dataclass(frozen=True, slots=True)

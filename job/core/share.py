@@ -209,7 +209,8 @@ def account_shares(group: Mapping, users: list[UserShare], accounts: Mapping[str
 
 def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[ActiveJob],
                       totals: Mapping[str, int], placements: Iterable[tuple[int, str]], pending: Iterable,
-                      accounts: Mapping[str, Any] | None = None) -> dict[int, dict]:
+                      accounts: Mapping[str, Any] | None = None,
+                      bundle_nodes: Mapping[int, list[str]] | None = None) -> dict[int, dict]:
     """What put each placed job first, in the plan's order: under drf and fairshare its user's
     shares, usage, dominant share and score just before the planner took it (the jobs placed
     earlier in the plan counted, as the planner counts them), and with accounts the same figures
@@ -217,7 +218,8 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
     shares; an account's usage is its members'); under fifo and lifo its priority and submission
     time; always its class (classes go first, highest value first). `placements`:
     Decisions.placements; `pending`: the tick's PendingRow-like rows (id, user_name, resources and
-    bundles as JSON text, priority, submitted_at). A job counts its whole footprint, bundles too."""
+    bundles as JSON text, priority, submitted_at). A job counts its whole footprint, bundles too;
+    one with bundles gives their planned nodes (`bundle_nodes`: Decisions.bundle_nodes)."""
     placements = list(placements)
     placed = {job_id for job_id, _ in placements}
     rows = {row.id: row for row in pending if row.id in placed}
@@ -234,6 +236,8 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
         row = rows[job_id]
         figure = {"policy": group.policy, "class": group.job_class(row.priority_class),
                   "node": node, "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
+        if job_id in (bundle_nodes or {}):
+            figure["bundle_nodes"] = bundle_nodes[job_id]
         if POLICIES[group.policy].scores_users:
             person = people.get(row.user_name, {})
             figure.update(_level(group, held[row.user_name], totals, person.get("shares", 1.0), person.get("usage", 0.0)))

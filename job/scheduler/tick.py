@@ -205,7 +205,8 @@ class _GroupTick:
         if not dry_run:  # what only the commit writes
             step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
-                                                     decisions.placements, pending, snapshot.accounts))
+                                                     decisions.placements, pending, snapshot.accounts,
+                                                     decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
@@ -283,4 +284,5 @@ class _GroupTick:
                 user = by_name.get(intent.user_name, {})
                 log.event("placed", group=self.name, job=intent.id, user=intent.user_name, node=intent.node,
                           attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
-                          shares=user.get("shares"), usage=round(user.get("usage", 0), 3))
+                          shares=user.get("shares"), usage=round(user.get("usage", 0), 3),
+                          **({"bundle_nodes": ",".join(intent.bundle_nodes)} if intent.bundle_nodes else {}))

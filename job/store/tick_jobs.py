@@ -28,7 +28,7 @@ _ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
 _PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text",
-                                         "bundles": "bundles::text", "reserved_bundle_nodes": "reserved_bundle_nodes::text"})
+                                         "bundles": "bundles::text"})
 
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:

@@ -38,20 +38,20 @@ def test_what_a_job_holds_beyond_its_declaration_is_kept_free():
 
 def test_a_job_held_back_by_another_jobs_use_names_it_and_its_user():
     assert waiting(document([("1", "modest", {"CPU": 1.5})])) == {"1": (
-        "Resources", f"needs CPU 1.5; the most free on any node is CPU 1 ({NAMED}: CPU 1.5 on node a, CPU 1 on node b)")}
+        "Resources", f"needs CPU 1.5; the most free on any node is CPU 1 ({NAMED}, over by CPU 1.5 on node a, CPU 1 on node b)")}
 
 
 def test_our_jobs_are_named_before_outside_load_and_each_only_where_it_is_in_the_way():
     doc = document([("1", "modest", {"CPU": 1.5})], held={"a": HELD["a"]}, outside={"b": {"CPU": 1}})
     assert waiting(doc)["1"][1] == ("needs CPU 1.5; the most free on any node is CPU 1 "
-                                    f"({NAMED}: CPU 1.5 on node a; work outside the queue holds CPU 1 on node b)")
+                                    f"({NAMED}, over by CPU 1.5 on node a; work outside the queue holds CPU 1 on node b)")
 
 
 def test_not_named_where_the_job_would_not_fit_even_without_it():
     assert waiting(document([("1", "modest", {"CPU": 3})]))["1"][0] == "Unschedulable"
     # b could take CPU 2 but for job 42; a could not (its declared 0.5 stays).
     assert waiting(document([("1", "modest", {"CPU": 2})]))["1"][1] == (
-        f"needs CPU 2; the most free on any node is CPU 1 ({NAMED}: CPU 1 on node b)")
+        f"needs CPU 2; the most free on any node is CPU 1 ({NAMED}, over by CPU 1 on node b)")
 
 
 def test_held_counts_at_most_what_outside_load_left_of_the_node():

@@ -10,7 +10,7 @@ import pytest
 
 from cli_helpers import run_cli
 from job.core.errors import BadInput
-from job.core.group_snapshot import Decisions, PendingRow, build_snapshot, held_parts
+from job.core.group_snapshot import Decisions, Held, PendingRow, build_snapshot, held_parts
 from job.core.planner import plan
 from job.core.specs import JobSpec, validated
 from job.scheduler.submit import bundles_json
@@ -165,6 +165,18 @@ def test_shares_and_placement_figures_count_the_whole_footprint():
     assert figures[1]["dominant_share"] == pytest.approx(2 / 8) and figures[2]["dominant_share"] == pytest.approx(4 / 8)
 
 
+def test_a_gangs_placement_event_names_its_bundles_nodes():
+    from job.cli.observe import describe_event
+    from job.core.share import placement_figures, totals_of
+
+    drf = GROUP.model_copy(update={"policy": "drf"})
+    figures = placement_figures(drf, [], [], totals_of([{"resources": {"CPU": 8}}]), [(1, "a"), (2, "a")],
+                                [_row(1, '[{"CPU": 2}, {"CPU": 2}]', "STRICT_SPREAD"), _row(2)], bundle_nodes={1: ["a", "b"]})
+    assert figures[1]["bundle_nodes"] == ["a", "b"] and "bundle_nodes" not in figures[2]
+    text = describe_event({"kind": "placed", "message": "placed on node a", "details": figures[1]})
+    assert text.startswith("placed on node a; bundles on nodes a, b; class default, drf: score")
+
+
 def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url, conn, capsys):
     from datetime import datetime, timezone
 
@@ -176,13 +188,13 @@ def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url
                   bundle_strategy="STRICT_SPREAD", conn=conn)
     alone = submit(user="alice", group="g", entrypoint="true", conn=conn)
     now = datetime.now(timezone.utc)
-    tick_jobs.set_reservations(conn, {gang: ("n1", ["n1", "n2"]), alone: ("n2", None)}, now)
+    tick_jobs.set_reservations(conn, {gang: Held("n1", bundle_nodes=("n1", "n2")), alone: Held("n2")}, now)
     rows = {row.id: row for row in tick_jobs.pending_jobs(conn, "g")}
-    assert (rows[gang].reserved_node, json.loads(rows[gang].reserved_bundle_nodes)) == ("n1", ["n1", "n2"])
+    assert (rows[gang].reserved_node, rows[gang].reserved_bundle_nodes) == ("n1", ["n1", "n2"])
     assert (rows[alone].reserved_node, rows[alone].reserved_bundle_nodes) == ("n2", None)
     snapshot, _ = build_snapshot(GROUP, now, [node("n1", {"CPU": 4}, {"CPU": 4}), node("n2", {"CPU": 4}, {"CPU": 4})],
                                  [], list(rows.values()), [], {})
-    assert {r["job"]: r for r in snapshot.reservations}[str(gang)] == {"job": str(gang), "node": "n1",
+    assert {r["job"]: r for r in snapshot.reservations}[str(gang)] == {"job": str(gang), "node": "n1", "kind": "preemption",
                                                                       "bundle_nodes": ["n1", "n2"]}
     # Ended, and placed: neither keeps a reserved node.
     tick_jobs.set_reservations(conn, {gang: None}, now)

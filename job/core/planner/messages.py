@@ -154,7 +154,7 @@ def resources(words: Words, shape: Shape | Reservation) -> str:
 
 
 def _outside(words: Words, shape: Shape) -> str:
-    """` (held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5: CPU 1 on node a; work
+    """` (held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5, over by CPU 1 on node a; work
     outside the queue holds CPU 2 on node b)`: the nodes of the pool that would take the shape now
     but for outside load and our running jobs' use beyond their declaration, by id, each with what
     these hold of the resources the shape is short of there: each such job named with its user,
@@ -183,7 +183,8 @@ def _outside(words: Words, shape: Shape) -> str:
                 by_job.setdefault(job, []).append((node, part))
         if part := [(name, outside[name]) for name in short if outside.get(name)]:
             outside_held.append((node, part))
-    said = [f"{words.holders.get(job, f'held by job {job}')}: {_on_nodes(held, ', ')}" for job, held in by_job.items()]
+    # "over by": what a job holds beyond its declaration, node by node, adds up to less than its use.
+    said = [f"{words.holders.get(job, f'held by job {job}')}, over by {_on_nodes(held, ', ')}" for job, held in by_job.items()]
     if outside_held:
         said.append(f"work outside the queue holds {_on_nodes(outside_held, '; ')}")
     return f" ({'; '.join(said)})" if said else ""
