@@ -210,7 +210,8 @@ def _observed(record: dict) -> dict[str, str]:
             "used": format_resources(record["used"]) + (f" ({nodes})" if nodes else ""),
             "charged": format_resources(record["charged"]),
             "in ray": ", ".join(f"{count} {noun}{'' if count == 1 else 's'}" for count, noun in counts),
-            **({"over since": record["over_since"]} if record["over_since"] else {})}
+            # Stored as Python's isoformat: shown as every other time of `show`.
+            **({"over since": iso(datetime.fromisoformat(record["over_since"]))} if record["over_since"] else {})}
 
 
 def _why(row: dict) -> str:
