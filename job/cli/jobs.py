@@ -10,6 +10,7 @@ from job.cli.output import format_footprint, format_resources, iso, print_fields
 from job.cli.parsing import bundles, command, database, job_id, json_object, pairs
 from job.core import states
 from job.core.errors import BadInput, PermissionDenied
+from job.core.job_row import row_problem
 from job.core.units import format_duration, time_of_day
 from job.store import jobs as job_rows
 
@@ -91,6 +92,8 @@ def job_json(row: dict) -> dict:
         # its nodes (its driver's first) and when it is expected to start there (None: not known).
         "reservation": _reservation(row),
         "expected_start": iso(_reserved_start(row)),
+        # Only for a row written past the CLI with a value no command writes.
+        **({"problem": problem} if (problem := row_problem(row)) else {}),
     }
 
 
@@ -191,9 +194,11 @@ def list_jobs(args: argparse.Namespace) -> int:
         print_json([job_json(row) for row in rows])
         return 0
     now = datetime.now(timezone.utc)
+    problems = {row["id"]: row_problem(row) for row in rows}
     print_table(
-        [{**row, "user": row["user_name"], "group": row["group_name"], "resources": format_footprint(row),
-          "class": row["priority_class"] or "-", "why": _why(row), "pos": _estimate(row)[0],
+        [{**row, "user": row["user_name"], "group": row["group_name"],
+          "resources": "?" if problems[row["id"]] else format_footprint(row),
+          "class": row["priority_class"] or "-", "why": _why(row, problems[row["id"]]), "pos": _estimate(row)[0],
           "reserved": (_reservation(row) or {}).get("nodes"), "est_start": _est_start(row, now)} for row in rows],
         ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "reserved", "submitted_at",
          "pos", "est_start", "why"],
@@ -214,7 +219,9 @@ def _observed(record: dict) -> dict[str, str]:
             **({"over since": iso(datetime.fromisoformat(record["over_since"]))} if record["over_since"] else {})}
 
 
-def _why(row: dict) -> str:
+def _why(row: dict, problem: str | None = None) -> str:
+    if problem:
+        return f"invalid row: {problem}"
     if row["reason"] is None:
         return "-"
     return f"{row['reason']}: {row['message']}" if row["message"] else row["reason"]
@@ -224,8 +231,9 @@ def show(args: argparse.Namespace) -> int:
     with database() as conn:
         row = job_rows.get_job(conn, job_id(args.id))
     job = job_json(row)
-    if args.json:
-        print_json({**job, "observed": row["observed"]})
+    if args.json or "problem" in job:
+        # A malformed row as it is stored, with what is wrong with it: nothing of it to format.
+        (print_json if args.json else print_fields)({**job, "observed": row["observed"]})
         return 0
     job["resources"] = format_resources(row["resources"])
     # Each bundle with its planned node beside it, once placed.

@@ -52,3 +52,14 @@ class ClusterNotReady(JobError):
     the group is skipped with this reason, the other groups go on."""
 
     exit_status = 1
+
+
+class InvalidRow(JobError):
+    """A stored row that fails the checks its command makes, written past the command (an admin's
+    SQL): the row's own work fails with this, naming the field and the value; the others go on."""
+
+    exit_status = 1
+
+    def __init__(self, message: str, field: str, value: str):
+        super().__init__(message)
+        self.fields = {"field": field, "value": value}

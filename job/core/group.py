@@ -9,7 +9,10 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from job.core.planner.snapshot import Group
+from pydantic import ValidationError
+
+from job.core.errors import InvalidRow
+from job.core.planner.snapshot import Group, describe_error
 from job.core.specs import GroupSpec
 
 OPTIONS = tuple(GroupSpec.model_fields)
@@ -26,6 +29,17 @@ class GroupConfig(GroupSpec):
         """A stored row, taken as it is: checked when it was written, and a row written around `group
         set` must fail its own tick (e.g. its node types), not the reading of every group."""
         return cls.model_construct(**{name: row[name] for name in cls.model_fields})
+
+    def check(self) -> None:
+        """Raises InvalidRow, naming the first field `group set` would refuse and its value."""
+        try:
+            GroupSpec.model_validate(self.options())
+        except ValidationError as exc:
+            loc = exc.errors(include_url=False)[0]["loc"]
+            field = str(loc[0]) if loc else ""
+            value = repr(getattr(self, field, None))[:200]
+            raise InvalidRow(f"group {self.name!r} is stored with {field}={value}: {describe_error(exc)}",
+                             field, value) from None
 
     def options(self) -> dict[str, Any]:
         """The options alone, as `group set` takes them."""

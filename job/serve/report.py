@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from job.core import states
+from job.core.job_row import row_problem
 from job.core.share import AccountShare, UserShare, account_shares, group_shares, totals_of
 from job.store import accounts as account_rows
 from job.store import reports
@@ -49,7 +50,9 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
             pending_of[row["group_name"]].append((row["user_name"], row["reason"], row["jobs"]))
     active_of: dict[str, list] = defaultdict(list)
     for row in active:
-        active_of[row["group_name"]].append((row["user_name"], row))
+        # A row written past the CLI with a malformed request counts as running, holding nothing known.
+        held = row if row_problem(row) is None else {**row, "resources": {}, "bundles": None}
+        active_of[row["group_name"]].append((row["user_name"], held))
     by_group, teams = {}, {}
     for row in chosen:
         row["totals"] = totals_of(row["nodes"])

@@ -1,0 +1,55 @@
+"""A job row as stored, checked as its readers use it: a row written past the CLI (an admin's SQL)
+with a value no command would have written is shown with what is wrong with it, not formatted (and
+the tick fails it, InvalidJob, when it is pending: core/group_snapshot.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, FiniteFloat, TypeAdapter, ValidationError
+
+from job.core.planner.snapshot import Bundles, ResourceMap
+
+
+class _Observed(BaseModel):
+    # What core/observed.py `record` writes; other keys are let be.
+    model_config = ConfigDict(extra="allow")
+
+    declared: dict[str, FiniteFloat]
+    used: dict[str, FiniteFloat]
+    charged: dict[str, FiniteFloat]
+    nodes: dict[str, dict[str, FiniteFloat]]
+    placement_groups: int
+    actors: int
+    tasks: int
+    over_since: Optional[str] = None
+
+
+_SHAPES: dict[str, TypeAdapter] = {
+    "resources": TypeAdapter(ResourceMap),
+    "node_labels": TypeAdapter(dict[str, str]),
+    "bundles": TypeAdapter(Optional[Bundles]),
+    "bundle_nodes": TypeAdapter(Optional[list[Optional[str]]]),
+    "observed": TypeAdapter(Optional[_Observed]),
+}
+
+
+def row_problem(row: Mapping[str, Any]) -> str | None:
+    """What is wrong with the row's first malformed field, as `field.key: message (value)`, or None;
+    of the fields the row has (a report reads a few)."""
+    for field, shape in _SHAPES.items():
+        if field not in row:
+            continue
+        try:
+            shape.validate_python(row[field])
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            path = ".".join(str(part) for part in (field, *error["loc"]))
+            return f"{path}: {error['msg']} (stored: {_short(row[field])})"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
