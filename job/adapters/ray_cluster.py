@@ -11,10 +11,13 @@ and the cluster's work (`work`: its alive actors, running tasks and placement gr
 each). The tick never lists Ray's whole job history, which only grows.
 
 Errors, as the tick sees them:
-- `Unavailable`: Ray could not be reached or answered 5xx, after a few seconds of retries. Nothing
-  is known about the request; for submit, the next tick asks Ray for the submission_id.
-- `RaySubmitRefused`: Ray rejected this submission as invalid; sending the same request again
-  gives the same answer, so the job goes back to PENDING with the reason.
+- `Unavailable`: Ray did not answer ("unreachable") or answered a 5xx of its own, after a few
+  seconds of retries. Nothing is known about the request; for submit, the next tick asks Ray for
+  the submission_id.
+- `RaySubmitRefused`: Ray rejected this submission as invalid: a 4xx, or a 500 carrying a 4xx of
+  its job agent or of its web server (`HTTPRequestEntityTooLarge`); sending the same request
+  again gives the same answer, so the job goes back to PENDING with Ray's reason (and fails after
+  the group's max_attempts). tests/adapters/ray_answers.json holds Ray's real answers.
 """
 
 from __future__ import annotations
@@ -48,6 +51,14 @@ _BUILTIN = {"CPU": "entrypoint_num_cpus", "GPU": "entrypoint_num_gpus", "memory"
 # The head wraps the refusal of its job agent (a ValueError/TypeError there: duplicate id, invalid
 # label selector, bad runtime_env) in its own 500; the agent's 4xx status survives in the text.
 _AGENT_REFUSED = re.compile(r"Request failed with status code 4\d\d")
+# The head's own web server (aiohttp) refusing the request before Ray reads it, e.g. a body over
+# its size limit, also comes as a 500 with the client error's class named in the traceback (those
+# that say "later" are left out: a retry may pass).
+_HEAD_REFUSED = re.compile(r"aiohttp\.web_exceptions\.HTTP(?!RequestTimeout|TooManyRequests)(BadRequest|Unauthorized|"
+                           r"Forbidden|NotFound|MethodNotAllowed|NotAcceptable|Conflict|Gone|LengthRequired|"
+                           r"PreconditionFailed|RequestEntityTooLarge|RequestURITooLong|UnsupportedMediaType|"
+                           r"RequestRangeNotSatisfiable|ExpectationFailed|UnprocessableEntity|"
+                           r"RequestHeaderFieldsTooLarge)\b")
 _RAISED = re.compile(r"^\w*(?:Error|Exception): (?!Request failed with status code)(.+)$", re.MULTILINE)
 # The state API's most records per list.
 LIST_LIMIT = 10_000
@@ -102,11 +113,20 @@ class _HttpError(Exception):
         self.text = text
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, _HttpError):
-        return exc.status >= 500 and "already exists" not in exc.text and not _AGENT_REFUSED.search(exc.text)
+def _refusal(exc: _HttpError) -> bool:
+    """Ray's answer says the request itself is wrong: the same request gets the same answer."""
+    return exc.status < 500 or bool(_AGENT_REFUSED.search(exc.text) or _HEAD_REFUSED.search(exc.text))
+
+
+def _no_answer(exc: BaseException) -> bool:
     # requests' ConnectionError covers refused connections and connect timeouts.
     return isinstance(exc, (requests.ConnectionError, requests.Timeout))
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, _HttpError):
+        return "already exists" not in exc.text and not _refusal(exc)
+    return _no_answer(exc)
 
 
 def _utc(ms: int | None) -> datetime | None:
@@ -335,7 +355,7 @@ class RayCluster:
             raise self._failed(what, exc) from None
 
     def _failed(self, what: str, exc: BaseException) -> Unavailable:
-        if _retryable(exc):
+        if _no_answer(exc):
             return Unavailable(f"ray at {self.shown_address} unreachable: {_short(exc)}")
         return Unavailable(f"ray at {self.shown_address} failed {what}: {_short(exc)}")
 
