@@ -7,6 +7,7 @@ import argparse
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
 from job.cli.parsing import command, database, parser_of
+from job.core.errors import InvalidRow
 from job.core.group import GroupConfig
 from job.core.specs import GroupSpec, NodeType, validated
 from job.core.units import format_duration
@@ -52,9 +53,15 @@ def _group_json(group: GroupConfig) -> dict:
 
 def show(args: argparse.Namespace) -> int:
     with database() as conn:
-        group = _group_json(groups.get_group(conn, args.name))
-    if args.json:
-        print_json(group)
+        stored = groups.get_group(conn, args.name)
+    group = _group_json(stored)
+    try:
+        stored.check()
+    except InvalidRow as exc:
+        # Written past `group set`: shown as stored, with what is wrong, for `group set` to mend.
+        group["problem"] = str(exc)
+    if args.json or "problem" in group:
+        (print_json if args.json else print_fields)(group)
         return 0
     for field in ("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s"):
         if group[field] is not None:

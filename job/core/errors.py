@@ -47,6 +47,10 @@ class Unavailable(JobError):
     exit_status = 1
 
 
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL refused or lost the connection: the loop waits for it (scheduler/loop.py)."""
+
+
 class ClusterNotReady(JobError):
     """A group's Ray cluster cannot be used this tick (e.g. its RayCluster is missing or not ready):
     the group is skipped with this reason, the other groups go on."""

@@ -1,44 +1,130 @@
-"""The CronJob's loop: a tick every few seconds until a deadline."""
+"""The CronJob's loop: a tick every few seconds until a deadline, riding out a database that goes
+away meanwhile (a restart, a managed server's fail-over).
+
+A tick that loses PostgreSQL midway is safe by construction: its intents were committed before Ray
+was called, and a group's advisory lock goes with its connection, so nothing is written without it
+(the next tick takes it again on a new connection before its first write). The loop then waits for
+the database, retrying with backoff for the rest of its window, and goes on ticking in the same
+process once it answers.
+
+The exit status says whether the loop scheduled: 0 when at least one of its ticks scheduled (some
+group ticked, or every group was rightly skipped), also when it rode out faults meanwhile; 1 only
+when none did for its whole window (every group failed every time, or PostgreSQL never answered)."""
 
 from __future__ import annotations
 
 import signal
 import time
+from dataclasses import dataclass
+
+import psycopg
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from job import log
+from job.core.errors import DatabaseUnavailable
+from job.core.redact import redact_url
 from job.scheduler.config import TickConfig
 from job.scheduler.report import GroupResult
 from job.scheduler.tick import run_tick
+from job.store.connection import answers
+
+# The longest wait between two tries of a database that went away: a try is one connection
+# attempt, and the loop resumes at most this long after the database is back.
+RETRY_MAX_S = 2.0
 
 
 def exit_status(results: list[GroupResult]) -> int:
-    """0 when every group was ticked or skipped, 1 when one failed."""
+    """One tick's: 0 when every group was ticked or skipped, 1 when one failed."""
     return 1 if any(result.status == "failed" for result in results) else 0
+
+
+def scheduled(results: list[GroupResult]) -> bool:
+    """Whether a tick scheduled: some group ticked, or none failed (skipped, or no group at all)."""
+    return any(result.status == "ticked" for result in results) or not exit_status(results)
+
+
+@dataclass
+class _Window:
+    """The loop's deadline and SIGTERM, which end its ticks and its waits for the database."""
+
+    deadline: float
+    stopping: list
+
+    def over(self) -> bool:
+        return bool(self.stopping) or time.monotonic() >= self.deadline
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+
+def _tick(config: TickConfig, group: str | None, window: _Window) -> bool | None:
+    """One tick: whether it scheduled, or None when PostgreSQL did not answer (waited for)."""
+    try:
+        return scheduled(run_tick(config, group))
+    except (DatabaseUnavailable, psycopg.OperationalError) as exc:
+        _wait_for_database(config.database_url, str(exc).strip().splitlines()[0] if str(exc).strip() else "", window)
+        return None
+
+
+def _wait_for_database(url: str, cause: str, window: _Window) -> None:
+    """Retry with backoff until the database answers or the window ends: one line when it went
+    away and one when it is back, whatever the number of tries."""
+    began = time.monotonic()
+    log.warning("database_unavailable", database=redact_url(url), cause=cause, retry_for_s=round(window.left(), 1))
+    tries = 0
+
+    def attempt() -> None:
+        nonlocal tries
+        tries += 1
+        answers(url)
+
+    try:
+        Retrying(retry=retry_if_exception_type(DatabaseUnavailable), reraise=True,
+                 stop=stop_after_delay(window.left()) | (lambda _: window.over()),
+                 wait=wait_exponential(multiplier=0.2, max=RETRY_MAX_S), sleep=_sleeper(window))(attempt)
+    except DatabaseUnavailable:
+        log.error("database_still_unavailable", database=redact_url(url), tries=tries,
+                  down_s=round(time.monotonic() - began, 2))
+        return
+    log.event("database_available", database=redact_url(url), tries=tries, down_s=round(time.monotonic() - began, 2))
+
+
+def _sleeper(window: _Window):
+    def sleep(seconds: float) -> None:
+        end = time.monotonic() + min(seconds, window.left())
+        while not window.over() and time.monotonic() < end:
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+
+    return sleep
 
 
 def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None = None) -> int:
     """Tick every `every_s` until `run_for_s` has passed. A tick is started only if it can finish
     before the deadline, judging by the longest tick so far; SIGTERM ends the loop after the
-    current tick. Returns the worst exit status of its ticks."""
-    stopping = []
+    current tick. Returns 0 if some tick scheduled (or none was started), else 1."""
+    stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     start = time.monotonic()
-    deadline = start + run_for_s
-    longest = 0.0
-    status = 0
-    ticks = 0
+    window = _Window(start + run_for_s, stopping)
+    longest, ticks, good, bad = 0.0, 0, 0, 0
+    next_start = start
     while not stopping:
         began = time.monotonic()
-        if began + longest > deadline:
+        if began + longest > window.deadline:
             break
-        status = max(status, exit_status(run_tick(config, group)))
+        outcome = _tick(config, group, window)
         ticks += 1
-        longest = max(longest, time.monotonic() - began)
-        next_start = start + ticks * every_s
-        while not stopping and time.monotonic() < min(next_start, deadline):
-            time.sleep(min(0.2, max(0.0, next_start - time.monotonic())))
-        if time.monotonic() >= deadline:
+        if outcome is None:
+            bad += 1
+            next_start = time.monotonic()  # back (or out of time): tick at once
+        else:
+            good, bad = good + outcome, bad + (not outcome)
+            longest = max(longest, time.monotonic() - began)
+            next_start += every_s
+        _sleeper(window)(next_start - time.monotonic())
+        if window.over():
             break
-    log.event("loop_finished", ticks=ticks, reason="sigterm" if stopping else "deadline",
-              longest_tick_s=round(longest, 2), status=status)
+    status = 0 if good or not ticks else 1
+    log.event("loop_finished", ticks=ticks, scheduled=good, unscheduled=bad,
+              reason="sigterm" if stopping else "deadline", longest_tick_s=round(longest, 2), status=status)
     return status

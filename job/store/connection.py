@@ -9,7 +9,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from job.core.errors import Unavailable
+from job.core.errors import DatabaseUnavailable
 from job.core.redact import redact_url
 from job.store.migrations import ensure_current
 
@@ -42,8 +42,20 @@ def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> ps
                                cursor_factory=cursors, options=options)
     except psycopg.OperationalError as exc:
         # psycopg's message names host and port, never the password; the URL is redacted all the same.
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise Unavailable(f"PostgreSQL at {redact_url(url)} unreachable: {reason}") from None
+        raise DatabaseUnavailable(f"PostgreSQL at {redact_url(url)} unreachable: {_first_line(exc)}") from None
+
+
+def answers(url: str) -> None:
+    """Returns once the database answers a query; raises DatabaseUnavailable if it does not."""
+    try:
+        with connect(url, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"PostgreSQL at {redact_url(url)} unreachable: {_first_line(exc)}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 @contextmanager

@@ -1,0 +1,119 @@
+"""The loop rides out its database: on a private PostgreSQL (the embedded server's binaries) whose
+postmaster is killed (SIGKILL) and started again while the loop runs, the loop waits with one
+`database_unavailable` line, goes on in the same process once the database answers, schedules the
+jobs submitted meanwhile, and exits 0. A database that never answers in the whole window is the one
+case of exit status 1. Ray is the table-driven fake: its side is not the point here."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from fake_ray import FakeRay
+from job import api, log
+from job.devtools.local_postgres import start_embedded, with_database
+from job.scheduler import loop as loop_module, tick
+from job.scheduler.config import TickConfig
+from job.store.migrations import migrate
+
+
+@pytest.fixture
+def private_pg():
+    """A PostgreSQL server of this test alone, which it may kill: (url of a migrated database, server)."""
+    url, server = start_embedded(Path(tempfile.mkdtemp(prefix="jobpgl")) / "data")
+    try:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE loop")
+        url = with_database(url, "loop")
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            migrate(conn)
+            conn.execute("INSERT INTO users (name) VALUES ('alice')")
+            conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+        yield url, server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def lines(monkeypatch):
+    """Every log line of the test, as (event, fields)."""
+    seen = []
+    for level in ("event", "warning", "error"):
+        original = getattr(log, level)
+
+        def record(event_name, _original=original, **fields):
+            seen.append((event_name, fields))
+            _original(event_name, **fields)
+
+        monkeypatch.setattr(log, level, record)
+    return seen
+
+
+def named(lines, name):
+    return [fields for event_name, fields in lines if event_name == name]
+
+
+def test_the_loop_rides_out_a_killed_postmaster_and_schedules_after_it(private_pg, lines, monkeypatch):
+    url, server = private_pg
+    ray = FakeRay()
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    first = api.submit(user="alice", group="main", entrypoint="true", database_url=url)
+    later, times = [], {}
+
+    def outage():
+        while not ray.submitted:
+            time.sleep(0.1)
+        postmaster = psutil.Process(server.get_pid())
+        postmaster.kill()
+        postmaster.wait(10)
+        times["killed"] = time.monotonic()
+        time.sleep(3)
+        server.ensure_postgres_running()
+        times["back"] = time.monotonic()
+        later.append(api.submit(user="alice", group="main", entrypoint="true", database_url=url))
+
+    fault = threading.Thread(target=outage)
+    fault.start()
+    status = loop_module.loop(TickConfig(database_url=url, submit_concurrency=2, ray_timeout_s=5.0), 15.0, 0.5)
+    fault.join()
+
+    assert status == 0
+    [down] = named(lines, "database_unavailable")
+    assert "unreachable" in down["cause"] or "terminat" in down["cause"] or "closed" in down["cause"], down
+    [back] = named(lines, "database_available")
+    # Resumed at most one backoff step (plus a try) after the server was back.
+    assert back["down_s"] < times["back"] - times["killed"] + loop_module.RETRY_MAX_S + 1, (back, times)
+    assert not named(lines, "database_still_unavailable")
+    [finished] = named(lines, "loop_finished")
+    assert finished["reason"] == "deadline" and finished["scheduled"] > 5, finished
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        states = {row["id"]: row["state"] for row in conn.execute("SELECT id, state FROM jobs")}
+    assert states == {first: "SUBMITTED", later[0]: "SUBMITTED"}
+    assert len(ray.submitted) == 2
+    # Placed by this same loop, after the database came back.
+    order = [event_name for event_name, _ in lines]
+    [placed_later] = [i for i, (event_name, fields) in enumerate(lines)
+                      if event_name == "placed" and fields["job"] == later[0]]
+    assert order.index("database_available") < placed_later
+
+
+def test_a_database_that_never_answers_is_exit_status_1_and_one_line(lines, monkeypatch):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://job:secret@127.0.0.1:{closed.getsockname()[1]}/job"
+        status = loop_module.loop(TickConfig(database_url=url, submit_concurrency=2, ray_timeout_s=5.0), 3.0, 0.5)
+    assert status == 1
+    [down] = named(lines, "database_unavailable")
+    assert "secret" not in str(lines) and down["retry_for_s"] <= 3.0
+    [still] = named(lines, "database_still_unavailable")
+    assert still["tries"] >= 3 and 2.5 < still["down_s"] < 4, still
+    [finished] = named(lines, "loop_finished")
+    assert (finished["status"], finished["scheduled"]) == (1, 0), finished
