@@ -5,10 +5,12 @@ the tick fails it, InvalidJob, when it is pending: core/group_snapshot.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, replace
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, FiniteFloat, TypeAdapter, ValidationError
 
+from job.core.jobs import ActiveJob
 from job.core.planner.snapshot import Bundles, ResourceMap
 
 
@@ -53,3 +55,13 @@ def row_problem(row: Mapping[str, Any]) -> str | None:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def usable(active: list[ActiveJob]) -> tuple[list[ActiveJob], dict[int, str]]:
+    """The active jobs as the tick can count them, and the malformed ones' problems by id. A job
+    already in Ray with a malformed request is left to run, counted as declaring nothing (Ray's
+    free resources still show what it holds) and its observed use dropped, so that one row does
+    not stop its group's tick."""
+    problems = {job.id: problem for job in active if (problem := row_problem(asdict(job)))}
+    return [replace(job, resources={}, bundles=None, bundle_nodes=None, observed=None) if job.id in problems else job
+            for job in active], problems

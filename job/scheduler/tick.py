@@ -21,6 +21,7 @@ from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
+from job.core.job_row import usable
 from job.core.jobs import Intent, Victim
 from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
@@ -157,7 +158,9 @@ class _GroupTick:
         types = group_node_types(self.group) if self.group.autoscale else None
         cluster = cluster_of(self.group.ray_address, self.config.ray_timeout_s)
         nodes = self.steps.ray(cluster.nodes, self.group.node_labels, self.group.use_head_node)
-        active = tick_jobs.active_jobs(self.conn, self.name)
+        active, malformed = usable(tick_jobs.active_jobs(self.conn, self.name))
+        for job_id, problem in malformed.items():
+            log.warning("job_invalid", group=self.name, job=job_id, message=problem, state="active")
         # Each active job looked up by its own submission id: never Ray's whole history.
         ray_jobs = self.steps.ray(cluster.jobs, [job.submission_id for job in active])
         running = running_of(active, ray_jobs)

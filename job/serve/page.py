@@ -53,6 +53,9 @@ def _group(report: Report, group: dict, now: datetime) -> str:
     running = sum(row.running for row in rows)
     ticked = (f"last tick {int((now - group['ticked_at']).total_seconds())} s ago" if group["ticked_at"]
               else "never ticked")
+    if group.get("failing_since") is not None:
+        ticked += (f"; <strong class='failing'>failing since {int((now - group['failing_since']).total_seconds())} s"
+                   f" ago: {escape(group['failing_cause'] or '')}</strong>")
     out = [f"<section id='group-{escape(name)}'><h2>{escape(name)}</h2>",
            f"<p>{escape(group['policy'])}, {escape(group['selector'])}; {running} active, {pending} pending; "
            f"{ticked}</p>", _nodes(group), _tree_chart(report.accounts.get(name, [])), _chart(rows),

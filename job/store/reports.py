@@ -10,18 +10,26 @@ import psycopg
 from job.core import states
 
 def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
-    """The groups, each with its last successful tick (when, its steps, the nodes it saw), the age
-    of its oldest pending job (the lowest id, from jobs_pending: ids grow with submission), and the
-    database's clock."""
+    """The groups, each with its last successful tick (when, its steps, the nodes it saw), its last
+    failed tick's time and cause when that came after (`failing_since`, `failing_cause`: None for a
+    group whose last tick went well), the age of its oldest pending job (the lowest id, from
+    jobs_pending: ids grow with submission), and the database's clock."""
     return conn.execute(
         """SELECT g.name, g.policy, g.selector, g.half_life_s, g.default_class, now() AS now,
                   t.at AS ticked_at, t.seconds AS tick_seconds, t.steps AS tick_steps,
                   coalesce(t.nodes, '[]'::jsonb) AS nodes,
+                  f.at AS failing_since, f.cause AS failing_cause,
                   coalesce(extract(epoch FROM now() - o.submitted_at)::float8, 0) AS oldest_pending_s
            FROM resource_groups g
            LEFT JOIN LATERAL (SELECT at, seconds, steps, nodes FROM ticks
                               WHERE ticks.group_name = g.name AND ticks.outcome = 'ticked'
                               ORDER BY ticks.id DESC LIMIT 1) t ON true
+           -- The totals keep each outcome's last time: the failed tick of that time, through ticks_at.
+           LEFT JOIN LATERAL (SELECT x.at, x.cause FROM tick_totals ft JOIN ticks x
+                                ON x.at = ft.last_at AND x.group_name = ft.group_name AND x.outcome = ft.outcome
+                              WHERE ft.group_name = g.name AND ft.outcome = 'failed' AND ft.step = ''
+                                AND ft.last_at > coalesce(t.at, '-infinity')
+                              LIMIT 1) f ON true
            LEFT JOIN jobs o ON o.id = (SELECT min(id) FROM jobs p
                                        WHERE p.group_name = g.name AND p.state = %(pending)s)
            WHERE %(group)s::text IS NULL OR g.name = %(group)s

@@ -6,6 +6,7 @@ must tick and read exactly as it does with no bad row at all."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from cli_helpers import run_cli
 from fake_ray import FakeRay, running
-from job import api
+from job import api, log
 from job.devtools.local_postgres import with_database
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
@@ -179,3 +180,70 @@ def _bad_row_ticks_and_reads(data, table, column, data_type, url, ids, baseline,
         assert results["bad"].cause
         assert 'job_ticks_total{group="bad",outcome="failed"} 1.0' in after["metrics"]
 
+
+
+@pytest.fixture
+def world(pg_server_url, pg_template, monkeypatch):
+    with _world(pg_server_url, pg_template, monkeypatch) as made:
+        yield made
+
+
+@pytest.fixture
+def failures(monkeypatch):
+    """The `group_failed` lines of the test, as their fields."""
+    lines = []
+    error = log.error
+
+    def record(event_name, **fields):
+        if event_name == "group_failed":
+            lines.append(fields)
+        error(event_name, **fields)
+
+    monkeypatch.setattr(log, "error", record)
+    return lines
+
+
+def test_a_group_whose_default_class_names_no_class_fails_alone_and_shows_failing(world, failures, capsys):
+    url, ids = world
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("UPDATE resource_groups SET default_class = 'nope' WHERE name = 'bad'")
+
+    results = _tick(url)
+
+    assert results["good"].status == "ticked" and results["bad"].status == "failed"
+    [line] = failures
+    assert (line["group"], line["field"], line["value"]) == ("bad", "default_class", "'nope'"), line
+    assert "'nope' is not one of the group's classes (low)" in line["cause"]
+    shown = run_cli(capsys, "group", "show", "bad")
+    assert shown.status == 0 and "problem:" in shown.out and "default_class=" in shown.out, shown
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        report = read_report(conn, totals=True, queue=10)
+    page = render(report, datetime.now(timezone.utc))
+    assert "failing since" in page.split("id='group-bad'")[1].split("</section>")[0]
+    assert "failing since" not in page.split("id='group-good'")[1].split("</section>")[0]
+    assert 'job_ticks_total{group="bad",outcome="failed"} 1.0' in exposition(report).decode()
+
+
+def test_a_job_asking_lots_of_cpu_is_read_with_its_problem_and_failed_by_the_tick(world, capsys):
+    url, ids = world
+    pending, running_job, _ = ids["bad"]
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("""UPDATE jobs SET resources = '{"CPU": "lots"}' WHERE id = ANY(%s)""", ([pending, running_job],))
+
+    listed = run_cli(capsys, "jobs", "--state", "PENDING")
+    assert listed.status == 0
+    [row] = [line for line in listed.out.splitlines() if line.split()[0] == str(pending)]
+    assert "invalid row: resources.CPU: Input should be a valid number (stored: {'CPU': 'lots'})" in row
+    for job_id in (pending, running_job):
+        shown = run_cli(capsys, "show", str(job_id))
+        assert shown.status == 0 and "problem:" in shown.out and "resources.CPU" in shown.out, shown
+        as_json = json.loads(run_cli(capsys, "show", str(job_id), "--json").out)
+        assert as_json["problem"].startswith("resources.CPU: ") and as_json["resources"] == {"CPU": "lots"}
+    assert run_cli(capsys, "share").status == 0
+
+    results = _tick(url)
+
+    assert results["bad"].status == "ticked" and results["good"].status == "ticked"
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        row = conn.execute("SELECT state, reason, message FROM jobs WHERE id = %s", (pending,)).fetchone()
+    assert (row["state"], row["reason"]) == ("FAILED", "InvalidJob") and "resources.CPU" in row["message"], row
