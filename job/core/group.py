@@ -38,8 +38,7 @@ class GroupConfig(GroupSpec):
             loc = exc.errors(include_url=False)[0]["loc"]
             field = str(loc[0]) if loc else ""
             value = repr(getattr(self, field, None))[:200]
-            raise InvalidRow(f"group {self.name!r} is stored with {field}={value}: {describe_error(exc)}",
-                             field, value) from None
+            raise InvalidRow(f"group {self.name}: {describe_error(exc)}", field, value) from None
 
     def options(self) -> dict[str, Any]:
         """The options alone, as `group set` takes them."""

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
+from job.core.job_row import runtime_problem
 from job.core.jobs import ActiveJob
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
@@ -219,6 +220,9 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
                 continue
             job["class"] = row.priority_class
         if row.max_runtime_s is not None:
+            if problem := runtime_problem(row.max_runtime_s):
+                invalid[row.id] = problem
+                continue
             job["max_runtime_s"] = row.max_runtime_s
         # A job whose wait for resources has not begun before this tick begins it now.
         job["waiting_since"] = row.waiting_since or now

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, replace
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, ConfigDict, FiniteFloat, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError
 
 from job.core.jobs import ActiveJob
 from job.core.planner.snapshot import Bundles, ResourceMap
@@ -28,7 +28,11 @@ class _Observed(BaseModel):
     over_since: Optional[str] = None
 
 
+# A bound no job's run reaches and times still hold when added to now (a datetime ends at year 9999).
+MAX_RUNTIME_S = 100 * 365 * 86400.0
+
 _SHAPES: dict[str, TypeAdapter] = {
+    "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_RUNTIME_S, allow_inf_nan=False)]]),
     "resources": TypeAdapter(ResourceMap),
     "node_labels": TypeAdapter(dict[str, str]),
     "bundles": TypeAdapter(Optional[Bundles]),
@@ -52,6 +56,11 @@ def row_problem(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def runtime_problem(seconds: float | None) -> str | None:
+    """What is wrong with a stored max_runtime_s, or None."""
+    return row_problem({"max_runtime_s": seconds})
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
@@ -59,9 +68,10 @@ def _short(value: Any) -> str:
 
 def usable(active: list[ActiveJob]) -> tuple[list[ActiveJob], dict[int, str]]:
     """The active jobs as the tick can count them, and the malformed ones' problems by id. A job
-    already in Ray with a malformed request is left to run, counted as declaring nothing (Ray's
-    free resources still show what it holds) and its observed use dropped, so that one row does
-    not stop its group's tick."""
+    already in Ray with a malformed row is left to run, counted as declaring nothing (Ray's free
+    resources still show what it holds), without a run time limit and its observed use dropped,
+    so that one row does not stop its group's tick."""
     problems = {job.id: problem for job in active if (problem := row_problem(asdict(job)))}
-    return [replace(job, resources={}, bundles=None, bundle_nodes=None, observed=None) if job.id in problems else job
+    return [replace(job, resources={}, bundles=None, bundle_nodes=None, observed=None, max_runtime_s=None)
+            if job.id in problems else job
             for job in active], problems

@@ -89,8 +89,9 @@ def test_the_loop_rides_out_a_killed_postmaster_and_schedules_after_it(private_p
     [down] = named(lines, "database_unavailable")
     assert "unreachable" in down["cause"] or "terminat" in down["cause"] or "closed" in down["cause"], down
     [back] = named(lines, "database_available")
-    # Resumed at most one backoff step (plus a try) after the server was back.
-    assert back["down_s"] < times["back"] - times["killed"] + loop_module.RETRY_MAX_S + 1, (back, times)
+    # Resumed within a backoff step or two of the server's return (a restarted server may refuse
+    # its first connections while it recovers), not at the end of the window.
+    assert back["down_s"] < times["back"] - times["killed"] + 2 * loop_module.RETRY_MAX_S + 1, (back, times)
     assert not named(lines, "database_still_unavailable")
     [finished] = named(lines, "loop_finished")
     assert finished["reason"] == "deadline" and finished["scheduled"] > 5, finished
