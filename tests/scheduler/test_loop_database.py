@@ -118,3 +118,36 @@ def test_a_database_that_never_answers_is_exit_status_1_and_one_line(lines, monk
     assert still["tries"] >= 3 and 2.5 < still["down_s"] < 4, still
     [finished] = named(lines, "loop_finished")
     assert (finished["status"], finished["scheduled"]) == (1, 0), finished
+
+
+def test_a_tick_whose_connection_is_cut_after_its_intents_writes_nothing_more_and_the_next_resumes(
+        conn, database_url, monkeypatch):
+    """The connection, with the group's advisory lock, is cut while Ray takes the submission: the
+    tick writes nothing without its lock (its group fails), and the next tick, on a new connection,
+    takes the lock again, finds the submission in Ray and marks it, without sending it twice."""
+    conn.execute("INSERT INTO users (name) VALUES ('alice')")
+    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+    job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
+    ray = FakeRay()
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    taken = ray.submit
+
+    def submit_and_cut(**request):
+        taken(**request)
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+    monkeypatch.setattr(ray, "submit", submit_and_cut)
+    config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
+    [cut] = tick.run_tick(config)
+    assert cut.status == "failed", cut
+    row = conn.execute("SELECT state, submission_id FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row["state"] == "SUBMITTING" and row["submission_id"] in ray.known
+    locks = conn.execute("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'").fetchone()["n"]
+    assert locks == 0, "the cut connection's lock went with it"
+
+    monkeypatch.setattr(ray, "submit", taken)
+    [after] = tick.run_tick(config)
+    assert after.status == "ticked", after
+    row = conn.execute("SELECT state FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    assert row["state"] == "SUBMITTED" and len(ray.submitted) == 1
