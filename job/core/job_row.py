@@ -36,7 +36,7 @@ _SHAPES: dict[str, TypeAdapter] = {
     "resources": TypeAdapter(ResourceMap),
     "node_labels": TypeAdapter(dict[str, str]),
     "bundles": TypeAdapter(Optional[Bundles]),
-    "bundle_nodes": TypeAdapter(Optional[list[Optional[str]]]),
+    "bundle_nodes": TypeAdapter(Optional[list[str]]),
     "observed": TypeAdapter(Optional[_Observed]),
 }
 
@@ -53,6 +53,9 @@ def row_problem(row: Mapping[str, Any]) -> str | None:
             error = exc.errors(include_url=False)[0]
             path = ".".join(str(part) for part in (field, *error["loc"]))
             return f"{path}: {error['msg']} (stored: {_short(row[field])})"
+    nodes, bundles = row.get("bundle_nodes"), row.get("bundles")
+    if nodes is not None and len(nodes) != len(bundles or ()):
+        return f"bundle_nodes: {len(nodes)} node(s) for {len(bundles or ())} bundle(s) (stored: {_short(nodes)})"
     return None
 
 
