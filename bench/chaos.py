@@ -134,7 +134,7 @@ class Chaos:
 
     def kill_dashboard(self) -> dict:
         self.succeeded(8)
-        [dashboard] = [p for p in self.ray.processes() if any(part.endswith("dashboard/dashboard.py") for part in p.cmdline())]
+        [dashboard] = [p for p in self.ray.processes() if any(part.endswith("dashboard/dashboard.py") for part in _cmdline(p))]
         command, env, cwd = dashboard.cmdline(), dashboard.environ(), dashboard.cwd()
         children = dashboard.children(recursive=True)
         began = time.time()
@@ -161,7 +161,7 @@ class Chaos:
             return next((i for i, row in self.states().items() if row["state"] == "RUNNING" and row["node"] == b), None)
 
         victim = self.wait(running_on_b)
-        [start] = [p for p in self.ray.processes() if "start" in p.cmdline() and "pool=b" in p.cmdline()]
+        [start] = [p for p in self.ray.processes() if "start" in _cmdline(p) and "pool=b" in _cmdline(p)]
         [raylet] = [p for p in start.children(recursive=True) if p.name() == "raylet"]
         self.leftovers.extend(self.ray.processes())
         began = time.time()
@@ -223,6 +223,14 @@ class Chaos:
                     p.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """Its command line; none for a process that ended since it was listed (Ray's workers come and go)."""
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
 
 
 def _epoch(ts: str) -> float:
