@@ -162,7 +162,7 @@ class Chaos:
 
         victim = self.wait(running_on_b)
         [start] = [p for p in self.ray.processes() if "start" in _cmdline(p) and "pool=b" in _cmdline(p)]
-        [raylet] = [p for p in start.children(recursive=True) if p.name() == "raylet"]
+        [raylet] = [p for p in start.children(recursive=True) if _cmdline(p)[:1] and _cmdline(p)[0].endswith("/raylet")]
         self.leftovers.extend(self.ray.processes())
         began = time.time()
         raylet.kill()
