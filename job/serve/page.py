@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from html import escape
 
+from job.core.job_row import row_problem
 from job.core.resources import Resources, describe, footprint
 from job.core.units import format_duration, time_of_day
 from job.core.share import AccountShare, UserShare
@@ -134,7 +135,9 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
     for job in jobs:
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
         shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
-        request = str(footprint(job))
+        problem = row_problem(job)
+        # A row written past the CLI: what is wrong with it, in the reason's place.
+        request, shown = ("?", f"invalid row: {problem}"[:MESSAGE_SHOWN]) if problem else (str(footprint(job)), shown)
         waited = format_duration(round(max((now - job["submitted_at"]).total_seconds(), 0)))
         basis = job["estimate_basis"]
         starts = ("-" if basis is None else "unknown" if job["estimated_start_at"] is None
