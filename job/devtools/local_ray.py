@@ -196,7 +196,10 @@ class LocalRayCluster:
             self._check_nodes()
             self._check_deadline()
             try:
-                if len(cluster.nodes({}, use_head_node=True)) == expected:
+                # Alive in the state API comes a few seconds before the GCS reports a new node's
+                # resources (`free`): until then a tick could not tell what runs there.
+                nodes = cluster.nodes({}, use_head_node=True)
+                if len(nodes) == expected and all(node.free is not None for node in nodes):
                     return
             except Unavailable:
                 pass
