@@ -69,6 +69,8 @@ def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, f
         known = kinds[kind] = (total, frozenset(name for name in priority if total.get(name) > 0))
     total, has = known
     free = dict(total.items())
+    if not node.outside and not node.held:
+        return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has)
     outside = _taken(node.outside, free)
     held = {entry["job"]: taken for entry in node.held if (taken := _taken(entry["resources"], free))}
     return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside, held=held)

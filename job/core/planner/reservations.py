@@ -67,10 +67,16 @@ class RunningEnds:
     def on(self, node_id: str) -> list[End]:
         """The ends of the running jobs on `node_id`, in the snapshot's order (a new list)."""
         if self.by_node is None:
-            self.by_node = {}
+            by_node: dict[str, list[dict]] = {}
             for job in self.running:
-                for home in dict.fromkeys([job["node"], *job.get("bundle_nodes", ())]):
-                    self.by_node.setdefault(home, []).append(job)
+                homes = job.get("bundle_nodes")
+                for home in dict.fromkeys([job["node"], *homes]) if homes else (job["node"],):
+                    listed = by_node.get(home)
+                    if listed is None:
+                        by_node[home] = [job]
+                    else:
+                        listed.append(job)
+            self.by_node = by_node
         ends: list[End] = []
         now = self.now
         for job in self.by_node.get(node_id, ()):
