@@ -222,6 +222,7 @@ class _Simulation:
         self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
+        self.gangs = any(job.bundles for job in jobs)
         _check_classes(jobs, group)
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
         self.totals: dict[str, int] = {}
@@ -412,7 +413,9 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if exact:
+        if exact and self._slots_held():
+            nodes, running = self._around_reservations(pending, users)
+        elif exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
         else:
             nodes, held = self._nodes(pending)
@@ -445,6 +448,40 @@ class _Simulation:
             heapq.heappop(oldest)
         return (bool(oldest) and now_s - oldest[0][0] >= self.group.reserve_after_s
                 or any(held.get("kind") == "head" for held in self.reservations))
+
+    def _slots_held(self) -> bool:
+        """Whether the plan can make no new head-of-line reservation, all its slots being held by
+        the last plan's (kept: their jobs wait, their nodes are there): only the reserved nodes'
+        running jobs are then read one by one (their ends judge the reservations again)."""
+        if self.exact or self.every_node or self.gangs:
+            return False
+        heads = sum(1 for held in self.reservations if held.get("kind") == "head")
+        return heads >= self.group.max_reservations
+
+    def _around_reservations(self, pending: list[dict], users: dict) -> tuple[list[Node], list[dict]]:
+        """The nodes and running entries of a plan whose reservations are all held (`_slots_held`):
+        on the reserved nodes every running job as it is, elsewhere the compressed snapshot's; the
+        users' entries hold what their jobs hold off those nodes."""
+        reserved = {held["node"] for held in self.reservations}
+        exact = [record for record in self.running.values() if record.node in reserved]
+        entries = {node: entry for node, entry in self.node_entries.items() if node not in reserved}
+        needs = {part for job in pending for part in self.by_id[job["id"]].parts}
+        nodes, held = room_nodes(needs, self.node_list, entries, keep=reserved)
+        off: dict[str, tuple[dict[str, int], int]] = {}
+        for record in exact:
+            units, count = off.get(record.job.user, ({}, 0))
+            add_to(units, record.need)
+            off[record.job.user] = (units, count + 1)
+        for name in users:
+            user = self.users[name]
+            if name not in off:
+                held.extend(user.entries)
+                continue
+            units, count = off[name]
+            rest = dict(user.held)
+            add_to(rest, units, -1)
+            held.extend(user_entries(name, rest, user.running - count, self.limited))
+        return nodes, [*held, *(record.running for record in exact)]
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
