@@ -602,7 +602,9 @@ class _Planner:
                         node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items):
                     continue
                 start = reservation.start
-                runtime = runtime or self._job(ident).get("max_runtime_s")
+                # Without a start nothing ends before it: the job itself is not read.
+                if start is not None:
+                    runtime = runtime or self._job(ident).get("max_runtime_s")
                 if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
                     kept_off = kept_off or reservation
                     continue
