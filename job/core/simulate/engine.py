@@ -23,7 +23,10 @@ skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 Reservations for the head of the line (`group.max_reservations` above 0, the default): once a
 waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
 it is (the job first in line is one that cannot be placed, and reservations count on the running
-jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
+jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same.
+While the last plan's reservations hold every slot (`max_reservations`), a plan can make no new
+one and judges the held ones again on their own nodes: those nodes' running jobs go in as they
+are, the rest compressed (not with gangs, whose parts span nodes). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
@@ -206,7 +209,7 @@ class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
                  start: Start | None, accounts: dict[str, Account], until_s: float | None):
         self.group, self.every_s, self.accounts, self.until_s = group, every_s, accounts, until_s
-        policy = POLICIES[group.policy]
+        policy, self.gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
         self.limited = group.max_running_per_user is not None or any(
@@ -222,7 +225,6 @@ class _Simulation:
         self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
-        self.gangs = any(job.bundles for job in jobs)
         _check_classes(jobs, group)
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
         self.totals: dict[str, int] = {}
