@@ -404,8 +404,10 @@ class _Simulation:
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
         # Preemption weighs the scores of the running jobs' users too; a team's score, what every
-        # user of it holds and has used.
-        named = [*pending, *self.running.values()] if exact else pending
+        # user of it holds and has used. With the reservation slots held, the others' jobs are
+        # compressed (_around_reservations): those of users without a job to plan order nothing.
+        held_slots = exact and self._slots_held()
+        named = [*pending, *self.running.values()] if exact and not held_slots else pending
         names = [job["user"] if isinstance(job, dict) else job.job.user for job in named]
         for name in [*self.users, *names] if self.accounts else names:
             if name not in users:
@@ -415,7 +417,7 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if exact and self._slots_held():
+        if held_slots:
             nodes, running = self._around_reservations(pending, users)
         elif exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
