@@ -397,7 +397,8 @@ class _Planner:
             pool = self.pools[pool_key] = Pool(
                 key=pool_key,
                 labels=labels,
-                nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())],
+                nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())] if labels
+                else list(self.nodes),
             )
         bundles = job.get("bundles")
         shape = self._gang_shape(job, pool) if bundles else self._plain(Resources.of(job["resources"]), pool)
