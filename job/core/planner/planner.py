@@ -23,7 +23,6 @@ node, once, and per waiting shape in its message: nothing per job.
 from __future__ import annotations
 
 import gc
-import math
 from datetime import datetime, timezone
 
 from job.core.planner.entries import SHAPE, USER, Entry
@@ -32,7 +31,7 @@ from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
 from job.core.planner.picture import AccountState, Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Candidate, Decision, Preemptor
-from job.core.planner.reservations import End, expected_start, held_room, judge, soonest
+from job.core.planner.reservations import Ends, RunningEnds, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
 from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, account_path, limits_of
 from job.core.resources import Resources, dominant_share, footprint, to_units
@@ -70,6 +69,8 @@ def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, f
         known = kinds[kind] = (total, frozenset(name for name in priority if total.get(name) > 0))
     total, has = known
     free = dict(total.items())
+    if not node.outside and not node.held:
+        return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has)
     outside = _taken(node.outside, free)
     held = {entry["job"]: taken for entry in node.held if (taken := _taken(entry["resources"], free))}
     return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside, held=held)
@@ -114,16 +115,6 @@ def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dic
     return None if chosen is None else [nodes[copies.index(copy)] for copy in chosen]
 
 
-def _add_end(ends: dict[str, list[End]], where: dict, job: dict, after_s: float) -> None:
-    """What `job` holds on each node of `where` (its driver on `node`, each bundle on its node of
-    `bundle_nodes`), freed `after_s` from now."""
-    nodes = [where["node"], *where.get("bundle_nodes", ())]
-    for node_id, part in zip(nodes, [job["resources"], *job.get("bundles", ())]):
-        units = dict(Resources.of(part).items())
-        if units:
-            ends.setdefault(node_id, []).append((after_s, job["id"], units))
-
-
 class _Planner:
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
@@ -154,13 +145,15 @@ class _Planner:
         self.going: list[tuple[UserState, Resources]] = []
         # The words naming each running job that holds a node beyond its declaration, by id.
         self.holders: dict[str, str] = {}
+        self.requests: dict[tuple, Resources] = {}
         self._charge_running()
         self._start_plan()
         wanted = {r["job"]: r for r in snapshot.reservations}
         reserving: dict[str, Entry] = {}
         self.tiers = self._entries(wanted, reserving)
-        # Pending jobs by id, made when a reservation first needs them.
+        # Pending jobs by id, and the running jobs' ends, made when a reservation first needs them.
         self.by_id: dict[str, dict] | None = None
+        self.running_ends: RunningEnds | None = None
         self.reserved = self._hold_reservations(wanted, reserving)
         # The head-of-line reservations, and how many more the plan may make.
         self.heads = [held for held in self.reserved.values() if held.kind == "head"]
@@ -218,27 +211,34 @@ class _Planner:
 
     def _charge_running(self) -> None:
         by_id = {node.id: node for node in self.nodes}
-        requests: dict[tuple, Resources] = {}
         preempts = self.preemption.preempts
         holding = {job for node in self.nodes for job in node.held}
+        users, user_of = self.users, self._user
+        # A plain job (no bundles, no use shown beyond its request) charged inline: a thousand
+        # nodes' running jobs are a few thousand per plan, every plan.
+        # Per request as written, its units as (name, units) pairs.
+        units_of: dict[tuple, tuple[tuple[str, int], ...]] = {}
         for job in self.snapshot.running:
-            user = self.users.get(job["user"]) or self._user(job["user"])
+            name = job["user"]
+            user = users.get(name) or user_of(name)
             user.running += 1
-            if job["id"] in holding:
-                self.holders[job["id"]] = naming(job["id"], user.name, Resources.of(job.get("uses", {})), footprint(job))
-            if "bundles" in job:
-                self._charge_gang(job, user, by_id)
+            if "bundles" in job or "uses" in job or preempts or job["id"] in holding:
+                self._charge_one(job, user, by_id, holding)
                 continue
             raw = tuple(job["resources"].items())
-            need = requests.get(raw)
-            if need is None:
-                need = requests[raw] = Resources.of(job["resources"])
-            add_to(user.used, _charged(need, job))
+            units = units_of.get(raw)
+            if units is None:
+                units = units_of[raw] = tuple(self._request(raw).items())
+            used = user.used
             node = by_id.get(job["node"])
-            if node is not None:
-                add_to(node.free, need, -1)
-                if preempts:
-                    self._may_be_victim(job, user, need, {node.id: need})
+            if node is None:
+                for resource, amount in units:
+                    used[resource] = used.get(resource, 0) + amount
+                continue
+            free = node.free
+            for resource, amount in units:
+                used[resource] = used.get(resource, 0) + amount
+                free[resource] = free.get(resource, 0) - amount
         for user in self.users.values():
             user.dominant = dominant_share(user.used, self.totals)
             for account in user.accounts:
@@ -246,6 +246,29 @@ class _Planner:
                 account.running += user.running
         for account in self.accounts.values():
             account.dominant = dominant_share(account.used, self.totals)
+
+    def _charge_one(self, job: dict, user: UserState, by_id: dict[str, NodeState], holding: set[str]) -> None:
+        """A running job charged on its own: one with bundles, one that uses more than it asked
+        for or holds a node beyond it, or any when the group preempts (each a possible victim)."""
+        if job["id"] in holding:
+            self.holders[job["id"]] = naming(job["id"], user.name, Resources.of(job.get("uses", {})), footprint(job))
+        if "bundles" in job:
+            self._charge_gang(job, user, by_id)
+            return
+        need = self._request(tuple(job["resources"].items()))
+        add_to(user.used, _charged(need, job))
+        node = by_id.get(job["node"])
+        if node is not None:
+            add_to(node.free, need, -1)
+            if self.preemption.preempts:
+                self._may_be_victim(job, user, need, {node.id: need})
+
+    def _request(self, raw: tuple) -> Resources:
+        """A running job's request from its items as written, made once per distinct one."""
+        need = self.requests.get(raw)
+        if need is None:
+            need = self.requests[raw] = Resources.of(dict(raw))
+        return need
 
     def _charge_gang(self, job: dict, user: UserState, by_id: dict[str, NodeState]) -> None:
         """A running job with bundles holds its driver's request on its node and each bundle on the
@@ -357,22 +380,11 @@ class _Planner:
             self.by_id = {job["id"]: job for job in self.snapshot.pending}
         return self.by_id[ident]
 
-    def _ends(self) -> dict[str, list[End]]:
-        """Per node id, the jobs expected to end there, the soonest first: those running, by their
-        expected end, and those placed so far in this plan, by their max runtime (unknown: never)."""
-        now = self.snapshot.now
-        ends: dict[str, list[End]] = {}
-        for job in self.snapshot.running:
-            end = job.get("expected_end")
-            after_s = (end - now).total_seconds() if end is not None and now is not None else math.inf
-            _add_end(ends, job, job, max(after_s, 0.0))
-        for placement in self.placements:
-            job = self._job(placement["job"])
-            runtime = job.get("max_runtime_s")
-            _add_end(ends, placement, job, math.inf if runtime is None else runtime)
-        for listed in ends.values():
-            listed.sort(key=lambda end: (end[0], len(end[1]), end[1]))
-        return ends
+    def _ends(self) -> Ends:
+        """Per node id, the jobs expected to end there (reservations.py), as the plan stands."""
+        if self.running_ends is None:
+            self.running_ends = RunningEnds(self.snapshot.running, self.snapshot.now)
+        return Ends(self.running_ends, self.placements, self._job)
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
@@ -385,7 +397,8 @@ class _Planner:
             pool = self.pools[pool_key] = Pool(
                 key=pool_key,
                 labels=labels,
-                nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())],
+                nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())] if labels
+                else list(self.nodes),
             )
         bundles = job.get("bundles")
         shape = self._gang_shape(job, pool) if bundles else self._plain(Resources.of(job["resources"]), pool)
@@ -590,7 +603,9 @@ class _Planner:
                         node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items):
                     continue
                 start = reservation.start
-                runtime = runtime or self._job(ident).get("max_runtime_s")
+                # Without a start nothing ends before it: the job itself is not read.
+                if start is not None:
+                    runtime = runtime or self._job(ident).get("max_runtime_s")
                 if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
                     kept_off = kept_off or reservation
                     continue

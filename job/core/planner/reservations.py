@@ -18,10 +18,85 @@ from datetime import datetime, timedelta
 
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import NodeState, Reservation, Shape, add_to
+from job.core.resources import Resources
 
 # A job expected to end this many seconds from now, what it holds on a node: (after_s, job id,
 # units). An unknown end is math.inf.
 End = tuple[float, str, dict[str, int]]
+
+
+class Ends:
+    """Per node id, the jobs expected to end there, the soonest first (`get`, as a dict's): the
+    running jobs by their expected end, and those placed so far in this plan by their max runtime
+    (unknown: never). A node's are made when first asked for: a reservation judged again asks for
+    its own node(s) only, and every running job of a thousand nodes is work for every plan.
+
+    `running` (the snapshot's running jobs) by node, and their ends, are kept for the whole plan
+    (`on_nodes`, `running_ends`); the placements are read as they are when this is made."""
+
+    def __init__(self, running: RunningEnds, placements: list[dict], job) -> None:
+        self.running = running
+        # The placements so far by node id, and the pending job of each (`job`: by id).
+        self.placed: dict[str, list[tuple[dict, dict]]] = {}
+        for placement in placements:
+            pending = job(placement["job"])
+            for node_id in dict.fromkeys([placement["node"], *placement.get("bundle_nodes", ())]):
+                self.placed.setdefault(node_id, []).append((placement, pending))
+        self.made: dict[str, list[End]] = {}
+
+    def get(self, node_id: str, default=()) -> list[End]:
+        ends = self.made.get(node_id)
+        if ends is None:
+            ends = self.made[node_id] = self.running.on(node_id)
+            for placement, job in self.placed.get(node_id, ()):
+                runtime = job.get("max_runtime_s")
+                self.running.add(ends, node_id, placement, job, math.inf if runtime is None else runtime)
+            ends.sort(key=lambda end: (end[0], len(end[1]), end[1]))
+        return ends or default
+
+
+class RunningEnds:
+    """The running jobs' ends on each node (`on`), from the snapshot's running jobs: grouped by
+    node once per plan, when first needed, and each request's units made once."""
+
+    def __init__(self, running: list[dict], now: datetime | None) -> None:
+        self.running, self.now = running, now
+        self.by_node: dict[str, list[dict]] | None = None
+        self.units: dict[tuple, dict[str, int]] = {}
+
+    def on(self, node_id: str) -> list[End]:
+        """The ends of the running jobs on `node_id`, in the snapshot's order (a new list)."""
+        if self.by_node is None:
+            by_node: dict[str, list[dict]] = {}
+            for job in self.running:
+                homes = job.get("bundle_nodes")
+                for home in dict.fromkeys([job["node"], *homes]) if homes else (job["node"],):
+                    listed = by_node.get(home)
+                    if listed is None:
+                        by_node[home] = [job]
+                    else:
+                        listed.append(job)
+            self.by_node = by_node
+        ends: list[End] = []
+        now = self.now
+        for job in self.by_node.get(node_id, ()):
+            end = job.get("expected_end")
+            after_s = (end - now).total_seconds() if end is not None and now is not None else math.inf
+            self.add(ends, node_id, job, job, max(after_s, 0.0))
+        return ends
+
+    def add(self, ends: list[End], node_id: str, where: dict, job: dict, after_s: float) -> None:
+        """What `job` holds on `node_id` of the nodes of `where` (its driver on `node`, each bundle
+        on its node of `bundle_nodes`), freed `after_s` from now."""
+        for home, part in zip([where["node"], *where.get("bundle_nodes", ())], [job["resources"], *job.get("bundles", ())]):
+            if home != node_id:
+                continue
+            raw = tuple(part.items())
+            units = self.units.get(raw)
+            if units is None:
+                units = self.units[raw] = dict(Resources.of(part).items())
+            if units:
+                ends.append((after_s, job["id"], units))
 
 
 @dataclass(eq=False, slots=True)
@@ -35,7 +110,7 @@ class Judgement:
     blockers: tuple[str, ...]
 
 
-def soonest(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) -> Judgement | None:
+def soonest(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement | None:
     """Among `nodes` (their free resources as they are now), where a job of `shape` fits soonest;
     None where it does not fit even once every job there has ended (outside load)."""
     if shape.gang is not None:
@@ -54,7 +129,7 @@ def soonest(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) ->
     return best
 
 
-def judge(reservation: Reservation, ends: dict[str, list[End]]) -> Judgement | None:
+def judge(reservation: Reservation, ends: Ends) -> Judgement | None:
     """When a reservation's job fits on its nodes (their free resources before it holds any);
     None if never (outside load)."""
     judged = _sweep(_events(ends, list(reservation.needs)), lambda freed: _fits(reservation.needs, freed))
@@ -63,7 +138,7 @@ def judge(reservation: Reservation, ends: dict[str, list[End]]) -> Judgement | N
     return Judgement([*(reservation.bundle_nodes or ()), reservation.node], *judged)
 
 
-def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End]]) -> Judgement | None:
+def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement | None:
     """A gang: placed whole (first fit, in node order) on copies of the nodes' free resources and
     what has freed, as the jobs on them end in turn."""
     placed: list[NodeState] = []
@@ -87,7 +162,7 @@ def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: dict[str, list[End
                      tuple(ident for ident in blockers if ident in on_used))
 
 
-def _events(ends: dict[str, list[End]], nodes: list[NodeState]) -> list[tuple[End, NodeState]]:
+def _events(ends: Ends, nodes: list[NodeState]) -> list[tuple[End, NodeState]]:
     """The ends on `nodes`, the soonest first, each with its node."""
     return sorted(((end, node) for node in nodes for end in ends.get(node.id, ())), key=lambda e: (e[0][0], len(e[0][1]), e[0][1]))
 

@@ -125,16 +125,22 @@ class _ByFree(Selector):
     def _heap(self, shape: Shape) -> list[int]:
         heap = self._heaps.get(shape)
         if heap is None:
-            entry, keys, index, need = self._packing.entry, self._keys, self._index, shape.items
+            shift, keys, index, need = self._packing.extras_shift, self._keys, self._index, shape.items
             # Nodes of one kind have the same extras for the shape: worked out once per kind.
             extras: dict[frozenset[str], int] = {}
             heap = []
+            # `fits` inline, with for/else: this runs over every node of the pool, per shape, per plan.
             for node in shape.pool.nodes:
-                if fits(need, node.free):
+                free = node.free
+                for name, amount in need:
+                    if free.get(name, 0) < amount:
+                        break
+                else:
                     count = extras.get(node.has)
                     if count is None:
                         count = extras[node.has] = _extras(node, shape)
-                    heap.append(entry(count, keys[index[node]]))
+                    # PackedKeys.entry, inline.
+                    heap.append((count << shift) | keys[index[node]])
             self._heaps[shape] = heap
             heapify(heap)
         return heap

@@ -70,7 +70,7 @@ def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: di
 
 
 def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int], Resources]],
-               entries: dict[str, dict]) -> tuple[list[Node], list[dict]]:
+               entries: dict[str, dict], keep: frozenset[str] | set[str] = frozenset()) -> tuple[list[Node], list[dict]]:
     """The nodes for the snapshot, and the running entries of what our jobs hold on them.
 
     `needs`: the requests of the jobs to plan; `nodes`: each node, its free units and its totals;
@@ -78,7 +78,8 @@ def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int
     least of every resource that any of the jobs asks for takes none of them: it is left out, and
     its totals go to one node that stands for all those left out, held in full, so that the
     group's totals (the dominant shares) stay the same. The planner's node order is by id, so
-    leaving nodes out changes no preference between the others."""
+    leaving nodes out changes no preference between the others. The nodes of `keep` stay, room or
+    not (the reserved ones)."""
     least: dict[str, int] | None = None
     for need in needs:
         if least is None:
@@ -89,7 +90,7 @@ def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int
     kept, held, full = [], [], {}
     # A plain loop with break/else: this runs over every node at every plan.
     for node, free, total in nodes:
-        for name, amount in least_items:
+        for name, amount in () if node.id in keep else least_items:
             if free.get(name, 0) < amount:
                 add_to(full, total)
                 break

@@ -23,7 +23,10 @@ skipped, since time alone makes running jobs possible victims (`min_runtime_s`).
 Reservations for the head of the line (`group.max_reservations` above 0, the default): once a
 waiting job has waited past `reserve_after`, or while a reservation holds, plans take every job as
 it is (the job first in line is one that cannot be placed, and reservations count on the running
-jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same. The
+jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same.
+While the last plan's reservations hold every slot (`max_reservations`), a plan can make no new
+one and judges the held ones again on their own nodes: those nodes' running jobs go in as they
+are, the rest compressed (not with gangs, whose parts span nodes). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
@@ -206,7 +209,7 @@ class _Simulation:
     def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
                  start: Start | None, accounts: dict[str, Account], until_s: float | None):
         self.group, self.every_s, self.accounts, self.until_s = group, every_s, accounts, until_s
-        policy = POLICIES[group.policy]
+        policy, self.gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
         self.limited = group.max_running_per_user is not None or any(
@@ -401,8 +404,10 @@ class _Simulation:
         now = self.epoch + timedelta(seconds=now_s)
         users = {}
         # Preemption weighs the scores of the running jobs' users too; a team's score, what every
-        # user of it holds and has used.
-        named = [*pending, *self.running.values()] if exact else pending
+        # user of it holds and has used. With the reservation slots held, the others' jobs are
+        # compressed (_around_reservations): those of users without a job to plan order nothing.
+        held_slots = exact and self._slots_held()
+        named = [*pending, *self.running.values()] if exact and not held_slots else pending
         names = [job["user"] if isinstance(job, dict) else job.job.user for job in named]
         for name in [*self.users, *names] if self.accounts else names:
             if name not in users:
@@ -412,7 +417,9 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        if exact:
+        if held_slots:
+            nodes, running = self._around_reservations(pending, users)
+        elif exact:
             nodes, running = self.nodes, [record.running for record in self.running.values()]
         else:
             nodes, held = self._nodes(pending)
@@ -445,6 +452,40 @@ class _Simulation:
             heapq.heappop(oldest)
         return (bool(oldest) and now_s - oldest[0][0] >= self.group.reserve_after_s
                 or any(held.get("kind") == "head" for held in self.reservations))
+
+    def _slots_held(self) -> bool:
+        """Whether the plan can make no new head-of-line reservation, all its slots being held by
+        the last plan's (kept: their jobs wait, their nodes are there): only the reserved nodes'
+        running jobs are then read one by one (their ends judge the reservations again)."""
+        if self.exact or self.every_node or self.gangs:
+            return False
+        heads = sum(1 for held in self.reservations if held.get("kind") == "head")
+        return heads >= self.group.max_reservations
+
+    def _around_reservations(self, pending: list[dict], users: dict) -> tuple[list[Node], list[dict]]:
+        """The nodes and running entries of a plan whose reservations are all held (`_slots_held`):
+        on the reserved nodes every running job as it is, elsewhere the compressed snapshot's; the
+        users' entries hold what their jobs hold off those nodes."""
+        reserved = {held["node"] for held in self.reservations}
+        exact = [record for record in self.running.values() if record.node in reserved]
+        entries = {node: entry for node, entry in self.node_entries.items() if node not in reserved}
+        needs = {part for job in pending for part in self.by_id[job["id"]].parts}
+        nodes, held = room_nodes(needs, self.node_list, entries, keep=reserved)
+        off: dict[str, tuple[dict[str, int], int]] = {}
+        for record in exact:
+            units, count = off.get(record.job.user, ({}, 0))
+            add_to(units, record.need)
+            off[record.job.user] = (units, count + 1)
+        for name in users:
+            user = self.users[name]
+            if name not in off:
+                held.extend(user.entries)
+                continue
+            units, count = off[name]
+            rest = dict(user.held)
+            add_to(rest, units, -1)
+            held.extend(user_entries(name, rest, user.running - count, self.limited))
+        return nodes, [*held, *(record.running for record in exact)]
 
     def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
