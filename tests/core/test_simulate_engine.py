@@ -243,7 +243,7 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
 def test_a_free_reservation_slot_goes_to_the_user_whose_turn_comes_as_usage_decays():
     # Found by the property above. a's job 15 holds a head-of-line reservation on n0001; b's 16
     # (a whole node) waits too, one slot of two free. At 45 a's turn comes first and a's jobs take
-    # n0002's last CPU; by 50 a's usage has grown past b's, so b's turn comes first and 16 reserves
+    # n0002's last CPU; by 50 a's score (its usage grows while it holds more) has passed b's, so b's turn comes first and 16 reserves
     # n0002, with no event between: 23 must then wait for 95, not start on n0002 when 22 ends.
     big = {"CPU": 8, "memory": 16 * GIB}
     rows = [("a", 0, {"CPU": 1}, 0)] * 4 + [("b", 0, {"CPU": 1}, 40)] + [("a", 0, {"CPU": 1}, 0)] * 9
