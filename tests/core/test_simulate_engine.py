@@ -240,6 +240,24 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s)
 
 
+def test_a_free_reservation_slot_goes_to_the_user_whose_turn_comes_as_usage_decays():
+    # Found by the property above. a's job 15 holds a head-of-line reservation on n0001; b's 16
+    # (a whole node) waits too, one slot of two free. At 45 a's turn comes first and a's jobs take
+    # n0002's last CPU; by 50 a's score (its usage grows while it holds more) has passed b's, so b's turn comes first and 16 reserves
+    # n0002, with no event between: 23 must then wait for 95, not start on n0002 when 22 ends.
+    big = {"CPU": 8, "memory": 16 * GIB}
+    rows = [("a", 0, {"CPU": 1}, 0)] * 4 + [("b", 0, {"CPU": 1}, 40)] + [("a", 0, {"CPU": 1}, 0)] * 9
+    rows += [("a", 0, big, 0), ("b", 0, big, 0), ("c", 1, {"CPU": 4}, 90), ("c", 0, {"CPU": 1}, 90),
+             ("a", 0, {"CPU": 1}, 90), ("a", 0, {"CPU": 1}, 90), ("a", 0, {"CPU": 1}, 0), ("a", 0, {"CPU": 1}, 12),
+             ("a", 0, {"CPU": 1}, 0), ("b", 0, {"CPU": 1}, 90)]
+    jobs, node_list = jobs_of(rows), labelled("2x{CPU:8,memory:16GiB}")
+    grp = group("fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2)
+    users = {"a": User(shares=2)}
+    engine = schedule(simulate(jobs, node_list, grp, users=users, every_s=5))
+    assert engine == plain_replay(jobs, node_list, grp, users, 5)
+    assert engine["23"] == (95, "n0001") and engine["16"] == (95, "n0002")
+
+
 TEAMS = [({"A": Account(), "B": Account()}, {"a": "A", "b": "A", "c": "B"}),
          ({"A": Account(shares=3, max_running=2), "B": Account(parent="A")}, {"a": "A", "b": "B"}),
          ({"A": Account(max_running=2)}, {"a": "A"}),

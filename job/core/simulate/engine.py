@@ -29,7 +29,9 @@ one and judges the held ones again on their own nodes: those nodes' running jobs
 are, the rest compressed (not with gangs, whose parts span nodes). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
-its slot for the next plan, and a new one changes what the next plan holds). A job with a max runtime is stopped there, and its expected end is its start
+its slot for the next plan, and a new one changes what the next plan holds), nor, under a policy
+that remembers usage, any tick while a slot is free: the users' order moves as usage decays, and
+the first job to wait for resources, which takes the slot, may become another user's. A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
 not_before, if after its submission) or, stopped by a preemption, from its stop: the tick's
 `waiting_since`.
@@ -438,10 +440,18 @@ class _Simulation:
                 record.stopping = record.running["stopping"] = True
                 self.victims.append(record)
         # A reservation that ended (its job started) frees a slot that only the next plan gives,
-        # and a new one changes what the next plan holds: that plan is not skipped.
+        # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
+        # a slot is free and usage decays: the users' order then moves with time alone, and the
+        # first job to wait for resources, which takes the slot, may be another user's.
         after = result.reservations or []
-        self.replan = _held(after) != _held(self.reservations)
+        self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
         self.reservations = after
+
+    def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
+        """Whether a later plan, with no event between, may make a head-of-line reservation for
+        another job than this one's: under a policy whose order moves with time, a free slot."""
+        heads = sum(held.get("kind") == "head" for held in reservations)
+        return bool(self.half_life_s) and heads < self.group.max_reservations and self._reserving(now_s)
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
