@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from job import api
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import bundles, command, database, job_id, json_object, pairs
 from job.core import states
@@ -138,6 +137,9 @@ def submit(args: argparse.Namespace) -> int:
             if name in resources:
                 raise BadInput(f"--{option}: {name} is also given with --resource")
             resources[name] = value
+    # Imported here: a submit's validation (pydantic's models) is not every command's start.
+    from job import api
+
     new_id = api.submit(
         user=args.user,
         group=args.group,
@@ -161,6 +163,8 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
+    from job import api
+
     ids = [job_id(text) for text in args.ids]
     with database() as conn:
         outcomes = api.cancel(ids, conn=conn)

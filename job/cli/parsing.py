@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from job.cli.commands import HELP
 from job.core.errors import BadInput, PermissionDenied
 from job.core.units import parse_duration, parse_pairs
-from job.settings import settings
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,7 +38,9 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
 
 def database() -> AbstractContextManager[psycopg.Connection]:
     """A session on JOB_DATABASE_URL's migrated database."""
-    # Imported here: psycopg is for the commands that reach the database, not for every start.
+    # Imported here: psycopg and pydantic-settings are for the commands that reach the database,
+    # not for every start.
+    from job.settings import settings
     from job.store.connection import session
 
     return session(settings().require_database_url())
@@ -49,6 +50,8 @@ def refused(args: argparse.Namespace, exc: psycopg.errors.InsufficientPrivilege)
     """PostgreSQL refused a statement to the command's database role (a privilege it lacks, or
     row-level security): one line naming the command, the role and what was refused."""
     name = " ".join(filter(None, (args.command, getattr(args, f"{args.command}_command", None)))) or "job"
+    from job.settings import settings
+
     what = exc.diag.message_primary or (str(exc).strip().splitlines() or ["permission denied"])[0]
     try:
         role = urlsplit(settings().database_url or "").username

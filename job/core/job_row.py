@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, replace
+from functools import cache
 from typing import Annotated, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError
 
 from job.core.jobs import ActiveJob
-from job.core.planner.snapshot import Bundles, ResourceMap
 
 
 class _Observed(BaseModel):
@@ -31,20 +31,28 @@ class _Observed(BaseModel):
 # A bound no job's run reaches and times still hold when added to now (a datetime ends at year 9999).
 MAX_RUNTIME_S = 100 * 365 * 86400.0
 
-_SHAPES: dict[str, TypeAdapter] = {
-    "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_RUNTIME_S, allow_inf_nan=False)]]),
-    "resources": TypeAdapter(ResourceMap),
-    "node_labels": TypeAdapter(dict[str, str]),
-    "bundles": TypeAdapter(Optional[Bundles]),
-    "bundle_nodes": TypeAdapter(Optional[list[str]]),
-    "observed": TypeAdapter(Optional[_Observed]),
-}
+
+
+@cache
+def _shapes() -> dict[str, TypeAdapter]:
+    # Built at the first row checked: the snapshot's shapes (the planner's package) are not for a
+    # command that finds no row, `jobs` on an empty queue.
+    from job.core.planner.snapshot import Bundles, ResourceMap
+
+    return {
+        "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_RUNTIME_S, allow_inf_nan=False)]]),
+        "resources": TypeAdapter(ResourceMap),
+        "node_labels": TypeAdapter(dict[str, str]),
+        "bundles": TypeAdapter(Optional[Bundles]),
+        "bundle_nodes": TypeAdapter(Optional[list[str]]),
+        "observed": TypeAdapter(Optional[_Observed]),
+    }
 
 
 def row_problem(row: Mapping[str, Any]) -> str | None:
     """What is wrong with the row's first malformed field, as `field.key: message (value)`, or None;
     of the fields the row has (a report reads a few)."""
-    for field, shape in _SHAPES.items():
+    for field, shape in _shapes().items():
         if field not in row:
             continue
         try:

@@ -10,16 +10,20 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
-from pydantic import ByteSize
-
 from job.core.resources import UNIT
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # A number and a unit, whole: the units are pydantic ByteSize's (B, K/KB, KiB, ... P/PB, PiB) plus
-# Kubernetes' Ki, Mi, Gi, Ti, Pi. ByteSize's validator itself is not used: it reads a valid prefix
+# Kubernetes' Ki, Mi, Gi, Ti, Pi. ByteSize itself is not used: its validator reads a valid prefix
 # and ignores the rest ('5.GiB' is 5 bytes, '4 G B' is 4 GB to it) and truncates a float product
-# ('2.01KB' is 2009 bytes to it, '1.5B' is 1).
+# ('2.01KB' is 2009 bytes to it, '1.5B' is 1), and importing pydantic would cost every command's
+# start a tenth of a second.
+_BYTES = {"b": 1} | {
+    unit: base**power
+    for power, prefix in enumerate("kmgtp", start=1)
+    for unit, base in ((prefix, 1000), (prefix + "b", 1000), (prefix + "ib", 1024))
+}
 _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTP]i?B?|B)?", re.IGNORECASE)
 
 
@@ -51,9 +55,9 @@ def parse_memory(text: str | float | int) -> int:
             raise ValueError(f"not a memory size: {text!r} (use e.g. 512MiB, 4GiB or a number of bytes)")
         number, unit = match.group(1), (match.group(2) or "b").lower()
         if unit.endswith("i"):
-            unit += "b"  # Kubernetes' Ki, Mi, Gi...: KiB, MiB, GiB... to ByteSize
+            unit += "b"  # Kubernetes' Ki, Mi, Gi...: KiB, MiB, GiB...
     try:
-        amount = Fraction(number) * ByteSize.byte_sizes[unit]  # exact: '2.01KB' is 2010 bytes
+        amount = Fraction(number) * _BYTES[unit]  # exact: '2.01KB' is 2010 bytes
     except (ValueError, OverflowError):  # nan, inf
         amount = None
     if amount is None or amount < 0 or amount > sys.float_info.max:

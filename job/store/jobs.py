@@ -6,28 +6,40 @@ job_cancel, which a submitter may call though it may not update jobs."""
 
 from __future__ import annotations
 
+from functools import cache
+from typing import TYPE_CHECKING
+
 import psycopg
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
-from job.core.specs import JobSpec
 from job.store.params import json_param
+
+if TYPE_CHECKING:
+    from job.core.specs import JobSpec
 
 # JobSpec's fields under their column names, where the two differ.
 _COLUMN_OF = {"user": "user_name", "group": "group_name"}
-# What a submit writes: a column per JobSpec field, and the new job's state and first reason. They
-# are all a submitter may insert: migrations.migrate grants these columns and no other.
-SUBMIT_COLUMNS = (*(_COLUMN_OF.get(field, field) for field in JobSpec.model_fields), "state", "reason", "message")
+
+
+@cache
+def submit_columns() -> tuple[str, ...]:
+    """What a submit writes: a column per JobSpec field, and the new job's state and first reason.
+    They are all a submitter may insert: migrations.migrate grants these columns and no other."""
+    # Imported here: pydantic's models are for a submit, not for every command that reads jobs.
+    from job.core.specs import JobSpec
+
+    return (*(_COLUMN_OF.get(field, field) for field in JobSpec.model_fields), "state", "reason", "message")
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
-    values = [*(json_param(field, getattr(spec, field)) for field in JobSpec.model_fields),
+    values = [*(json_param(field, getattr(spec, field)) for field in type(spec).model_fields),
               states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
         row = conn.execute(
-            f"INSERT INTO jobs ({', '.join(SUBMIT_COLUMNS)}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
+            f"INSERT INTO jobs ({', '.join(submit_columns())}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
             values,
         ).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:

@@ -17,7 +17,7 @@ import psycopg
 
 from job import log
 from job.core.errors import IncompleteInstall, NotMigrated
-from job.store.jobs import SUBMIT_COLUMNS
+from job.store.jobs import submit_columns
 
 MIGRATIONS_PACKAGE = "job.migrations"
 _NAME = re.compile(r"[0-9]{4}_.+\.sql")
@@ -61,7 +61,7 @@ def ensure_current(conn: psycopg.Connection) -> None:
 def _grant_submit_columns(conn: psycopg.Connection) -> None:
     """Submitters insert the columns a submit writes and no other (sql/0005_roles.sql): granted
     from the submit's own list, so that a new field of a job needs no GRANT of its own."""
-    columns = ", ".join(SUBMIT_COLUMNS)
+    columns = ", ".join(submit_columns())
     conn.execute(f"GRANT INSERT ({columns}) ON jobs TO job_submitter")
 
 

@@ -409,7 +409,7 @@ def test_a_submitter_may_insert_exactly_the_columns_a_submit_writes(db):
     granted = db.conn.execute(
         """SELECT column_name FROM information_schema.column_privileges
            WHERE grantee = 'job_submitter' AND table_name = 'jobs' AND privilege_type = 'INSERT'""").fetchall()
-    assert {row["column_name"] for row in granted} == set(jobs.SUBMIT_COLUMNS)
+    assert {row["column_name"] for row in granted} == set(jobs.submit_columns())
 
 
 def test_the_group_roles_exist_without_login_and_the_cancel_function_is_pinned(db):
