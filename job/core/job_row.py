@@ -15,8 +15,8 @@ from job.core.jobs import ActiveJob
 
 
 class _Observed(BaseModel):
-    # What core/observed.py `record` writes; other keys are let be.
-    model_config = ConfigDict(extra="allow")
+    # What core/observed.py `record` writes; other keys are let be. Built at the first row checked.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     declared: dict[str, FiniteFloat]
     used: dict[str, FiniteFloat]
