@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import filterfalse
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from job.core.group_snapshot import PendingRow
 
@@ -11,8 +10,7 @@ from job.core.group_snapshot import PendingRow
 NEW_REASONS_PER_TICK = 5_000
 MESSAGE_REFRESH_PER_TICK = 1_000
 
-_IDS, _REASONS, _MESSAGES = attrgetter("id"), attrgetter("reason"), attrgetter("message")
-_WAITING = itemgetter("job", "reason", "message")
+_ID = attrgetter("id")
 
 
 def waiting_changes(pending: list[PendingRow], waiting: list[dict]) -> dict[int, tuple[str, str]]:
@@ -21,20 +19,17 @@ def waiting_changes(pending: list[PendingRow], waiting: list[dict]) -> dict[int,
     of submissions the rest follow over the next ticks). A message that only restates figures
     (the most CPU free on any node) changes whenever the cluster does, for every job of that
     shape: it is refreshed for the first MESSAGE_REFRESH_PER_TICK jobs only, so the head of the
-    queue is always current. `waiting`: the plan's waiting records."""
-    ids = list(map(_IDS, pending))
-    # The stored reasons in the plan's words (its ids are strings), matched in C: in a steady queue
-    # nearly every job's is unchanged, and only the others are looked at one by one.
-    stored = set(zip(map(str, ids), map(_REASONS, pending), map(_MESSAGES, pending)))
-    fresh = list(filterfalse(stored.__contains__, map(_WAITING, waiting)))
-    if not fresh:
-        return {}
-    reasons = dict(zip(ids, map(_REASONS, pending)))
+    queue is always current. `waiting`: the plan's waiting records, read in this one pass (in
+    queue order, each record and row is a fetch from memory of its own at 100k jobs)."""
+    known = dict(zip(map(_ID, pending), pending))
     changed = {}
     refreshes = []
-    for job, reason, message in fresh:
-        job_id = int(job)
-        if job_id not in reasons or reasons[job_id] != reason:
+    for record in waiting:
+        job_id, reason, message = int(record["job"]), record["reason"], record["message"]
+        row = known.get(job_id)
+        if row is not None and row.reason == reason and row.message == message:
+            continue
+        if row is None or row.reason != reason:
             if len(changed) < NEW_REASONS_PER_TICK:
                 changed[job_id] = (reason, message)
         elif len(refreshes) < MESSAGE_REFRESH_PER_TICK:
