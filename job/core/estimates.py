@@ -16,7 +16,7 @@ from itertools import chain, islice
 from datetime import datetime, timedelta
 from typing import Any
 
-from job.core.forecast import Estimate, forecast
+from job.core.forecast import Estimate, among, forecast
 from job.core.jobs import ActiveJob
 from job.core.planner import Plan, Snapshot
 
@@ -142,7 +142,7 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     # Only the head of the line is carried by the forecast: the run times of the rest are never read.
     head = {entry["job"] for entry in islice(chain(decided.placements, decided.waiting), first)}
     runs = {job["id"]: known.of(job["user"], job["resources"], job.get("max_runtime_s"), job.get("bundles"))
-            for job in snapshot.pending if job["id"] in head}
+            for job in among(snapshot.pending, head)}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
                          carried=first, order=decided)
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending

@@ -24,14 +24,24 @@ already made (the tick's), not made again.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import chain, islice
+from itertools import chain, compress, islice
+from operator import itemgetter
 
 from job.core.planner import Plan, Snapshot, plan
 from job.core.simulate.engine import Running, Start, simulate
 from job.core.simulate.trace import TraceJob
+
+
+def among(jobs: list[dict], ids: set[str]) -> Iterator[dict]:
+    """The jobs whose id is in `ids`, in their order: tested in C, as the head of a line of 100k is
+    picked out of it at every tick."""
+    return compress(jobs, map(ids.__contains__, map(_ID, jobs)))
+
+
+_ID = itemgetter("id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +70,7 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         return None if moment is None else (moment - now).total_seconds()
 
     pending = []
-    for job in snapshot.pending:
-        if kept is not None and job["id"] not in kept:
-            continue
+    for job in snapshot.pending if kept is None else among(snapshot.pending, kept):
         run = run_times.get(job["id"])
         pending.append(TraceJob(
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],

@@ -332,8 +332,6 @@ class Decisions:
 
     # (job, node), in the plan's order.
     placements: list[tuple[int, str]]
-    # (job, reason, message) of each job left waiting, in queue order.
-    waiting: list[tuple[int, str, str]]
     # Victim -> the job it makes room for.
     victims: dict[int, int]
     # Job -> its reservation, as the reservations stand after the plan.
@@ -344,7 +342,6 @@ class Decisions:
     @classmethod
     def of(cls, plan: Plan) -> Decisions:
         return cls([(int(p["job"]), p["node"]) for p in plan.placements],
-                   [(int(w["job"]), w["reason"], w["message"]) for w in plan.waiting],
                    {int(victim): int(p["job"]) for p in plan.preemptions or [] for victim in p["victims"]},
                    {int(r["job"]): _held(r) for r in plan.reservations or []},
                    {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from operator import itemgetter
 
 import psycopg
 
@@ -208,7 +209,7 @@ class _GroupTick:
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-        step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decisions.waiting), state,
+        step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decided.waiting), state,
                         saved, demand=demand)
         if not dry_run:  # what only the commit writes
             step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
@@ -217,7 +218,7 @@ class _GroupTick:
                                                      decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = Counter(reason for _, reason, _ in decisions.waiting)
+        self.result.waiting = Counter(map(itemgetter("reason"), decided.waiting))
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
