@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 import sys
 from datetime import datetime
+from collections.abc import Iterator
 from itertools import repeat
-from operator import ne
+from operator import itemgetter
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -182,18 +183,32 @@ def _fast_jobs(jobs: Any, kind: type) -> list[dict] | None:
         return None
 
 
+def _texts(jobs: list[dict], field: str) -> Iterator[str]:
+    """The field's times given as text (given as datetimes, they were not read)."""
+    return filter(str.__instancecheck__, map(dict.get, jobs, repeat(field)))
+
+
+def _longest(jobs: list[dict], field: str) -> int:
+    """The length of the longest of the field's times given as text."""
+    try:
+        # Text only, the usual case of a file: its lengths taken without asking each its type.
+        return max(map(len, filter(None, map(dict.get, jobs, repeat(field)))), default=0)
+    except TypeError:
+        return max(map(len, _texts(jobs, field)), default=0)
+
+
 def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
     """Whether msgspec's reading of the jobs is pydantic's. Strict, msgspec takes no text for a
     number and no 1 for True, which pydantic converts; but it drops the keys a TypedDict does not
     name, which pydantic refuses; it rounds a fraction of a second beyond microseconds, which
     pydantic cuts; and it knows no validator: a bundle must ask for something."""
-    if any(map(ne, map(len, jobs), map(len, checked))):
+    # A job's keys as read are a part of those given: as many in all, they are all of them.
+    if sum(map(len, jobs)) != sum(map(len, checked)):
         return False
     for field in _TIMES[kind]:
-        if any(map(dict.get, jobs, repeat(field))):
-            texts = [value for value in map(dict.get, jobs, repeat(field)) if value.__class__ is str]
-            if texts and max(map(len, texts)) > _SHORT_TIME and any(map(_LONG_FRACTION.search, texts)):
-                return False
+        if any(map(dict.get, jobs, repeat(field))) and _longest(jobs, field) > _SHORT_TIME \
+                and any(map(_LONG_FRACTION.search, _texts(jobs, field))):
+            return False
     return all(any(amount > 0 for amount in bundle.values())
                for bundles in filter(None, map(dict.get, checked, repeat("bundles"))) for bundle in bundles)
 
@@ -269,7 +284,8 @@ class Snapshot(_Strict):
     def _consistent(self) -> Snapshot:
         _first_repeat("group.resource_priority", self.group.resource_priority)
         _first_repeat("nodes", [node.id for node in self.nodes], ".id")
-        _first_repeat("pending", [job["id"] for job in self.pending], ".id")
+        if len(set(map(itemgetter("id"), self.pending))) != len(self.pending):
+            _first_repeat("pending", [job["id"] for job in self.pending], ".id")
         if self.now is None:
             for index, job in enumerate(self.pending):
                 if job.get("not_before") is not None:
@@ -281,6 +297,11 @@ class Snapshot(_Strict):
         if self.group.default_class not in classes:
             raise ValueError(f"group.default_class: {self.group.default_class!r} is not one of group.priority_classes")
         for field, jobs in (("running", self.running), ("pending", self.pending)):
+            # Few jobs name a class, and fewer a wrong one: each is looked for only then.
+            named = set(map(dict.get, jobs, repeat("class")))
+            named.discard(None)
+            if named <= classes:
+                continue
             for index, job in enumerate(jobs):
                 if job.get("class", self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
