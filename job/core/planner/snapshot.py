@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime
 from collections.abc import Iterator
+from datetime import datetime
 from itertools import repeat
 from operator import itemgetter
 from typing import Annotated, Any, Literal
@@ -211,6 +211,7 @@ def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
             return False
     return all(any(amount > 0 for amount in bundle.values())
                for bundles in filter(None, map(dict.get, checked, repeat("bundles"))) for bundle in bundles)
+
 
 # Why a job holds a reservation: it preempted for the node, or it is first in line and has waited
 # past the group's reserve_after.
