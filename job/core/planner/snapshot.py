@@ -8,22 +8,37 @@ per job that adds up over 100k jobs for nothing the planner needs (it reads the 
 `bench/plan.py` times `Snapshot.model_validate`.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text.
 
+The two long lists are read by msgspec first, on the same types (each alias below carries its
+constraints for both libraries): about twice as fast as pydantic at a million jobs. Only where
+msgspec refuses a list, or might read it otherwise than pydantic, does pydantic validate it, so
+that a bad job is named in pydantic's words, as ever (`_fast_jobs`).
+
 `Plan` is built by the planner without re-validation; `Plan.model_dump(mode="json")` is the
 PLAN-FORMAT JSON, and `plan.placements` / `plan.waiting` are lists of plain dicts.
 """
 
 from __future__ import annotations
 
+import re
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from itertools import repeat
+from operator import itemgetter
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator, with_config
+import msgspec
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
+                      ValidatorFunctionWrapHandler, field_validator, model_validator, with_config)
 from typing_extensions import NotRequired, TypedDict
 
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
 from job.core.resources import to_units
 
-Name = Annotated[str, Field(min_length=1)]
-Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
+# msgspec has no allow_inf_nan: an upper bound refuses inf, and any bound refuses nan.
+_FINITE = sys.float_info.max
+Name = Annotated[str, Field(min_length=1), msgspec.Meta(min_length=1)]
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True), msgspec.Meta(ge=0, le=_FINITE)]
 ResourceMap = dict[Name, Amount]
 # The rules' names, as rules.py declares them.
 Policy = Literal[POLICY_NAMES]
@@ -47,7 +62,8 @@ def _asks_for_something(bundle: dict[str, float]) -> dict[str, float]:
 
 
 Bundle = Annotated[ResourceMap, AfterValidator(_asks_for_something)]
-Bundles = Annotated[list[Bundle], Field(min_length=1, max_length=MAX_BUNDLES)]
+Bundles = Annotated[list[Bundle], Field(min_length=1, max_length=MAX_BUNDLES), msgspec.Meta(min_length=1, max_length=MAX_BUNDLES)]
+Time = Annotated[datetime, AwareDatetime, msgspec.Meta(tz=True)]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 
@@ -116,7 +132,7 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
     "resources": ResourceMap,
     "class": NotRequired[Name],
     # When Ray started it; None: not started, never a victim.
-    "started_at": NotRequired[AwareDatetime | None],
+    "started_at": NotRequired[Time | None],
     # Asked to stop already: its resources are still held, and it is never chosen again.
     "stopping": NotRequired[bool],
     # Its bundles and the node each is held on, one per bundle: its whole footprint is held there.
@@ -124,7 +140,7 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
     "bundle_strategy": NotRequired[BundleStrategy],
     "bundle_nodes": NotRequired[list[Name]],
     # When it is expected to end (its start plus its max runtime, or an estimate); None: unknown.
-    "expected_end": NotRequired[AwareDatetime | None],
+    "expected_end": NotRequired[Time | None],
     # What Ray shows it holding, on every node (the tick's observed use): its user is charged, per
     # resource, the larger of this and its declared footprint.
     "uses": NotRequired[ResourceMap],
@@ -136,18 +152,66 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
     "user": Name,
     "resources": ResourceMap,
     "priority": NotRequired[int],
-    "submitted_at": NotRequired[AwareDatetime | None],
-    "not_before": NotRequired[AwareDatetime | None],
+    "submitted_at": NotRequired[Time | None],
+    "not_before": NotRequired[Time | None],
     "node_labels": NotRequired[dict[str, str]],
     "class": NotRequired[Name],
     # What its work needs beside the driver, placed all or nothing with it (docs/planner.md, "Bundles").
     "bundles": NotRequired[Bundles],
     "bundle_strategy": NotRequired[BundleStrategy],
     # Since when it has waited for resources (default: its submitted_at).
-    "waiting_since": NotRequired[AwareDatetime | None],
+    "waiting_since": NotRequired[Time | None],
     # Its max runtime: only a job whose end is known may use the room a reservation holds.
-    "max_runtime_s": NotRequired[Annotated[float, Field(gt=0, allow_inf_nan=False)] | None],
+    "max_runtime_s": NotRequired[Annotated[float, Field(gt=0, allow_inf_nan=False), msgspec.Meta(gt=0, le=_FINITE)] | None],
 }))
+
+# The fields of each kind of job that hold a time.
+_TIMES = {RunningJob: ("started_at", "expected_end"), PendingJob: ("submitted_at", "not_before", "waiting_since")}
+# The longest time that msgspec reads with at most six digits of fraction: 19 characters to the
+# second, 7 for the fraction, 1 for "Z". Only a longer one may have more digits.
+_SHORT_TIME = 27
+_LONG_FRACTION = re.compile(r"\.\d{7}")
+
+
+def _fast_jobs(jobs: Any, kind: type) -> list[dict] | None:
+    """The jobs as pydantic would give them, read by msgspec; None where msgspec refuses them or
+    may read them otherwise than pydantic (`_read_alike`), or where one is not a dict."""
+    try:
+        checked = msgspec.convert(jobs, list[kind], strict=True)
+        return checked if _read_alike(jobs, checked, kind) else None
+    except (msgspec.ValidationError, TypeError):
+        return None
+
+
+def _texts(jobs: list[dict], field: str) -> Iterator[str]:
+    """The field's times given as text (given as datetimes, they were not read)."""
+    return filter(str.__instancecheck__, map(dict.get, jobs, repeat(field)))
+
+
+def _longest(jobs: list[dict], field: str) -> int:
+    """The length of the longest of the field's times given as text."""
+    try:
+        # Text only, the usual case of a file: its lengths taken without asking each its type.
+        return max(map(len, filter(None, map(dict.get, jobs, repeat(field)))), default=0)
+    except TypeError:
+        return max(map(len, _texts(jobs, field)), default=0)
+
+
+def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
+    """Whether msgspec's reading of the jobs is pydantic's. Strict, msgspec takes no text for a
+    number and no 1 for True, which pydantic converts; but it drops the keys a TypedDict does not
+    name, which pydantic refuses; it rounds a fraction of a second beyond microseconds, which
+    pydantic cuts; and it knows no validator: a bundle must ask for something."""
+    # A job's keys as read are a part of those given: as many in all, they are all of them.
+    if sum(map(len, jobs)) != sum(map(len, checked)):
+        return False
+    for field in _TIMES[kind]:
+        if any(map(dict.get, jobs, repeat(field))) and _longest(jobs, field) > _SHORT_TIME \
+                and any(map(_LONG_FRACTION.search, _texts(jobs, field))):
+            return False
+    return all(any(amount > 0 for amount in bundle.values())
+               for bundles in filter(None, map(dict.get, checked, repeat("bundles"))) for bundle in bundles)
+
 
 # Why a job holds a reservation: it preempted for the node, or it is first in line and has waited
 # past the group's reserve_after.
@@ -164,7 +228,7 @@ class Reservation(TypedDict):
     kind: NotRequired[ReservationKind]
     bundle_nodes: NotRequired[list[Name]]
     # When it is expected to start (the plan's; a snapshot's is judged again).
-    expected_start: NotRequired[AwareDatetime | None]
+    expected_start: NotRequired[Time | None]
 
 
 class User(_Strict):
@@ -211,11 +275,18 @@ class Snapshot(_Strict):
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     reservations: list[Reservation] = Field(default_factory=list)
 
+    @field_validator("running", "pending", mode="wrap")
+    @classmethod
+    def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[dict]:
+        fast = _fast_jobs(jobs, RunningJob if info.field_name == "running" else PendingJob)
+        return handler(jobs) if fast is None else fast
+
     @model_validator(mode="after")
     def _consistent(self) -> Snapshot:
         _first_repeat("group.resource_priority", self.group.resource_priority)
         _first_repeat("nodes", [node.id for node in self.nodes], ".id")
-        _first_repeat("pending", [job["id"] for job in self.pending], ".id")
+        if len(set(map(itemgetter("id"), self.pending))) != len(self.pending):
+            _first_repeat("pending", [job["id"] for job in self.pending], ".id")
         if self.now is None:
             for index, job in enumerate(self.pending):
                 if job.get("not_before") is not None:
@@ -227,6 +298,11 @@ class Snapshot(_Strict):
         if self.group.default_class not in classes:
             raise ValueError(f"group.default_class: {self.group.default_class!r} is not one of group.priority_classes")
         for field, jobs in (("running", self.running), ("pending", self.pending)):
+            # Few jobs name a class, and fewer a wrong one: each is looked for only then.
+            named = set(map(dict.get, jobs, repeat("class")))
+            named.discard(None)
+            if named <= classes:
+                continue
             for index, job in enumerate(jobs):
                 if job.get("class", self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
