@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -624,9 +625,16 @@ def _parts(job_: dict, node: str, bundle_nodes: list[str] | None) -> list[tuple[
     return [(node, _units(job_["resources"])), *((home, _units(b)) for home, b in zip(homes, bundles))]
 
 
+# A node over-committed by outside work (n0 holds 5 of its 2 CPUs) once counted its deficit
+# against the other nodes' room: the gang's trial on the nodes it would take then found no
+# placement after the one that chose them had, and the planner raised a TypeError.
+OVERCOMMITTED = json.loads((Path(__file__).parents[1] / "examples" / "gang-preemption-overcommitted-node.json").read_text())
+
+
 # Twice the examples: about one in twenty has a gang preempt across nodes.
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_preempting_snapshots())
+@example(OVERCOMMITTED)
 def test_a_gangs_victims_are_eligible_and_free_room_for_its_whole_footprint(document):
     result = plan(Snapshot.model_validate(document)).document()
     running = {job_["id"]: job_ for job_ in document["running"]}

@@ -320,10 +320,12 @@ class _Trial:
         self.least = {name: min(bundle.need.get(name) for bundle in self.gang.bundles) for name in names}
         self.least = {name: amount for name, amount in self.least.items() if amount > 0}
         self.one_each = self.gang.strategy == "STRICT_SPREAD"
+        # The room of the nodes in all, each counting what it has free, and no less than nothing: a
+        # node over-committed (an outside job Ray placed there) takes nothing from the others' room.
         self.room: dict[str, int] = {}
         self.holds = []
         for copy in self.copies:
-            add_to(self.room, copy.free)
+            add_to(self.room, {name: amount for name, amount in copy.free.items() if amount > 0})
             self.holds.append(self._holds(copy))
         self.held = sum(self.holds)
         if found:
@@ -341,8 +343,10 @@ class _Trial:
         names = self.shape.names
         for index, candidate in found:
             copy = self.copies[index]
-            add_to(copy.free, candidate.here)
-            add_to(self.room, candidate.here)
+            for name, amount in candidate.here.items():
+                before = copy.free.get(name, 0)
+                copy.free[name] = before + amount
+                self.room[name] = self.room.get(name, 0) + max(before + amount, 0) - max(before, 0)
             before, self.holds[index] = self.holds[index], self._holds(copy)
             self.held += self.holds[index] - before
         if not any(name in names for _, candidate in found for name in candidate.here):
