@@ -102,3 +102,11 @@ def test_short_of_bounds_the_nodes_with_enough_of_the_first_resource(case, amoun
     for index, free in enumerate(nodes):
         enough = amount <= 0 or free.get(order[0], 0) >= amount
         assert (packing.key(free, index) < short) == enough
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_keys_are_each_nodes_key(case):
+    order, nodes, _, sign = case
+    packing = PackedKeys(nodes, order, sign)
+    assert packing.keys(nodes) == [packing.key(free, index) for index, free in enumerate(nodes)]

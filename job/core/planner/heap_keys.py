@@ -78,6 +78,14 @@ class PackedKeys:
             key += (free.get(name, 0) - zero) * weight
         return key
 
+    def keys(self, frees: Sequence[Mapping[str, int]]) -> list[int]:
+        """`key` of every node, its index being its position in `frees`, worked out a resource at
+        a time: a plan packs every node at its start."""
+        keys = list(range(len(frees)))
+        for name, zero, weight in self._fields:
+            keys = [key + (free.get(name, 0) - zero) * weight for key, free in zip(keys, frees)]
+        return keys
+
     def entry(self, extras: int, key: int) -> int:
         """A heap entry: the node's extras for one shape (>= 0) above its key."""
         return (extras << self.extras_shift) | key

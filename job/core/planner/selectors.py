@@ -115,8 +115,9 @@ class _ByFree(Selector):
         self._index = {node: index for index, node in enumerate(self._nodes)}
         # Free resources stay within the packing's bounds: they only go down, and a placement
         # leaves them at 0 or more.
-        self._packing = packing = PackedKeys([node.free for node in self._nodes], order, self.sign)
-        self._keys = [packing.key(node.free, index) for index, node in enumerate(self._nodes)]
+        frees = [node.free for node in self._nodes]
+        self._packing = PackedKeys(frees, order, self.sign)
+        self._keys = self._packing.keys(frees)
 
     def placed(self, node: NodeState) -> None:
         index = self._index[node]
