@@ -91,3 +91,22 @@ def test_bounds_include_zero_and_nothing_packs():
     empty = PackedKeys([], ("GPU", "CPU"), 1)
     assert empty.index_mask == 0 and empty.key_mask == 0
     assert empty.entry(2, 0) > empty.entry(1, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases(), st.integers(-3, 10))
+def test_short_of_bounds_the_nodes_with_enough_of_the_first_resource(case, amount):
+    order, nodes, _, _ = case
+    packing = PackedKeys(nodes, order, -1)
+    short = packing.short_of(amount)
+    for index, free in enumerate(nodes):
+        enough = amount <= 0 or free.get(order[0], 0) >= amount
+        assert (packing.key(free, index) < short) == enough
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_keys_are_each_nodes_key(case):
+    order, nodes, _, sign = case
+    packing = PackedKeys(nodes, order, sign)
+    assert packing.keys(nodes) == [packing.key(free, index) for index, free in enumerate(nodes)]

@@ -78,9 +78,27 @@ class PackedKeys:
             key += (free.get(name, 0) - zero) * weight
         return key
 
+    def keys(self, frees: Sequence[Mapping[str, int]]) -> list[int]:
+        """`key` of every node, its index being its position in `frees`, worked out a resource at
+        a time: a plan packs every node at its start."""
+        keys = list(range(len(frees)))
+        for name, zero, weight in self._fields:
+            keys = [key + (free.get(name, 0) - zero) * weight for key, free in zip(keys, frees)]
+        return keys
+
     def entry(self, extras: int, key: int) -> int:
         """A heap entry: the node's extras for one shape (>= 0) above its key."""
         return (extras << self.extras_shift) | key
+
+    def short_of(self, amount: int) -> int:
+        """For sign -1 (the most free first): the least key of a node short of a request that asks
+        `amount` of the first resource of `order`, on that resource. It is the key's top field, so a
+        node has at least `amount` of it if and only if its key is below this one. A request that
+        asks none of it (0) is short nowhere, whatever a node has: the bound is above every key."""
+        if not self._fields or amount <= 0:
+            return self.key_mask + 1
+        _, high, weight = self._fields[-1]
+        return (high - amount + 1) * -weight
 
     def within_bounds(self, free: Mapping[str, int]) -> bool:
         """Whether the free amounts can be packed so that the order holds."""

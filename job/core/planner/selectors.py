@@ -8,9 +8,9 @@ state under its rule's `state_name`. The selectors are declared, with their trai
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Sequence
-from heapq import heapify, heappop, heappush, heapreplace
+from heapq import heapify, heappop, heappush
 from typing import Annotated, ClassVar
 
 from pydantic import BaseModel, Field
@@ -101,16 +101,13 @@ class _ByFree(Selector):
     """Fewest extras, then free capacity compared resource by resource in priority order: the least
     (`sign` 1) or the most (`sign` -1); then the smaller id.
 
-    Each shape has a heap of ints that order as the tuples (extras, *sign·free, id) would, packed
-    by `PackedKeys` (heap_keys.py, which documents the layout): a heap step then compares two ints
-    instead of two tuples field by field. A node's key (its free amounts and index) is worked out
-    once per placement on it, and kept in `_keys`. A node that no longer fits a shape leaves its
-    heap for good. Heaps are not touched on placement; an entry whose key is not the node's
-    current one is put right when it reaches the top: re-keyed where `rekey` is set, else dropped
-    (see the subclasses)."""
+    Nodes are ordered by ints that order as the tuples (extras, *sign·free, id) would, packed by
+    `PackedKeys` (heap_keys.py, which documents the layout): a comparison is then one step between
+    two ints instead of two tuples field by field. A node's key (its free amounts and index) is
+    worked out once per placement on it, and kept in `_keys`; the subclasses keep the nodes in
+    that order their own way."""
 
     sign: ClassVar[int]
-    rekey: ClassVar[bool]
 
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
         super().__init__(nodes, order, state)
@@ -118,51 +115,143 @@ class _ByFree(Selector):
         self._index = {node: index for index, node in enumerate(self._nodes)}
         # Free resources stay within the packing's bounds: they only go down, and a placement
         # leaves them at 0 or more.
-        self._packing = packing = PackedKeys([node.free for node in self._nodes], order, self.sign)
-        self._keys = [packing.key(node.free, index) for index, node in enumerate(self._nodes)]
+        frees = [node.free for node in self._nodes]
+        self._packing = PackedKeys(frees, order, self.sign)
+        self._keys = self._packing.keys(frees)
+
+    def placed(self, node: NodeState) -> None:
+        index = self._index[node]
+        self._keys[index] = self._packing.key(node.free, index)
+
+    def preference(self, node: NodeState, shape: Shape) -> tuple:
+        free, sign = node.free, self.sign
+        return _extras(node, shape), tuple(sign * free.get(name, 0) for name in self.order), node.id
+
+
+class Dispersed(_ByFree):
+    """Spread: the most free capacity.
+
+    A placement only lowers a node's free resources, so its key (negated) only grows: a node only
+    ever sorts later. One list of keys per kind of node (`has`, which alone sets a node's extras
+    for a shape), kept sorted, then serves every shape, where a heap per shape would cost a pass
+    over the nodes per shape and plan. A shape reads each list from where it last found a node:
+    every node that sorts before that key now sorted before it then and did not fit, and still
+    does not (free only goes down). The nodes short of the first resource of the order sort last
+    (it is the key's top field): a shape's reading stops at them."""
+
+    sign = -1
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        super().__init__(nodes, order, state)
+        self._sorted: dict[frozenset[str], list[int]] = {}
+        for node, key in zip(self._nodes, self._keys):
+            self._sorted.setdefault(node.has, []).append(key)
+        for keys in self._sorted.values():
+            keys.sort()
+        # Per shape: its kinds' lists grouped by extras, the fewest first, each with the key its
+        # reading starts from; and the key from which nodes are short of the first resource.
+        self._levels: dict[Shape, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
+
+    def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], list[int]]]], int]:
+        by_extras: dict[int, list[tuple[list[int], list[int]]]] = {}
+        for has, keys in self._sorted.items():
+            by_extras.setdefault(len(has - shape.names), []).append((keys, [0]))
+        first = dict(shape.items).get(self.order[0], 0) if self.order else 0
+        levels = self._levels[shape] = ([by_extras[extras] for extras in sorted(by_extras)],
+                                        self._packing.short_of(first))
+        return levels
+
+    def select(self, shape: Shape) -> NodeState | None:
+        levels, short = self._levels.get(shape) or self._levels_of(shape)
+        nodes, index_mask, need = self._nodes, self._packing.index_mask, shape.items
+        # Outside the shape's pool is as good as too small: never its node.
+        members = None if len(shape.pool.nodes) == len(nodes) else shape.pool.members
+        for level in levels:
+            best = short
+            for keys, cursor in level:
+                found = short
+                for position in range(bisect_left(keys, cursor[0]), bisect_left(keys, short)):
+                    key = keys[position]
+                    node = nodes[key & index_mask]
+                    if members is not None and node not in members:
+                        continue
+                    # `fits` inline, with for/else: this runs over many nodes, per shape, per plan.
+                    free = node.free
+                    for name, amount in need:
+                        if free.get(name, 0) < amount:
+                            break
+                    else:
+                        found = key
+                        break
+                cursor[0] = found
+                best = min(best, found)
+            if best < short:
+                return nodes[best & index_mask]
+        return None
+
+    def placed(self, node: NodeState) -> None:
+        index = self._index[node]
+        old = self._keys[index]
+        super().placed(node)
+        new = self._keys[index]
+        if new != old:
+            keys = self._sorted[node.has]
+            del keys[bisect_left(keys, old)]
+            insort(keys, new)
+
+
+class Concentrated(_ByFree):
+    """Pack: the least free capacity that still fits.
+
+    Each shape has a heap of entries, its extras above each node's key (`PackedKeys.entry`), of
+    the nodes that may fit it. A node that no longer fits a shape leaves its heap for good. A
+    placement makes a node come earlier, so each heap must hear of it: the node's new entry is
+    pushed when the shape is next asked (`_fresh`); an entry whose key is not the node's current
+    one is left over, and dropped when it reaches the top."""
+
+    sign = 1
+
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+        super().__init__(nodes, order, state)
         self._heaps: dict[Shape, list[int]] = {}
+        # The nodes placed on, in order, and how far each shape has read.
+        self._changed: list[NodeState] = []
+        self._read: dict[Shape, int] = {}
 
     def _heap(self, shape: Shape) -> list[int]:
-        heap = self._heaps.get(shape)
-        if heap is None:
-            shift, keys, index, need = self._packing.extras_shift, self._keys, self._index, shape.items
-            # Nodes of one kind have the same extras for the shape: worked out once per kind.
-            extras: dict[frozenset[str], int] = {}
-            heap = []
-            # `fits` inline, with for/else: this runs over every node of the pool, per shape, per plan.
-            for node in shape.pool.nodes:
-                free = node.free
-                for name, amount in need:
-                    if free.get(name, 0) < amount:
-                        break
-                else:
-                    count = extras.get(node.has)
-                    if count is None:
-                        count = extras[node.has] = _extras(node, shape)
-                    # PackedKeys.entry, inline.
-                    heap.append((count << shift) | keys[index[node]])
-            self._heaps[shape] = heap
-            heapify(heap)
+        shift, keys, index, need = self._packing.extras_shift, self._keys, self._index, shape.items
+        # Nodes of one kind have the same extras for the shape: worked out once per kind.
+        extras: dict[frozenset[str], int] = {}
+        heap = []
+        # `fits` inline, with for/else: this runs over every node of the pool, per shape, per plan.
+        for node in shape.pool.nodes:
+            free = node.free
+            for name, amount in need:
+                if free.get(name, 0) < amount:
+                    break
+            else:
+                count = extras.get(node.has)
+                if count is None:
+                    count = extras[node.has] = _extras(node, shape)
+                # PackedKeys.entry, inline.
+                heap.append((count << shift) | keys[index[node]])
+        self._heaps[shape] = heap
+        heapify(heap)
         return heap
 
     def select(self, shape: Shape) -> NodeState | None:
         heap = self._fresh(shape)
         nodes, keys = self._nodes, self._keys
         packing = self._packing
-        index_mask, key_mask, extras_mask = packing.index_mask, packing.key_mask, packing.extras_mask
+        index_mask, key_mask = packing.index_mask, packing.key_mask
         need = shape.items
-        rekey = self.rekey
         while heap:
             entry = heap[0]
             index = entry & index_mask
-            key = keys[index]
-            # Whether a node fits does not depend on its key: an entry out of date is put right
+            # Whether a node fits does not depend on its key: an entry out of date is dropped
             # first, and the node is checked once it is on top with its current key.
-            if entry & key_mask != key:
-                if rekey:
-                    heapreplace(heap, entry & extras_mask | key)
-                else:
-                    heappop(heap)
+            if entry & key_mask != keys[index]:
+                heappop(heap)
                 continue
             node = nodes[index]
             free = node.free
@@ -175,55 +264,17 @@ class _ByFree(Selector):
         return None
 
     def placed(self, node: NodeState) -> None:
-        index = self._index[node]
-        self._keys[index] = self._packing.key(node.free, index)
-
-    def preference(self, node: NodeState, shape: Shape) -> tuple:
-        free, sign = node.free, self.sign
-        return _extras(node, shape), tuple(sign * free.get(name, 0) for name in self.order), node.id
-
-    def _fresh(self, shape: Shape) -> list[int]:
-        raise NotImplementedError
-
-
-class Dispersed(_ByFree):
-    """Spread: the most free capacity."""
-
-    sign = -1
-
-    # A placement only lowers a node's free resources, so its key (negated) only grows: an entry
-    # out of date sorts too early, never too late, and is re-keyed when it reaches the top.
-    rekey = True
-    _fresh = _ByFree._heap
-
-
-class Concentrated(_ByFree):
-    """Pack: the least free capacity that still fits."""
-
-    sign = 1
-    # The node's current entry was pushed when it changed (see `_fresh`); one out of date is left
-    # over.
-    rekey = False
-
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
-        super().__init__(nodes, order, state)
-        # Here a placement makes a node come earlier, so each heap must hear of it: the nodes
-        # placed on, in order, and how far each shape has read.
-        self._changed: list[NodeState] = []
-        self._read: dict[Shape, int] = {}
-
-    def placed(self, node: NodeState) -> None:
         super().placed(node)
         self._changed.append(node)
 
     def _fresh(self, shape: Shape) -> list[int]:
-        fresh = shape not in self._heaps
-        heap = self._heap(shape)
-        read = self._read.get(shape, 0)
-        if not fresh and read < len(self._changed):
+        heap = self._heaps.get(shape)
+        if heap is None:
+            heap = self._heap(shape)
+        elif self._read.get(shape, 0) < len(self._changed):
             # In any order: the heap's top is the same whatever order the pushes come in.
             entry, keys, index, need = self._packing.entry, self._keys, self._index, shape.items
-            for node in shape.pool.members.intersection(self._changed[read:]):
+            for node in shape.pool.members.intersection(self._changed[self._read.get(shape, 0):]):
                 if fits(need, node.free):
                     heappush(heap, entry(_extras(node, shape), keys[index[node]]))
         self._read[shape] = len(self._changed)
