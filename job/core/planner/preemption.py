@@ -205,8 +205,9 @@ class Preemptor:
                 parts.setdefault(candidate.id, []).append((index, candidate))
         room: dict[str, int] = {}
         for node in nodes:
-            add_to(room, node.free)
-            add_to(room, self.held.get(node.id, {}))
+            here = dict(node.free)
+            add_to(here, self.held.get(node.id, {}))
+            add_to(room, {name: amount for name, amount in here.items() if amount > 0})  # as _Trial's room
         if not parts or not shape.need.fits_in(Resources(room)):
             return None
         trial = _Trial(shape, nodes)
