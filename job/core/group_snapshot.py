@@ -309,15 +309,18 @@ def _held_bundles(job: ActiveJob) -> dict:
 
 def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
     """When a placed job is expected to end, what a reservation for the head of the line counts on
-    (docs/planner.md, "Reservations and backfill"): its start (not started yet: now) plus its max
-    runtime where set, else the tick's estimate of its run time (core/estimates.py); none when
-    neither is known."""
+    (docs/planner.md, "Reservations and backfill"): its start plus its max runtime where set, else
+    the tick's estimate of its run time (core/estimates.py); none when neither is known. A job not
+    started yet counts from when Ray accepted it (not sent yet: now), not from each tick's now:
+    while Ray was slow to start drivers, an end that moved with the clock moved the reservation's
+    start with it, and each backfilled job let the next one in, so the reserved job never started."""
     seconds = job.max_runtime_s
     if seconds is None and run_times is not None:
         seconds = run_times.of(job.user_name, job.resources, None, job.bundles).seconds
     if seconds is None:
         return {}
-    started = job.started_at if job.state == states.RUNNING and job.started_at is not None else now
+    started = (job.started_at if job.state == states.RUNNING and job.started_at is not None
+               else job.accepted_at or now)
     return {"expected_end": started + timedelta(seconds=seconds)}
 
 
