@@ -24,6 +24,7 @@ from job import log
 from job.core.errors import DatabaseUnavailable
 from job.core.redact import redact_url
 from job.scheduler.config import TickConfig
+from job.scheduler.pending import PendingRows
 from job.scheduler.report import GroupResult
 from job.scheduler.tick import run_tick
 from job.store.connection import answers
@@ -57,10 +58,10 @@ class _Window:
         return max(0.0, self.deadline - time.monotonic())
 
 
-def _tick(config: TickConfig, group: str | None, window: _Window) -> bool | None:
+def _tick(config: TickConfig, group: str | None, window: _Window, pending: PendingRows) -> bool | None:
     """One tick: whether it scheduled, or None when PostgreSQL did not answer (waited for)."""
     try:
-        return scheduled(run_tick(config, group))
+        return scheduled(run_tick(config, group, pending=pending))
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         _wait_for_database(config.database_url, str(exc).strip().splitlines()[0] if str(exc).strip() else "", window)
         return None
@@ -108,13 +109,17 @@ def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None
     window = _Window(start + run_for_s, stopping)
     longest, ticks, good, bad = 0.0, 0, 0, 0
     next_start = start
+    pending = PendingRows()
     while not stopping:
         began = time.monotonic()
         if began + longest > window.deadline:
             break
-        outcome = _tick(config, group, window)
+        outcome = _tick(config, group, window, pending)
         ticks += 1
         if outcome is None:
+            # The database that answers again may not be the one that went away (a fail-over to
+            # a replica behind it): none of the rows kept from before is trusted.
+            pending = PendingRows()
             bad += 1
             next_start = time.monotonic()  # back (or out of time): tick at once
         else:

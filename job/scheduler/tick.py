@@ -31,6 +31,7 @@ from job.core.share import placement_figures
 from job.core.waiting import waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
+from job.scheduler.pending import PendingRows
 from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
 from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
@@ -44,7 +45,10 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool = False) -> list[GroupResult]:
+def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool = False,
+             pending: PendingRows | None = None) -> list[GroupResult]:
+    """Ticks the group named, else every group. `pending`: the pending rows kept by a process that
+    ticks again (the loop); without it, each group's are all read."""
     with session(config.database_url) as conn:
         chosen = groups.groups(conn, group_name)
         installation = groups.installation_id(conn)
@@ -54,7 +58,7 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
     for group in chosen:
         began = time.perf_counter()
         try:
-            result = tick_group(config, group, installation, dry_run=dry_run)
+            result = tick_group(config, group, installation, dry_run=dry_run, pending=pending)
         except ClusterNotReady as exc:
             # A RayCluster still being created or resumed is expected: skipped, like a held lock.
             result = GroupResult(group.name, "skipped", cause=str(exc))
@@ -73,8 +77,10 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
     return results
 
 
-def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry_run: bool = False) -> GroupResult:
+def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry_run: bool = False,
+               pending: PendingRows | None = None) -> GroupResult:
     name = group.name
+    pending = PendingRows() if pending is None else pending
     with connect(config.database_url, counting=True) as conn:
         if not dry_run and not groups.try_lock(conn, name):
             conn.commit()
@@ -87,7 +93,10 @@ def tick_group(config: TickConfig, group: GroupConfig, installation: str, *, dry
             current.check()
             # 100k pending rows, their snapshot and plan, held until the group's tick ends.
             with collection.paused():
-                return _GroupTick(conn, config, current, installation).run(dry_run)
+                return _GroupTick(conn, config, current, installation, pending).run(dry_run)
+        except BaseException:
+            pending.forget(name)
+            raise
         finally:
             if not dry_run and not conn.closed:
                 conn.rollback()
@@ -122,8 +131,10 @@ class PlanStep:
 class _GroupTick:
     """One group's tick under its lock, step by step: each step returns what the next ones need."""
 
-    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str):
+    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str,
+                 pending: PendingRows):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
+        self.pending = pending
         self.name = group.name
         self.steps = Steps()
         self.result = GroupResult(self.name, "ticked")
@@ -193,7 +204,7 @@ class _GroupTick:
     def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
-        pending = tick_jobs.pending_jobs(self.conn, self.name)
+        pending = self.pending.read(self.conn, self.name)
         state = groups.group_state(self.conn, self.name)
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)

@@ -50,6 +50,39 @@ def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return list(map(tuple.__new__, repeat(PendingRow), rows))
 
 
+def current_snapshot(conn: psycopg.Connection) -> str:
+    """The database's snapshot now (pg_snapshot, as text): the rows written by any transaction it
+    does not see are the ones `pending_changes` reads later."""
+    return conn.execute("SELECT pg_current_snapshot()::text AS snapshot").fetchone()["snapshot"]
+
+
+# The states of jobs_group_version's rows, as its predicate writes them: a parameter would not
+# let PostgreSQL use the index.
+_UNFINISHED = ", ".join(f"'{state}'" for state in states.UNFINISHED)
+
+
+def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:
+    """The group's unfinished jobs written by transactions the snapshot `since` did not see
+    (sql/0020): those pending now, and the ids of the others; with the number of the group's
+    pending jobs, in the same statement, so that the three are of one moment."""
+    rows = conn.cursor(row_factory=tuple_row).execute(
+        f"""SELECT (SELECT count(*) FROM jobs WHERE group_name = %(group)s AND state = %(pending)s), changed.*
+            FROM (SELECT 1) AS one LEFT JOIN (
+                SELECT state, {_PENDING} FROM jobs
+                WHERE group_name = %(group)s AND state IN ({_UNFINISHED})
+                  AND version >= pg_snapshot_xmin(%(since)s::pg_snapshot)
+                  AND NOT pg_visible_in_snapshot(version, %(since)s::pg_snapshot)) AS changed ON true""",
+        {"group": group, "pending": states.PENDING, "since": since},
+    ).fetchall()
+    pending, left = [], []
+    for _, state, *fields in rows:
+        if state == states.PENDING:
+            pending.append(PendingRow(*fields))
+        elif state is not None:
+            left.append(fields[0])
+    return rows[0][0], pending, left
+
+
 def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:
     """The group's `limit` most recent successful jobs that have both times, newest first: user,
     request, seconds run. Through jobs_succeeded_recent, reading `limit` rows of the history

@@ -339,6 +339,8 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         assert call(groups.try_lock, conn, GROUP)
         group = call(groups.get_group, conn, GROUP)
         assert len(call(tick_jobs.active_jobs, conn, GROUP)) == 3 and len(call(tick_jobs.pending_jobs, conn, GROUP)) == 3
+        since = call(tick_jobs.current_snapshot, conn)
+        assert call(tick_jobs.pending_changes, conn, GROUP, since)[0] == 3
         assert {u["name"] for u in call(users.users_of_group, conn, GROUP)} == {ALICE, BOB}
         call(groups.group_state, conn, GROUP)
         call(groups.save_group_state, conn, GROUP, {"roundrobin": {"next": 1}})
