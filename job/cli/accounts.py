@@ -1,14 +1,19 @@
-"""The commands on accounts (teams above users): account add, set, show, list, remove."""
+"""The commands on accounts (teams above users): account add, set, show, list, remove. An account's
+spec (job.core.specs, pydantic's models) is imported where an account is written or shown in full:
+`account list`'s table reads the rows alone."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs, parser_of
 from job.core.accounts import walk
-from job.core.specs import AccountSpec, validated
 from job.store import accounts
+
+if TYPE_CHECKING:
+    from job.core.specs import AccountSpec
 
 
 def register(sub) -> None:
@@ -34,6 +39,8 @@ def _options(parser: argparse.ArgumentParser, adding: bool) -> None:
 
 
 def _fields(args: argparse.Namespace, current: dict) -> dict:
+    from job.core.specs import AccountSpec
+
     fields = {field: current[field] for field in AccountSpec.model_fields if field in current}
     fields["name"] = args.name
     for option in ("parent", "shares", "max_running"):
@@ -51,6 +58,8 @@ def _said(spec: AccountSpec) -> str:
 
 
 def add(args: argparse.Namespace) -> int:
+    from job.core.specs import AccountSpec, validated
+
     spec = validated(AccountSpec, _fields(args, {}))
     with database() as conn:
         accounts.insert_account(conn, spec)
@@ -59,6 +68,8 @@ def add(args: argparse.Namespace) -> int:
 
 
 def update(args: argparse.Namespace) -> int:
+    from job.core.specs import AccountSpec, validated
+
     with database() as conn:
         spec = validated(AccountSpec, _fields(args, accounts.get_account(conn, args.name, for_update=True)))
         accounts.update_account(conn, spec)
@@ -67,6 +78,8 @@ def update(args: argparse.Namespace) -> int:
 
 
 def _account_json(row: dict) -> dict:
+    from job.core.specs import AccountSpec
+
     return {**{field: row[field] for field in AccountSpec.model_fields}, "users": row["users"],
             "children": row["children"], "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
 

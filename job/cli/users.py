@@ -1,4 +1,5 @@
-"""The commands on users: user set, show, list."""
+"""The commands on users: user set, show, list. A user's spec (job.core.specs, pydantic's models) is
+imported where a user is written or shown in full: `user list`'s table reads the rows alone."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import argparse
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, parser_of, pairs
 from job.core.errors import NotFound
-from job.core.specs import UserSpec, validated
 from job.store import users
 
 
@@ -27,6 +27,8 @@ def register(sub) -> None:
 
 
 def user_set(args: argparse.Namespace) -> int:
+    from job.core.specs import UserSpec, validated
+
     with database() as conn:
         current = users.get_user(conn, args.name) or {}
         fields = {field: current[field] for field in UserSpec.model_fields if field in current}
@@ -45,6 +47,8 @@ def user_set(args: argparse.Namespace) -> int:
 
 
 def _user_json(row: dict) -> dict:
+    from job.core.specs import UserSpec
+
     return {**{field: row[field] for field in UserSpec.model_fields},
             "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
 

@@ -7,37 +7,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from functools import cache
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
-from job.core.jobs import ActiveJob
-
-
-class _Observed(BaseModel):
-    # What core/observed.py `record` writes; other keys are let be. Built at the first row checked.
-    model_config = ConfigDict(extra="allow", defer_build=True)
-
-    declared: dict[str, FiniteFloat]
-    used: dict[str, FiniteFloat]
-    charged: dict[str, FiniteFloat]
-    nodes: dict[str, dict[str, FiniteFloat]]
-    placement_groups: int
-    actors: int
-    tasks: int
-    over_since: Optional[str] = None
-
+    from job.core.jobs import ActiveJob
 
 # A bound no job's run reaches and times still hold when added to now (a datetime ends at year 9999).
 MAX_RUNTIME_S = 100 * 365 * 86400.0
 
 
-
 @cache
 def _shapes() -> dict[str, TypeAdapter]:
-    # Built at the first row checked: the snapshot's shapes (the planner's package) are not for a
-    # command that finds no row, `jobs` on an empty queue.
+    # Built at the first row checked, pydantic and the snapshot's shapes (the planner's package) with
+    # them: they are not for a command that finds no row, `jobs` on an empty queue (issue 24).
+    from typing import Annotated, Optional
+
+    from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter
+
     from job.core.planner.snapshot import Bundles, ResourceMap
+
+    class Observed(BaseModel):
+        # What core/observed.py `record` writes; other keys are let be.
+        model_config = ConfigDict(extra="allow")
+
+        declared: dict[str, FiniteFloat]
+        used: dict[str, FiniteFloat]
+        charged: dict[str, FiniteFloat]
+        nodes: dict[str, dict[str, FiniteFloat]]
+        placement_groups: int
+        actors: int
+        tasks: int
+        over_since: Optional[str] = None
 
     return {
         "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_RUNTIME_S, allow_inf_nan=False)]]),
@@ -45,13 +47,15 @@ def _shapes() -> dict[str, TypeAdapter]:
         "node_labels": TypeAdapter(dict[str, str]),
         "bundles": TypeAdapter(Optional[Bundles]),
         "bundle_nodes": TypeAdapter(Optional[list[str]]),
-        "observed": TypeAdapter(Optional[_Observed]),
+        "observed": TypeAdapter(Optional[Observed]),
     }
 
 
 def row_problem(row: Mapping[str, Any]) -> str | None:
     """What is wrong with the row's first malformed field, as `field.key: message (value)`, or None;
     of the fields the row has (a report reads a few)."""
+    from pydantic import ValidationError  # at the first row checked, as _shapes's
+
     for field, shape in _shapes().items():
         if field not in row:
             continue

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 
 from job.core.errors import BadInput, Conflict, NotFound
-from job.core.specs import AccountSpec
 from job.store.params import json_param
 
-_COLUMNS = tuple(AccountSpec.model_fields)
+if TYPE_CHECKING:
+    from job.core.specs import AccountSpec
+
+
+def _columns(spec: AccountSpec) -> tuple[str, ...]:
+    """The spec's fields, from the spec given: pydantic's models are for a write, not for `account list`."""
+    return tuple(type(spec).model_fields)
 
 
 def _unknown_parent(spec: AccountSpec) -> NotFound:
@@ -16,10 +23,10 @@ def _unknown_parent(spec: AccountSpec) -> NotFound:
 
 
 def insert_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
-    values = spec.model_dump()
+    values, columns = spec.model_dump(), _columns(spec)
     try:
-        conn.execute(f"INSERT INTO accounts ({', '.join(_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_COLUMNS))})",
-                     [json_param(column, values[column]) for column in _COLUMNS])
+        conn.execute(f"INSERT INTO accounts ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
+                     [json_param(column, values[column]) for column in columns])
     except psycopg.errors.UniqueViolation:
         conn.rollback()
         raise Conflict(f"account {spec.name!r} already exists (change it with `python -m job account set {spec.name}`)") from None
@@ -31,7 +38,7 @@ def insert_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
 def update_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
     """Write the account's fields; a parent below it is refused by the table's trigger (a cycle)."""
     values = spec.model_dump()
-    updates = [column for column in _COLUMNS if column != "name"]
+    updates = [column for column in _columns(spec) if column != "name"]
     try:
         conn.execute(f"UPDATE accounts SET {', '.join(f'{c} = %s' for c in updates)}, updated_at = now() WHERE name = %s",
                      [*(json_param(column, values[column]) for column in updates), spec.name])

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 
 from job.core import states
 from job.core.errors import NotFound
-from job.core.specs import UserSpec
 from job.store.params import json_param
 
-_USER_COLUMNS = tuple(UserSpec.model_fields)
+if TYPE_CHECKING:
+    from job.core.specs import UserSpec
 
 
 def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
     values = spec.model_dump()
-    updates = [column for column in _USER_COLUMNS if column != "name"]
+    # The spec's fields, from the spec given: pydantic's models are for a write, not for `user list`.
+    columns = tuple(type(spec).model_fields)
+    updates = [column for column in columns if column != "name"]
     try:
         conn.execute(
-            f"""INSERT INTO users ({', '.join(_USER_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_USER_COLUMNS))})
+            f"""INSERT INTO users ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})
                 ON CONFLICT (name) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in updates)}, updated_at = now()""",
-            [json_param(column, values[column]) for column in _USER_COLUMNS],
+            [json_param(column, values[column]) for column in columns],
         )
     except psycopg.errors.ForeignKeyViolation:
         conn.rollback()
