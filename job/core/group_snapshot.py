@@ -187,15 +187,35 @@ def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str
     return found
 
 
-def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
+class MadeJobs:
+    """The planner's pending job made of each row by the last snapshot, for the next one: where
+    the rows are kept between ticks (scheduler/pending.py), a row nobody wrote is the same object
+    and its job is the same dict, not made again (at 100,000 pending, making them cost a third of
+    the plan). Only jobs that owe nothing to the tick's now are kept (their wait for resources has
+    begun; no reservation, whose end is judged each tick), and none once the group's classes
+    changed. The planner only reads its jobs."""
+
+    def __init__(self) -> None:
+        self.classes: frozenset[str] = frozenset()
+        self.jobs: dict[int, tuple[PendingRow, dict]] = {}
+
+
+def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None
                   ) -> tuple[list[dict], dict[int, str], list[dict]]:
     """The planner's pending jobs, the rows that cannot be planned (id -> why) and the reservations
-    still held, as build_snapshot says."""
+    still held, as build_snapshot says; `made` is read and brought up to date."""
     classes = group.class_names
     requests: dict[str, dict | str] = {}
     labels: dict[str, dict | str] = {}
     jobs, invalid, reservations = [], {}, []
+    before = made.jobs if made is not None and made.classes == classes else {}
+    kept: dict[int, tuple[PendingRow, dict]] = {}
     for row in pending:
+        known = before.get(row.id)
+        if known is not None and known[0] is row:
+            kept[row.id] = known
+            jobs.append(known[1])
+            continue
         request = requests.get(row.resources)
         if request is None:
             request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
@@ -226,9 +246,14 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime
             job["max_runtime_s"] = row.max_runtime_s
         # A job whose wait for resources has not begun before this tick begins it now.
         job["waiting_since"] = row.waiting_since or now
-        if row.reserved_node is not None and not expired(row, group.start_timeout_s, now):
-            reservations.append(_reservation(job["id"], _stored(row)))
+        if row.reserved_node is not None:
+            if not expired(row, group.start_timeout_s, now):
+                reservations.append(_reservation(job["id"], _stored(row)))
+        elif row.waiting_since is not None:
+            kept[row.id] = (row, job)
         jobs.append(job)
+    if made is not None:
+        made.classes, made.jobs = classes, kept
     return jobs, invalid, reservations
 
 
@@ -251,7 +276,7 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
                    users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
                    use: Observed | None = None, accounts: list[dict] = (),
-                   run_times: RunTimes | None = None) -> tuple[Snapshot, dict[int, str]]:
+                   run_times: RunTimes | None = None, made: MadeJobs | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
 
@@ -269,9 +294,10 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     ticks) holds its node's resources in what Ray reports for a few seconds more: not outside load
     either. The snapshot's state holds RELEASING as it stands after this tick, to be saved.
     `accounts`: every account (name, parent, shares, limits), the users naming theirs.
-    `run_times`: the tick's estimates of run times, for the running jobs without a max runtime."""
+    `run_times`: the tick's estimates of run times, for the running jobs without a max runtime.
+    `made`: the pending jobs made by the last snapshot of the group (MadeJobs), brought up to date."""
     classes = group.class_names
-    jobs, invalid, reservations = _pending_jobs(group, pending, now)
+    jobs, invalid, reservations = _pending_jobs(group, pending, now, made)
     freeing, kept = releasing(state.get(RELEASING, {}), list(ended), now)
     state = {**state, RELEASING: kept}
     outside = outside_load(nodes, active, freeing, use)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from job.core.group_snapshot import PendingRow
+from job.core.group_snapshot import MadeJobs, PendingRow
 from job.store import tick_jobs
 
 
@@ -23,6 +23,8 @@ class _Kept:
     since: str
     rows: dict[int, PendingRow]
     ordered: list[PendingRow]
+    # The planner's jobs made of them by the last tick.
+    made: MadeJobs
 
 
 class PendingRows:
@@ -45,11 +47,16 @@ class PendingRows:
                 rows[row.id] = row
             if len(rows) == total:
                 ordered = [rows[job_id] for job_id in sorted(rows)] if written or left else kept.ordered
-                self._kept[group] = _Kept(since, rows, ordered)
+                self._kept[group] = _Kept(since, rows, ordered, kept.made)
                 return ordered
         ordered = tick_jobs.pending_jobs(conn, group)
-        self._kept[group] = _Kept(since, {row.id: row for row in ordered}, ordered)
+        self._kept[group] = _Kept(since, {row.id: row for row in ordered}, ordered, MadeJobs())
         return ordered
+
+    def made(self, group: str) -> MadeJobs:
+        """The planner's jobs made of the group's rows by its last tick, for build_snapshot."""
+        kept = self._kept.get(group)
+        return MadeJobs() if kept is None else kept.made
 
     def forget(self, group: str) -> None:
         """After a group's tick failed: its next tick reads every row again."""

@@ -210,7 +210,7 @@ class _GroupTick:
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
         snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
                                            state, done.ended, seen.use, accounts.tree(self.conn),
-                                           RunTimes(recent))
+                                           RunTimes(recent), self.pending.made(self.name))
         decided = plan(snapshot)
         # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
         demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
