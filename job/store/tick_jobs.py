@@ -56,21 +56,15 @@ def current_snapshot(conn: psycopg.Connection) -> str:
     return conn.execute("SELECT pg_current_snapshot()::text AS snapshot").fetchone()["snapshot"]
 
 
-# The states of jobs_group_version's rows, as its predicate writes them: a parameter would not
-# let PostgreSQL use the index.
-_UNFINISHED = ", ".join(f"'{state}'" for state in states.UNFINISHED)
-
-
 def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:
-    """The group's unfinished jobs written by transactions the snapshot `since` did not see
-    (sql/0020): those pending now, and the ids of the others; with the number of the group's
-    pending jobs, in the same statement, so that the three are of one moment."""
+    """The group's jobs written by transactions the snapshot `since` did not see (sql/0020): those
+    pending now, and the ids of the others; with the number of the group's pending jobs, in the
+    same statement, so that the three are of one moment."""
     rows = conn.cursor(row_factory=tuple_row).execute(
         f"""SELECT (SELECT count(*) FROM jobs WHERE group_name = %(group)s AND state = %(pending)s), changed.*
             FROM (SELECT 1) AS one LEFT JOIN (
                 SELECT state, {_PENDING} FROM jobs
-                WHERE group_name = %(group)s AND state IN ({_UNFINISHED})
-                  AND version >= pg_snapshot_xmin(%(since)s::pg_snapshot)
+                WHERE group_name = %(group)s AND version >= pg_snapshot_xmin(%(since)s::pg_snapshot)
                   AND NOT pg_visible_in_snapshot(version, %(since)s::pg_snapshot)) AS changed ON true""",
         {"group": group, "pending": states.PENDING, "since": since},
     ).fetchall()

@@ -310,15 +310,19 @@ def plans(url: str, statements: list[Statement]) -> list[tuple[Statement, dict]]
 def index_kinds(url: str) -> dict[str, str]:
     """Each index of jobs: 'unfinished' (partial, its predicate names unfinished states only),
     'key' (unique: a lookup by key reads as many rows as it asks for), 'recent' (partial, its
-    predicate names finished states only: read under a LIMIT, as many rows as it asks for), or
-    'history'."""
+    predicate names finished states only: read under a LIMIT, as many rows as it asks for),
+    'written' (on the group and the writing transaction, sql/0020: read from a snapshot's xmin on,
+    as many rows as were written since), or 'history'."""
     kinds = {}
     with psycopg.connect(url, row_factory=dict_row) as conn:
         for row in conn.execute(
-                """SELECT c.relname AS name, i.indisunique AS is_unique, pg_get_expr(i.indpred, i.indrelid) AS predicate
+                """SELECT c.relname AS name, i.indisunique AS is_unique, pg_get_expr(i.indpred, i.indrelid) AS predicate,
+                          pg_get_indexdef(i.indexrelid) AS definition
                    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'jobs'::regclass"""):
             named = set(re.findall(r"'([A-Z]+)'", row["predicate"] or ""))
-            if named and named <= set(states.UNFINISHED):
+            if row["definition"].endswith("(group_name, version)"):
+                kinds[row["name"]] = "written"
+            elif named and named <= set(states.UNFINISHED):
                 kinds[row["name"]] = "unfinished"
             elif named and named <= set(states.FINISHED) and not row["is_unique"]:
                 kinds[row["name"]] = "recent"
@@ -333,8 +337,9 @@ _BY_INDEX_OR_WRITE = {"Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid 
 
 def history_reads(plan: dict, kinds: dict[str, str]) -> list[str]:
     """The nodes of a plan that read jobs other than through an index over unfinished rows, a
-    lookup by key, or an index scan of recent finished rows right under a LIMIT, in the index's
-    order and with no filter (which stops after the LIMIT's rows)."""
+    lookup by key, an index scan of recent finished rows right under a LIMIT, in the index's
+    order and with no filter (which stops after the LIMIT's rows), or the rows written from a
+    version on."""
     found = []
 
     def walk(node: dict, parent: dict | None) -> None:
@@ -345,8 +350,9 @@ def history_reads(plan: dict, kinds: dict[str, str]) -> list[str]:
         index = node.get("Index Name")
         limited = (kind == "Index Scan" and parent is not None and parent["Node Type"] == "Limit"
                    and "Filter" not in node)
+        since = "version >=" in node.get("Index Cond", "")
         if index in kinds and (kinds[index] == "history" or (kinds[index] == "key" and not node.get("Index Cond"))
-                               or (kinds[index] == "recent" and not limited)):
+                               or (kinds[index] == "recent" and not limited) or (kinds[index] == "written" and not since)):
             found.append(f"{kind} using {index}, an index over finished jobs too"
                          + (f" (Index Cond: {node['Index Cond']})" if "Index Cond" in node else ""))
         for child in node.get("Plans", []):
@@ -470,15 +476,14 @@ def test_the_reports_read_no_finished_job(history_rolled_back, monkeypatch):
 
 
 def test_the_check_catches_a_scan_of_the_history(history_rolled_back):
-    # users_of_group as it was, one EXISTS over the unfinished jobs, but with its states written as
-    # those not finished, which no partial index matches; and a lookup of a user's jobs through
-    # jobs_user, which holds every job they ever had.
+    # users_of_group as it was: one EXISTS over every unfinished state, which neither partial index
+    # matches; and a lookup of a user's jobs through jobs_user, which holds every job they ever had.
     before = Statement("users.users_of_group (before)", """
         SELECT u.name, u.shares, u.max_running, u.max_resources, coalesce(uu.usage, 0) AS usage
         FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
         WHERE uu.usage > 0 OR EXISTS (
             SELECT 1 FROM jobs j WHERE j.user_name = u.name AND j.group_name = %(group)s
-              AND j.state <> ALL(%(finished)s))""", {"group": "main", "finished": list(states.FINISHED)})
+              AND j.state = ANY(%(unfinished)s))""", {"group": "main", "unfinished": list(states.UNFINISHED)})
     by_user = Statement("by user", "SELECT id FROM jobs WHERE user_name = %s AND state = ANY(%s)",
                         ("u01", list(states.UNFINISHED)))
     # The recent run times without their LIMIT, or with a filter the index cannot answer: each
@@ -487,10 +492,13 @@ def test_the_check_catches_a_scan_of_the_history(history_rolled_back):
                           "ORDER BY finished_at DESC", ("main", states.SUCCEEDED))
     filtered = Statement("recent, filtered", "SELECT started_at FROM jobs WHERE group_name = %s AND state = %s "
                          "AND user_name = %s ORDER BY finished_at DESC LIMIT 20", ("main", states.SUCCEEDED, "u01"))
+    # A group's jobs in the order they were written, from the first: its whole history.
+    unbounded = Statement("written, from the first", "SELECT id FROM jobs WHERE group_name = %s ORDER BY version",
+                          ("main",))
     kinds = index_kinds(history_rolled_back)
     assert kinds.get("jobs_pending") == kinds.get("jobs_active") == "unfinished" and kinds.get("jobs_user") == "history"
-    assert kinds.get("jobs_succeeded_recent") == "recent"
-    for statement, plan in plans(history_rolled_back, [before, by_user, unlimited, filtered]):
+    assert kinds.get("jobs_succeeded_recent") == "recent" and kinds.get("jobs_group_version") == "written"
+    for statement, plan in plans(history_rolled_back, [before, by_user, unlimited, filtered, unbounded]):
         assert history_reads(plan, kinds), (statement.name, plan)
     with pytest.raises(AssertionError, match=r"users_of_group \(before\): "):
         assert_no_history_read(history_rolled_back, [before])

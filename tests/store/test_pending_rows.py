@@ -48,13 +48,17 @@ def read(kept: PendingRows, reader: psycopg.Connection) -> list:
 
 
 # Each: what another session writes between two reads, given the ids of five pending jobs of g;
-# and whether the rows are all read again then (a pending row gone to a finished state, to another
-# group or deleted is not among the rows written to g's unfinished jobs: the count differs).
+# and whether the rows are all read again then (a pending row gone to another group or deleted is
+# not among the rows written to g's jobs: the count differs).
 WRITES = {
     "a job submitted": (lambda c, ids: add(c), False),
     "a job of another group submitted": (lambda c, ids: add(c, group="h"), False),
     "a job cancelled": (lambda c, ids: c.execute(
-        "UPDATE jobs SET state = 'CANCELLED', finished_at = now() WHERE id = %s", (ids[1],)), True),
+        "UPDATE jobs SET state = 'CANCELLED', finished_at = now() WHERE id = %s", (ids[1],)), False),
+    "a job placed and ended": (lambda c, ids: [
+        c.execute("UPDATE jobs SET state = 'SUBMITTING', node = 'n', attempt = 1, submission_id = 's3' WHERE id = %s",
+                  (ids[1],)),
+        c.execute("UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE id = %s", (ids[1],))], False),
     "a job placed": (lambda c, ids: c.execute(
         "UPDATE jobs SET state = 'SUBMITTING', node = 'n', attempt = 1, submission_id = 's1' WHERE id = %s",
         (ids[0],)), False),
