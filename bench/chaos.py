@@ -10,7 +10,12 @@ every process this script started. What it checks: every job succeeded exactly o
 submission each in Ray's history, one completed run each in the jobs' own log), the loop is the
 same process from start to end and exits 0, no traceback. What it measures per fault: the stall,
 from the fault to the loop's first successful tick after it (for the worker, to the killed job's
-requeue and its new placement)."""
+requeue and its new placement).
+
+The worker's victim is a job whose run has just begun, by the line its entrypoint writes when it
+starts, not the first our rows show RUNNING on that worker: right after the dashboard's fault that
+is the batch Ray ran while the loop could not see it, seen to end SUCCEEDED (rightly never
+requeued) within a second of the kill."""
 
 from __future__ import annotations
 
@@ -40,6 +45,11 @@ RUN_S = 4  # each job's sleep
 DOWN_S = 5.0  # how long the postmaster and the dashboard stay dead
 # The loop's window, and the bound of each wait: the faults take about 200 s on a slow machine.
 TIMEOUT_S = 300.0
+# How much of its run the worker's victim has left at the kill, at least. A job supervisor outlives
+# its raylet until its core worker checks on it (each second; seen here: up to 1.2 s), and the
+# entrypoint its supervisor until Ray's watcher of it checks (each second): a run that ends before
+# its supervisor succeeds, rightly never requeued, and one that ends after it completes unseen.
+AHEAD_S = 3.0
 HEAD = NodeSpec(cpus=1, memory_bytes=1 * GIB, object_store_bytes=100 * MIB)
 WORKERS = [NodeSpec(cpus=2, labels={"pool": pool}, memory_bytes=1 * GIB, object_store_bytes=100 * MIB) for pool in "ab"]
 
@@ -59,6 +69,7 @@ class Chaos:
         self.ray.start()
         self.log = folder / "loop.log"
         self.runs = folder / "runs.log"
+        self.starts = folder / "starts.log"
         self.loop: subprocess.Popen | None = None
         stack.callback(self._end_loop)
 
@@ -70,8 +81,9 @@ class Chaos:
             conn.execute("INSERT INTO users (name) VALUES ('alice')")
             conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('chaos', %s, 'fifo')",
                          (self.ray.dashboard_url,))
-        # A run that completes says so; a run killed with its node does not.
-        entrypoint = f"sleep {RUN_S} && echo \"$JOB_ID $JOB_ATTEMPT\" >> {self.runs}"
+        # A run says when it starts; a run that completes says so, a run killed with its node does not.
+        entrypoint = (f"echo \"$JOB_ID $JOB_ATTEMPT $(date +%s.%N)\" >> {self.starts} && "
+                      f"sleep {RUN_S} && echo \"$JOB_ID $JOB_ATTEMPT\" >> {self.runs}")
         return [api.submit(user="alice", group="chaos", entrypoint=entrypoint, resources={"CPU": 1},
                            database_url=self.url) for _ in range(JOBS)]
 
@@ -156,15 +168,17 @@ class Chaos:
                 "stall_s": round(self.first_tick_after(back) - began, 2)}
 
     def kill_worker(self) -> dict:
-        def running_on_b() -> int | None:
-            """a job running on worker b"""
-            b = self._node_id("b")
-            return next((i for i, row in self.states().items() if row["state"] == "RUNNING" and row["node"] == b), None)
-
-        victim = self.wait(running_on_b)
+        b = self._node_id("b")
         [start] = [p for p in self.ray.processes() if "start" in _cmdline(p) and "pool=b" in _cmdline(p)]
         [raylet] = [p for p in start.children(recursive=True) if _cmdline(p)[:1] and _cmdline(p)[0].endswith("/raylet")]
         self.leftovers.extend(self.ray.processes())
+
+        def begun_on_b() -> int | None:
+            """a job on worker b whose run has just begun"""
+            fresh = self._started_since(time.time() - (RUN_S - AHEAD_S))
+            return next((i for i, row in self.states().items() if row["node"] == b and (i, row["attempt"]) in fresh), None)
+
+        victim = self.wait(begun_on_b)
         began = time.time()
         raylet.kill()
 
@@ -173,11 +187,22 @@ class Chaos:
             lines = [line for line in self.lines() if line.get("job") == victim]
             requeued = next((_epoch(l["ts"]) for l in lines if l["event"] == "requeued"), None)
             placed = next((_epoch(l["ts"]) for l in lines if l["event"] == "placed" and l.get("attempt") == 2), None)
+            ended = next((l for l in lines if l["event"] == "job_finished"), None)
+            if requeued is None and ended is not None:
+                raise SystemExit(f"the killed job ended before its node did: {json.dumps(ended)}")
             return (requeued, placed) if requeued and placed else None
 
         requeued, placed = self.wait(requeued_and_placed)
         return {"fault": "worker killed", "job": victim, "requeued_after_s": round(requeued - began, 2),
                 "stall_s": round(placed - began, 2)}
+
+    def _started_since(self, moment: float) -> set[tuple[int, int]]:
+        """The (job, attempt) of the runs that started after `moment` (epoch seconds)."""
+        if not self.starts.exists():
+            return set()
+        # A line read while it is written may be cut short: it counts once whole.
+        runs = (line.split() for line in self.starts.read_text().splitlines())
+        return {(int(run[0]), int(run[1])) for run in runs if len(run) == 3 and float(run[2]) > moment}
 
     def _node_id(self, pool: str) -> str:
         nodes = requests.get(f"{self.ray.dashboard_url}/api/v0/nodes", params={"detail": "true", "limit": 100},
