@@ -22,13 +22,13 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        text = sys.stdin.read() if args.snapshot == "-" else Path(args.snapshot).read_text()
+        data = sys.stdin.read() if args.snapshot == "-" else Path(args.snapshot).read_bytes()
     except OSError as exc:
         raise BadInput(f"{args.snapshot}: {exc.strerror or exc}") from None
     # A million jobs validated and planned are millions of objects, none of them cyclic garbage.
     with collection.paused():
         try:
-            snapshot = Snapshot.model_validate_json(text)
+            snapshot = Snapshot.from_json(data)
         except ValidationError as exc:
             raise BadInput(describe_error(exc)) from None
         sys.stdout.write(plan(snapshot).model_dump_json(indent=2, exclude_none=True) + "\n")

@@ -1,15 +1,18 @@
-"""The snapshot's long lists, read by msgspec first (snapshot.py, `_fast_jobs`), come out as pydantic
-gives them; where msgspec could read them otherwise, pydantic does."""
+"""The snapshot's long lists, read by msgspec first (snapshot.py, `_fast_jobs`; from JSON, `from_json`),
+come out as pydantic gives them; where msgspec could read them otherwise, pydantic does."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import PendingJob, RunningJob, _fast_jobs
+from job.core.planner.snapshot import PendingJob, RunningJob, _cut_fraction, _fast_jobs, describe_error
 
 PENDING = TypeAdapter(list[PendingJob])
 RUNNING = TypeAdapter(list[RunningJob])
@@ -58,3 +61,85 @@ def test_a_bad_job_is_named_in_pydantics_words():
     error = caught.value.errors()[0]
     assert error["loc"] == ("pending", 1, "resources", "CPU")
     assert error["msg"] == "Input should be a valid number"
+
+
+def _document(**jobs) -> dict:
+    return {"group": GROUP, "now": "2026-11-29T08:00:00Z", **jobs}
+
+
+PLAIN = {"id": "1", "user": "a", "resources": {"CPU": 1}}
+RUN = {"id": "r", "user": "a", "node": "n", "resources": {"CPU": 1}}
+
+
+@pytest.mark.parametrize("document", [
+    _document(),
+    _document(pending=[PLAIN, {**PLAIN, "id": "2", "submitted_at": "2026-11-29T07:00:00.123456+05:30", "priority": 2,
+                               "bundles": [{"GPU": 1}], "bundle_strategy": "SPREAD", "max_runtime_s": 60}]),
+    _document(running=[{**RUN, "started_at": "2026-11-29T07:00:00Z", "bundles": [{"CPU": 1}], "bundle_nodes": ["n"]}],
+              nodes=[{"id": "n", "resources": {"CPU": 4}}], users={"a": {"shares": 2}}),
+    # What msgspec could read otherwise is read by pydantic: the same snapshot either way.
+    _document(pending=[{**PLAIN, "submitted_at": "2026-11-29T07:00:00.1234567Z"}]),
+    _document(pending=[{**PLAIN, "priority": "3"}]),
+    _document(pending=[{**PLAIN, "submitted_at": 1_700_000_000}]),
+])
+def test_a_snapshot_from_json_is_pydantics(document):
+    text = json.dumps(document)
+    assert Snapshot.from_json(text) == Snapshot.model_validate_json(text)
+    assert Snapshot.from_json(text).pending == Snapshot.model_validate_json(text).pending
+
+
+@pytest.mark.parametrize("document", [
+    _document(pending=[{**PLAIN, "extra": 1}]),
+    _document(running=[{**RUN, "extra": 1}]),
+    _document(pending=[{**PLAIN, "bundles": [{"GPU": 0}]}]),
+    _document(pending=[PLAIN, {**PLAIN, "resources": {"CPU": "1"}}]),
+    _document(pending=[PLAIN, PLAIN]),
+    _document(pending=[{**PLAIN, "class": "nope"}]),
+    _document(running=[{**RUN, "bundles": [{"CPU": 1}]}]),
+    _document(extra=1),
+    {**_document(), "group": {"policy": "nope", "selector": "dispersed"}},
+    {**_document(), "nodes": "nope"},
+])
+def test_a_bad_snapshot_from_json_is_named_in_pydantics_words(document):
+    text = json.dumps(document)
+    with pytest.raises(ValidationError) as fast:
+        Snapshot.from_json(text)
+    with pytest.raises(ValidationError) as slow:
+        Snapshot.model_validate_json(text)
+    assert describe_error(fast.value) == describe_error(slow.value)
+
+
+@pytest.mark.parametrize(("text", "cut"), [
+    (b'{"t": "2026-11-29T07:00:00.1234567Z"}', True),
+    (b'{"t": "2026-11-29T07:00:00.123456Z"}', False),
+    (b'{"usage": 1234.5678901234}', False),
+    (b'{"usage": 1234.5678901234, "t": "07:00:00.99999999+00:00"}', True),
+])
+def test_a_time_msgspec_would_round_is_found_in_the_text(text, cut):
+    assert _cut_fraction(text) is cut
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=True), st.text(max_size=3),
+                    st.sampled_from(["2026-11-29T07:00:00Z", "2026-11-29T07:00:00.1234567+01:00", "2026-11-29",
+                                     "PACK", "SPREAD"]),
+                    st.dictionaries(st.sampled_from(["", "CPU", "GPU"]), st.one_of(st.integers(0, 2), st.floats(0, 2)), max_size=2),
+                    st.lists(st.dictionaries(st.sampled_from(["CPU", "GPU"]), st.integers(0, 2), max_size=2), max_size=2))
+_KEYS = ["id", "user", "node", "resources", "priority", "submitted_at", "not_before", "class", "bundles",
+         "bundle_strategy", "bundle_nodes", "started_at", "stopping", "max_runtime_s", "extra"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([("running", RUN), ("pending", PLAIN)]),
+       st.lists(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=3), max_size=3))
+def test_a_snapshot_from_json_is_read_or_refused_as_pydantic_reads_or_refuses_it(kind, changes):
+    # Jobs of a kind, some of their keys given other values, or added.
+    field, job = kind
+    text = json.dumps(_document(**{field: [{**job, **change} for change in changes]}))
+    try:
+        slow = Snapshot.model_validate_json(text)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as fast:
+            Snapshot.from_json(text)
+        assert describe_error(fast.value) == describe_error(exc)
+    else:
+        assert Snapshot.from_json(text).model_dump() == slow.model_dump()

@@ -1,17 +1,19 @@
 """The planner's interface, exactly as docs/planner.md ("Snapshot", "Plan"): a snapshot in, a plan out.
 
-Building: `Snapshot.model_validate(dict)` (or `model_validate_json(text)`) is the way in, for the
-tick as for files; it checks every field and names the bad one. The long lists (`running`,
+Building: `Snapshot.model_validate(dict)` is the way in for the tick, `Snapshot.from_json(text)` for
+files; each checks every field and names the bad one. The long lists (`running`,
 `pending`) hold TypedDicts, i.e. plain dicts: validated against a TypedDict, a job is checked and
 stays the dict it was, whereas a model per job builds an instance on top of the same checks, a cost
 per job that adds up over 100k jobs for nothing the planner needs (it reads the dicts as they are).
-`bench/plan.py` times `Snapshot.model_validate`.
+`bench/plan.py` times both.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text.
 
 The two long lists are read by msgspec first, on the same types (each alias below carries its
 constraints for both libraries): about twice as fast as pydantic at a million jobs. Only where
 msgspec refuses a list, or might read it otherwise than pydantic, does pydantic validate it, so
-that a bad job is named in pydantic's words, as ever (`_fast_jobs`).
+that a bad job is named in pydantic's words, as ever (`_fast_jobs`). From JSON, msgspec reads the
+two lists in the same pass as it parses the text (`from_json`): parsing is then most of the cost of
+checking them, where parsing first and converting the parsed dicts built each job twice.
 
 `Plan` is built by the planner without re-validation; `Plan.model_dump(mode="json")` is the
 PLAN-FORMAT JSON, and `plan.placements` / `plan.waiting` are lists of plain dicts.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
+import typing
 from collections.abc import Iterator
 from datetime import datetime
 from itertools import repeat
@@ -209,8 +212,38 @@ def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
         if any(map(dict.get, jobs, repeat(field))) and _longest(jobs, field) > _SHORT_TIME \
                 and any(map(_LONG_FRACTION.search, _texts(jobs, field))):
             return False
+    return _bundles_ask(checked)
+
+
+def _bundles_ask(checked: list[dict]) -> bool:
+    """Whether every bundle of the jobs asks for some resource (`_asks_for_something`)."""
     return all(any(amount > 0 for amount in bundle.values())
                for bundles in filter(None, map(dict.get, checked, repeat("bundles"))) for bundle in bundles)
+
+
+def _struct_of(kind: type) -> type[msgspec.Struct]:
+    """The kind of job as a msgspec Struct, on the same types: a Struct refuses the keys it does not
+    name, as pydantic does and a TypedDict read by msgspec does not; a key not given stays unset."""
+    fields = []
+    for name, hint in typing.get_type_hints(kind, include_extras=True).items():
+        if typing.get_origin(hint) is NotRequired:
+            fields.append((name, typing.get_args(hint)[0] | msgspec.UnsetType, msgspec.UNSET))
+        else:
+            fields.append((name, hint))
+    # Read from text, a job holds no cycle for the collector to look for.
+    return msgspec.defstruct(kind.__name__, fields, kw_only=True, forbid_unknown_fields=True, gc=False)
+
+
+# A fraction of a second beyond microseconds, in a time of the text (or a number that looks like one).
+_LONG_FRACTION_TEXT = re.compile(rb"\.\d{7}")
+_AFTER_SECONDS = re.compile(rb":\d\d\.")
+
+
+def _cut_fraction(data: bytes) -> bool:
+    """Whether the text may hold a time that msgspec would round and pydantic cuts (`_read_alike`):
+    a fraction of seven digits or more after the seconds. Such long fractions being rare, numbers
+    included, they are found first and each looked at closer."""
+    return any(_AFTER_SECONDS.match(data, found.start() - 3) for found in _LONG_FRACTION_TEXT.finditer(data))
 
 
 # Why a job holds a reservation: it preempted for the node, or it is first in line and has waited
@@ -275,9 +308,22 @@ class Snapshot(_Strict):
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
     reservations: list[Reservation] = Field(default_factory=list)
 
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Snapshot:
+        """The snapshot of a JSON text, as `model_validate_json` reads it. msgspec reads the jobs
+        while it parses, and pydantic the rest; where msgspec refuses the text, or could read it
+        otherwise, pydantic reads it all, so that what is wrong is named in pydantic's words."""
+        data = data.encode() if isinstance(data, str) else data
+        try:
+            return _from_json(data) or cls.model_validate_json(data)
+        except (msgspec.ValidationError, msgspec.DecodeError, ValidationError):
+            return cls.model_validate_json(data)
+
     @field_validator("running", "pending", mode="wrap")
     @classmethod
     def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[dict]:
+        if info.context is _READ:
+            return jobs
         fast = _fast_jobs(jobs, RunningJob if info.field_name == "running" else PendingJob)
         return handler(jobs) if fast is None else fast
 
@@ -308,14 +354,41 @@ class Snapshot(_Strict):
                     raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         check_tree(self.accounts, self.users)
-        for index, job in enumerate(self.running):
-            _held_bundles(f"running[{index}]", job)
+        # Few running jobs have bundles: each is looked at only then.
+        if any(map(dict.get, self.running, repeat("bundles"))) or any(map(dict.get, self.running, repeat("bundle_nodes"))):
+            for index, job in enumerate(self.running):
+                _held_bundles(f"running[{index}]", job)
         selector = SELECTORS[self.group.selector]
         try:
             selector.kind.State.model_validate(self.state.get(selector.state_name, {}))
         except ValidationError as exc:
             raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
         return self
+
+
+# The validation context of a snapshot whose jobs `_from_json` has read (identity: no input can be it).
+_READ: dict[str, Any] = {}
+
+
+# Every field of a snapshot but its jobs.
+_REST = tuple(name for name in Snapshot.model_fields if name not in ("running", "pending"))
+# A snapshot's text as msgspec reads it: the jobs checked, the rest as JSON gives it, for pydantic.
+_Document = msgspec.defstruct("_Document", [("running", list[_struct_of(RunningJob)], []),
+                                            ("pending", list[_struct_of(PendingJob)], []),
+                                            *((name, Any, msgspec.UNSET) for name in _REST)], forbid_unknown_fields=True)
+
+
+def _from_json(data: bytes) -> Snapshot | None:
+    """The snapshot, its jobs read by msgspec; None where msgspec could read a job otherwise."""
+    if _cut_fraction(data):
+        return None
+    document = msgspec.json.decode(data, type=_Document, strict=True)
+    # Plain dicts, as pydantic gives them: a key not given is not there; times stay datetimes.
+    running, pending = (msgspec.to_builtins(jobs, builtin_types=(datetime,)) for jobs in (document.running, document.pending))
+    if not (_bundles_ask(running) and _bundles_ask(pending)):
+        return None
+    given = {name: value for name in _REST if (value := getattr(document, name)) is not msgspec.UNSET}
+    return Snapshot.model_validate({**given, "running": running, "pending": pending}, context=_READ)
 
 
 def check_tree(accounts: dict[str, Account], users: dict[str, User]) -> None:
