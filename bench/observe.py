@@ -6,7 +6,9 @@ outside load per node).
     python bench/observe.py --sizes 100,1000,10000 --repeat 9
 
 Ten thousand real actors are ten thousand worker processes, which a small machine cannot hold.
-The lists are served instead by a local HTTP server, in Ray's exact shape: copies of the records
+The lists are served instead by a local HTTP server in a process of its own, as the dashboard is
+(in the bench's own process, its sending took the interpreter from the client's threads and
+counted in the client's time), in Ray's exact shape: copies of the records
 Ray 2.60 returned on the local test cluster (bench/ray_state_records.json: an actor, a job
 supervisor, a running task with its events and profiling data, a placement group), with ids,
 nodes and jobs varied. For a size N the cluster runs N actors (a supervisor per job among them),
@@ -17,7 +19,7 @@ dashboard's own time to gather the lists, which the real cluster adds.
 Printed per size: the median time of `work()`, of `observe()` and of both, the bytes of the three
 answers, and the ratio of each median to the smallest size's; then the largest size's both against
 the budget of the observe step (BUDGET_S), in wall time and in the process's CPU time (which the
-load of a shared machine does not inflate; it includes the local server's sending, a little).
+load of a shared machine does not inflate; the server's is its own process's).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import multiprocessing
 import statistics
 import sys
-import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -120,8 +123,34 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def measure(server: StateApi, cluster: RayCluster, size: int, repeat: int) -> dict[str, float]:
+def _serve(size: int, ready) -> None:
+    server = StateApi()
     server.answers = answers(size)
+    ready.put((server.server_address[1], sum(len(body) for body in server.answers.values())))
+    server.serve_forever()
+
+
+@contextmanager
+def state_api(size: int):
+    """The address of a state API serving `size` actors and tasks from a process of its own, and
+    the bytes of its three answers."""
+    ready = multiprocessing.Queue()
+    process = multiprocessing.Process(target=_serve, args=(size, ready), daemon=True)
+    process.start()
+    try:
+        port, sent = ready.get(timeout=300)
+        yield f"http://127.0.0.1:{port}", sent
+    finally:
+        process.terminate()
+        process.join()
+
+
+def measure(size: int, repeat: int) -> dict[str, float]:
+    with state_api(size) as (address, sent):
+        return _measure(RayCluster(address, timeout_s=60.0), size, repeat, sent)
+
+
+def _measure(cluster: RayCluster, size: int, repeat: int, sent: int) -> dict[str, float]:
     jobs = [RunningJob(id=i, user=f"user{i}", submission_id=submission_id(i), driver_job_id=job_id(i),
                        node=node_id(i % NODES), driver=Resources.of({"CPU": 0.5})) for i in range(JOBS)]
     nodes = [Node(node_id(i), {"CPU": 10_000.0}, {"CPU": 100.0}) for i in range(NODES)]
@@ -138,7 +167,7 @@ def measure(server: StateApi, cluster: RayCluster, size: int, repeat: int) -> di
     assert sum(use.actors for use in seen.jobs.values()) == size - JOBS
     return {"work": statistics.median(fetch), "observe": statistics.median(compute),
             "both": statistics.median(a + b for a, b in zip(fetch, compute)), "cpu": statistics.median(cpu),
-            "bytes": sum(len(body) for body in server.answers.values())}
+            "bytes": sent}
 
 
 def main() -> None:
@@ -147,13 +176,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    server = StateApi()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    cluster = RayCluster(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=60.0)
-    try:
-        figures = {size: measure(server, cluster, size, args.repeat) for size in sizes}
-    finally:
-        server.shutdown()
+    figures = {size: measure(size, args.repeat) for size in sizes}
     base = figures[sizes[0]]
     print(f"{'actors+tasks':>14} {'answers':>10} {'work()':>10} {'observe()':>10} {'both':>10}  ratio to {sizes[0]}")
     for size, row in figures.items():
