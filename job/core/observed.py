@@ -25,15 +25,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from job.core.resources import Resources, accumulate, fits, to_units
 
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 _DECLARED = "counting what each job declared, not what it uses"
 
 
-@dataclass(frozen=True)
-class Work:
-    """An alive actor or a running task, as Ray lists it."""
+class Work(msgspec.Struct, frozen=True):
+    """An alive actor or a running task, as Ray lists it. A Struct: a tick makes one per record of
+    lists of 10,000, in a tenth of the time of a frozen dataclass (bench/observe.py)."""
 
     job_id: str
     node: str | None
