@@ -41,12 +41,12 @@ class PendingRows:
         if kept is not None:
             total, written, left = tick_jobs.pending_changes(conn, group, kept.since)
             rows = kept.rows
-            for job_id in left:
-                rows.pop(job_id, None)
+            # Most of the rows written that are not pending were never among them (running jobs).
+            gone = [job_id for job_id in left if rows.pop(job_id, None) is not None]
             for row in written:
                 rows[row.id] = row
             if len(rows) == total:
-                ordered = [rows[job_id] for job_id in sorted(rows)] if written or left else kept.ordered
+                ordered = [rows[job_id] for job_id in sorted(rows)] if written or gone else kept.ordered
                 self._kept[group] = _Kept(since, rows, ordered, kept.made)
                 return ordered
         ordered = tick_jobs.pending_jobs(conn, group)
