@@ -141,10 +141,11 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
         ends[str(job.id)] = None if run.seconds is None else (job.started_at or now) + timedelta(seconds=run.seconds)
     # Only the head of the line is carried by the forecast: the run times of the rest are never read.
     head = {entry["job"] for entry in islice(chain(decided.placements, decided.waiting), first)}
+    head_jobs = list(among(snapshot.pending, head))
     runs = {job["id"]: known.of(job["user"], job["resources"], job.get("max_runtime_s"), job.get("bundles"))
-            for job in among(snapshot.pending, head)}
+            for job in head_jobs}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
-                         carried=first, order=decided)
+                         carried=first, order=decided, carried_jobs=head_jobs)
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
               if row.queue_position is not None or row.estimate_basis is not None}
     return changes(before, explain(estimates, running, runs, len(decided.placements)))

@@ -53,7 +53,10 @@ class Estimate:
 
 def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times: Mapping[str, float | None],
              first: int = 10, every_s: float = 5.0, carried: int | None = None,
-             order: Plan | None = None) -> list[Estimate]:
+             order: Plan | None = None, carried_jobs: list[dict] | None = None) -> list[Estimate]:
+    """`carried_jobs`: the snapshot's pending jobs among the first `carried` of `order`, in the
+    snapshot's order, where the caller picked them out already (a second pass over a line of 100k
+    costs as much as the forecast of its head)."""
     now = snapshot.now
     if now is None:
         raise ValueError("the snapshot needs its now")
@@ -70,7 +73,8 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         return None if moment is None else (moment - now).total_seconds()
 
     pending = []
-    for job in snapshot.pending if kept is None else among(snapshot.pending, kept):
+    for job in (snapshot.pending if kept is None
+                else carried_jobs if carried_jobs is not None else among(snapshot.pending, kept)):
         run = run_times.get(job["id"])
         pending.append(TraceJob(
             id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],

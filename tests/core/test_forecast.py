@@ -4,11 +4,12 @@ the expected ends and run times; exact where every run time is known."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from itertools import chain, islice
 
 import pytest
 
-from job.core.forecast import Estimate, forecast
-from job.core.planner import Snapshot
+from job.core.forecast import Estimate, among, forecast
+from job.core.planner import Snapshot, plan
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 
@@ -67,6 +68,17 @@ CASES = {
 @pytest.mark.parametrize("shot, ends, runs, first, expected", CASES.values(), ids=CASES.keys())
 def test_forecast(shot, ends, runs, first, expected):
     assert forecast(shot, ends, runs, first=first) == [Estimate(job, position, at(start)) for job, position, start in expected]
+
+
+@pytest.mark.parametrize("shot, ends, runs, first, expected", CASES.values(), ids=CASES.keys())
+def test_a_head_carried_as_picked_out_by_the_caller_is_forecast_alike(shot, ends, runs, first, expected):
+    """As the tick's estimates carry it: the head of the line, picked out of the pending jobs once."""
+    order = plan(shot)
+    head = {entry["job"] for entry in islice(chain(order.placements, order.waiting), first)}
+    carried = list(among(shot.pending, head))
+    assert (forecast(shot, ends, runs, first=first, carried=first, order=order, carried_jobs=carried)
+            == forecast(shot, ends, runs, first=first, carried=first, order=order)
+            == [Estimate(job, position, at(start)) for job, position, start in expected])
 
 
 def test_preemption_is_forecast_too():
