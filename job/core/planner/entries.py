@@ -10,6 +10,7 @@ An entry is a plain flat tuple, in this order (the positions are the constants b
     NOT_BEFORE    its not_before if still to come, else None
     SHAPE         its Shape
     USER          its UserState
+    JOB           the pending job itself (its dict in the snapshot)
 
 Sorted as they are, entries come in fifo order: higher priority first, then older first (jobs
 without submitted_at before the others, in list order), then by id, shorter first: the tick's ids
@@ -30,6 +31,6 @@ from datetime import datetime
 
 from job.core.planner.picture import Shape, UserState
 
-Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState]
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, dict]
 
-NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER = range(8)
+NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB = range(9)

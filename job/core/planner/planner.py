@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import gc
 from datetime import datetime, timezone
+from operator import itemgetter
 
-from job.core.planner.entries import SHAPE, USER, Entry
+from job.core.planner.entries import ID, ID_LENGTH, POSITION, SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
@@ -151,8 +152,7 @@ class _Planner:
         wanted = {r["job"]: r for r in snapshot.reservations}
         reserving: dict[str, Entry] = {}
         self.tiers = self._entries(wanted, reserving)
-        # Pending jobs by id, and the running jobs' ends, made when a reservation first needs them.
-        self.by_id: dict[str, dict] | None = None
+        # The running jobs' ends, made when a reservation first needs them.
         self.running_ends: RunningEnds | None = None
         self.reserved = self._hold_reservations(wanted, reserving)
         # The head-of-line reservations, and how many more the plan may make.
@@ -170,14 +170,21 @@ class _Planner:
     def _start_plan(self) -> None:
         """The plan as it is made, job by job."""
         self.placements: list[dict] = []
+        # The pending job of each placement, by id (a reservation's expected ends read them).
+        self.placed_jobs: dict[str, dict] = {}
         self.waiting: list[dict] = []
         self.preemptions: list[dict] = []
         # Jobs that may reclaim within their class (fairshare), once every placement is made.
         self.reclaiming: list[tuple[dict, Shape, UserState, int]] = []
-        # Per reason, per what its message depends on, the entries waiting for that message.
-        self.unsaid: dict[Reason, dict[object, list[dict]]] = {reason: {} for reason in MESSAGES}
+        # Per reason and what its message depends on, the entries waiting for that message.
+        self.unsaid: dict[Why, list[dict]] = {}
         # Under strict order, the first job that waits for resources: those after it wait too.
         self.blocker: str | None = None
+        # What holds only until the next placement or reservation (`_changed`), per shape: the
+        # room of the reservations it fits (`_rooms`); for a shape that fits no node's free
+        # resources, why any job of it waits (`_no_room`), where nothing of the job itself counts.
+        self.rooms: dict[Shape, list[tuple[Reservation, NodeState, dict[str, int]]]] = {}
+        self.settled: dict[Shape, Why] = {}
 
     def _user(self, name: str) -> UserState:
         user = self.users.get(name)
@@ -301,8 +308,9 @@ class _Planner:
                         Candidate(job["id"], user, self.values[name], need, started, run_s, here, nodes))
 
     def _entries(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> list[tuple[int, list[Entry]]]:
-        """The entries by class value, the highest first; those of the jobs in `wanted` (that hold
-        a reservation) also go to `reserving`."""
+        """The entries by class value, the highest first, each class's in the order of their last
+        fields that sort (POSITION, ID_LENGTH, ID), as the policies take them (policies.py); those
+        of the jobs in `wanted` (that hold a reservation) also go to `reserving`."""
         entries: list[Entry] = []
         append = entries.append
         shapes = self.shapes
@@ -311,6 +319,9 @@ class _Planner:
         # One class (the usual case): no class to read per job.
         values = self.values if len(self.values) > 1 else None
         tiers: dict[int, list[Entry]] = {self.default_value: entries}
+        # Whether the list is in that order already, as the tick's is: every job submitted (its
+        # POSITION 0), by id in the order of entries.py. Else each class is sorted so here.
+        ordered, last_length, last = True, 0, ""
         for position, job in enumerate(self.snapshot.pending):
             labels = job.get("node_labels")
             raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
@@ -327,8 +338,13 @@ class _Planner:
             if later is not None and later <= now:
                 later = None
             # An Entry, a plain tuple in the order of entries.py: NEG_PRIORITY, SUBMITTED_AT,
-            # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER.
-            entry = (-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, len(ident), ident, later, shape, user)
+            # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB.
+            length = len(ident)
+            entry = (-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, length, ident, later,
+                     shape, user, job)
+            if ordered:
+                ordered = submitted is not None and (length > last_length or length == last_length and ident > last)
+                last_length, last = length, ident
             if values is None:
                 append(entry)
             else:
@@ -338,6 +354,9 @@ class _Planner:
                 tier.append(entry)
             if wanted and ident in wanted:
                 reserving[ident] = entry
+        if not ordered:
+            for tier in tiers.values():
+                tier.sort(key=itemgetter(POSITION, ID_LENGTH, ID))
         return sorted(tiers.items(), key=lambda item: -item[0])
 
     def _hold_reservations(self, wanted: dict[str, dict], reserving: dict[str, Entry]) -> dict[str, Reservation]:
@@ -375,16 +394,11 @@ class _Planner:
             kept[ident] = reservation
         return kept
 
-    def _job(self, ident: str) -> dict:
-        if self.by_id is None:
-            self.by_id = {job["id"]: job for job in self.snapshot.pending}
-        return self.by_id[ident]
-
     def _ends(self) -> Ends:
         """Per node id, the jobs expected to end there (reservations.py), as the plan stands."""
         if self.running_ends is None:
             self.running_ends = RunningEnds(self.snapshot.running, self.snapshot.now)
-        return Ends(self.running_ends, self.placements, self._job)
+        return Ends(self.running_ends, self.placements, self.placed_jobs.__getitem__)
 
     def _new_shape(self, raw: tuple, job: dict) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
@@ -443,94 +457,110 @@ class _Planner:
 
     def _walk(self, queue: list[Entry], start: int, value: int) -> int:
         """The entries of a run from `start` on, until one is placed: the index after it, else
-        the run's end. Each is held back (why it waits whatever the nodes), or goes somewhere, or
-        waits for want of room."""
-        held_back, go, wait = self._held_back, self._go, self._wait
+        the run's end. Each is held back (why it waits whatever the nodes: its shape, its start
+        time, its user's limits), or goes somewhere, or waits for want of room. Inline, not a call
+        per step: this runs once per pending job."""
+        go, waiting, unsaid, settled, reserved = self._go, self.waiting, self.unsaid, self.settled, self.reserved
+        reclaims = self.preemption.reclaims
         for index in range(start, len(queue)):
             # The entry's fields in the order of entries.py; the first four only sort.
-            _, submitted, _, _, ident, later, shape, user = queue[index]
-            why = held_back(later, shape, user)
-            if why is None:
-                why = go(ident, shape, user, value)
-                if why is None:
-                    return index + 1
+            _, submitted, _, _, ident, later, shape, user, job = queue[index]
+            if shape.unschedulable:
+                why = "Unschedulable", shape
+            elif later is not None:
+                why = "NotBefore", later
+            elif user.max_running is not None and user.running >= user.max_running:
+                why = "UserJobLimit", user
+            elif user.max_resources is not None and not user.may_take(shape):
+                why = "UserResourceLimit", (user, shape)
+            elif not user.accounts or (why := user.limited(shape)) is None:
+                # A job of a shape that fits nowhere, and holds no reservation, waits as the last one did.
+                why = settled.get(shape)
+                if why is None or (reserved and ident in reserved):
+                    why = go(job, shape, user, value)
+                    if why is None:
+                        return index + 1
                 if self.head_open and why[0] == "Resources":
-                    why = self._head(ident, submitted, shape, user, why)
-            wait(ident, shape, user, value, why)
+                    why = self._head(job, submitted, shape, user, why)
+            reason = why[0]
+            record = {"job": ident, "reason": reason, "message": ""}
+            waiting.append(record)
+            if reclaims and reason == "Resources":
+                self.reclaiming.append((record, shape, user, value))
+            same = unsaid.get(why)
+            if same is None:
+                unsaid[why] = [record]
+            else:
+                same.append(record)
         return len(queue)
 
-    @staticmethod
-    def _held_back(later: datetime | None, shape: Shape, user: UserState) -> Why | None:
-        """Why the job waits whatever the nodes' free resources: its shape, its start time, its
-        user's limits; None when nothing of that holds it."""
-        if shape.unschedulable:
-            return "Unschedulable", shape
-        if later is not None:
-            return "NotBefore", later
-        if user.max_running is not None and user.running >= user.max_running:
-            return "UserJobLimit", user
-        if user.max_resources is not None and not user.may_take(shape):
-            return "UserResourceLimit", (user, shape)
-        return user.limited(shape) if user.accounts else None
-
-    def _go(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
+    def _go(self, job: dict, shape: Shape, user: UserState, value: int) -> Why | None:
         """Where the job goes: its reserved node, else the node the selector chooses; None once
         it is placed, else why it waits (strict order, no room, or preempting to make room)."""
-        reservation = self.reserved.get(ident) if self.reserved else None
+        reservation = self.reserved.get(job["id"]) if self.reserved else None
         if reservation is not None:
-            return self._to_reserved(reservation)
+            return self._to_reserved(reservation, job)
         if self.blocker is not None:
             return "Priority", self.blocker
-        if shape.gang is not None:
-            return self._go_gang(ident, shape, user, value)
-        node = None if shape.full else self.selector.select(shape)
-        if node is not None:
-            free = node.free
-            for name, amount in shape.items:
-                free[name] -= amount
-            self._placed(ident, node, shape, user)
+        if not shape.full and self._fitted(job, shape, user):
             return None
+        # Free resources only go down: what did not fit now will not fit later in the plan.
         shape.full = True
+        return self._no_room(job, shape, user, value)
+
+    def _fitted(self, job: dict, shape: Shape, user: UserState) -> bool:
+        """Whether the job is placed on the nodes' free resources, where the selector chooses (a
+        job with bundles: whole, as its strategy and the selector allow)."""
+        gang = shape.gang
+        if gang is not None:
+            nodes = place(gang, shape.pool.nodes, self.selector.pick)
+            if nodes is None:
+                return False
+            for part, node in zip((*gang.bundles, gang.driver), nodes):
+                self.selector.placed(node)
+                self.selector.picked(part, node)
+            self._placed(job, nodes[-1], shape, user, nodes[:-1])
+            return True
+        node = self.selector.select(shape)
+        if node is None:
+            return False
+        free = node.free
+        for name, amount in shape.items:
+            free[name] -= amount
+        self._placed(job, node, shape, user)
+        return True
+
+    def _no_room(self, job: dict, shape: Shape, user: UserState, value: int) -> Why | None:
+        """A job that fits no node's free resources: placed on the room a reservation holds
+        (backfill), else it waits, or preempts for its whole footprint (a job with bundles: on
+        one node, else across nodes)."""
         kept_off = None
         if self.heads:
-            kept_off = self._backfill(ident, shape, user)
+            kept_off = self._backfill(job, shape, user) if shape.gang is None else self._backfill_gang(job, shape, user)
             if kept_off is True:
                 return None
         decision = None if self.preemptor is None else self.preemptor.victims_for(shape, user, value)
         if self.group.strict_order:
-            self.blocker = ident
+            self.blocker = job["id"]
         if decision is None:
-            return ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
-        self._preempt(ident, shape, user, decision)
+            why = ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
+            # Where nothing of the job itself was read, every job of its shape waits so until the
+            # next change (most of the jobs of a large queue). Strict order: the jobs after this
+            # one wait for it instead.
+            if self.preemptor is None and not self.group.strict_order and self._alike(shape):
+                self.settled[shape] = why
+            return why
+        self._preempt(job["id"], shape, user, decision)
         return "Preempting", decision
 
-    def _go_gang(self, ident: str, shape: Shape, user: UserState, value: int) -> Why | None:
-        """A job with bundles: placed whole where its strategy and the selector allow, else it
-        waits, or preempts for its whole footprint (on one node, else across nodes)."""
-        gang = shape.gang
-        nodes = None if shape.full else place(gang, shape.pool.nodes, self.selector.pick)
-        if nodes is not None:
-            for part, node in zip((*gang.bundles, gang.driver), nodes):
-                self.selector.placed(node)
-                self.selector.picked(part, node)
-            self._placed(ident, nodes[-1], shape, user, nodes[:-1])
-            return None
-        # Free resources only go down: what did not fit now will not fit later in the plan.
-        shape.full = True
-        kept_off = None
-        if self.heads:
-            kept_off = self._backfill_gang(ident, shape, user)
-            if kept_off is True:
-                return None
-        decision = self.preemptor.victims_for(shape, user, value) if self.preemptor else None
-        if self.group.strict_order:
-            self.blocker = ident
-        if decision is None:
-            return ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
-        self._preempt(ident, shape, user, decision)
-        return "Preempting", decision
+    def _alike(self, shape: Shape) -> bool:
+        """Whether the backfill of a job of the shape, as the plan stands, is that of any other:
+        it reads a job's max runtime only on a reservation's room with a start."""
+        if shape.gang is not None:
+            return not self.heads
+        return all(reservation.start is None for reservation, _, _ in self._rooms(shape))
 
-    def _to_reserved(self, reservation: Reservation) -> Why | None:
+    def _to_reserved(self, reservation: Reservation, job: dict) -> Why | None:
         """A reserving job starts on its node(s), and only there."""
         if reservation.fits():
             del self.reserved[reservation.job]
@@ -545,23 +575,23 @@ class _Planner:
                 self.selector.placed(node)
             node, gang = reservation.node, reservation.shape.gang
             here = None if gang is None else reservation.bundle_nodes or [node] * len(gang.bundles)
-            self._placed(reservation.job, node, reservation.shape, reservation.user, here)
+            self._placed(job, node, reservation.shape, reservation.user, here)
             return None
         # It waits for resources, only on its node: behind it, strict order waits too.
         if self.group.strict_order:
             self.blocker = reservation.job
         return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation)
 
-    def _head(self, ident: str, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
+    def _head(self, job: dict, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
         """The first job of its class to wait for resources: past the group's reserve_after, it
         reserves where it fits soonest (reservations.py), unless it holds a reservation already."""
         self.head_open = False
         # It waits for resources since it was submitted at the earliest: a job submitted since
         # reserve_after is passed over without reading the job itself.
         reserve_after = self.group.reserve_after_s
+        ident = job["id"]
         if ident in self.reserved or (self.snapshot.now - submitted).total_seconds() < reserve_after:
             return why
-        job = self._job(ident)
         since = job.get("waiting_since") or job.get("submitted_at")
         if since is None or (self.snapshot.now - since).total_seconds() < reserve_after:
             return why
@@ -581,6 +611,7 @@ class _Planner:
         """Holds, from the rest of the plan, what of the request what frees by the start will not
         cover; never below 0 left free (what the selectors' keys allow, heap_keys.py), and what
         was taken is what the reservation holds."""
+        self._changed()
         reservation.held = {}
         for node, amounts in held_room(reservation.needs, freed).items():
             taken = reservation.held[node] = {}
@@ -592,38 +623,48 @@ class _Planner:
             self.selector.placed(node)
         self.reserved[reservation.job] = reservation
 
-    def _backfill(self, ident: str, shape: Shape, user: UserState) -> Reservation | bool | None:
+    def _backfill(self, job: dict, shape: Shape, user: UserState) -> Reservation | bool | None:
         """A job that fits no node's free resources, on the room a head-of-line reservation holds:
         True once placed there (it ends before that reservation's start), else the reservation it
         would delay, or None when no reserved node has room for it."""
         kept_off = runtime = None
-        for reservation in self.heads:
-            for node, room in reservation.held.items():
-                if node not in shape.pool.members or not all(
-                        node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items):
-                    continue
-                start = reservation.start
-                # Without a start nothing ends before it: the job itself is not read.
-                if start is not None:
-                    runtime = runtime or self._job(ident).get("max_runtime_s")
-                if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
-                    kept_off = kept_off or reservation
-                    continue
-                for name, amount in shape.items:
-                    real = node.free.get(name, 0) + room.get(name, 0) - amount
-                    node.free[name] = min(node.free.get(name, 0), real)
-                    room[name] = real - node.free[name]
-                self._placed(ident, node, shape, user)
-                return True
+        for reservation, node, room in self._rooms(shape):
+            start = reservation.start
+            # Without a start nothing ends before it: the job itself is not read.
+            if start is not None:
+                runtime = runtime or job.get("max_runtime_s")
+            if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
+                kept_off = kept_off or reservation
+                continue
+            for name, amount in shape.items:
+                real = node.free.get(name, 0) + room.get(name, 0) - amount
+                node.free[name] = min(node.free.get(name, 0), real)
+                room[name] = real - node.free[name]
+            self._placed(job, node, shape, user)
+            return True
         return kept_off
 
-    def _ends_before(self, ident: str, reservation: Reservation) -> bool:
+    def _rooms(self, shape: Shape) -> list[tuple[Reservation, NodeState, dict[str, int]]]:
+        """The head-of-line reservations' nodes of the shape's pool with room for it, free and
+        held together, in order: what `_backfill` tries. The same for every job of the shape until
+        the next placement or reservation: made once per shape between two of them, where the jobs
+        that wait, most of them, are many more."""
+        known = self.rooms.get(shape)
+        if known is not None:
+            return known
+        found = [(reservation, node, room) for reservation in self.heads for node, room in reservation.held.items()
+                 if node in shape.pool.members
+                 and all(node.free.get(name, 0) + room.get(name, 0) >= amount for name, amount in shape.items)]
+        self.rooms[shape] = found
+        return found
+
+    def _ends_before(self, job: dict, reservation: Reservation) -> bool:
         """Whether the job will end before the reservation's start: its max runtime is known and
         short enough."""
-        runtime, start = self._job(ident).get("max_runtime_s"), reservation.start
+        runtime, start = job.get("max_runtime_s"), reservation.start
         return runtime is not None and start is not None and (start - self.snapshot.now).total_seconds() >= runtime
 
-    def _backfill_gang(self, ident: str, shape: Shape, user: UserState) -> Reservation | bool | None:
+    def _backfill_gang(self, job: dict, shape: Shape, user: UserState) -> Reservation | bool | None:
         """A job with bundles, as `_backfill` does a plain one: placed whole (first fit, in node
         order) on the nodes' free resources and the room held by the reservations it ends before,
         True once placed; else the first reservation whose room it would fit with, or None."""
@@ -631,7 +672,7 @@ class _Planner:
         rooms: dict[NodeState, list[dict[str, int]]] = {}
         delayed = []
         for reservation in self.heads:
-            if self._ends_before(ident, reservation):
+            if self._ends_before(job, reservation):
                 for node, room in reservation.held.items():
                     rooms.setdefault(node, []).append(room)
             else:
@@ -655,30 +696,25 @@ class _Planner:
                 node.free[name] = node.free.get(name, 0) - amount
             self.selector.placed(node)
             self.selector.picked(part, node)
-        self._placed(ident, chosen[-1], shape, user, chosen[:-1])
+        self._placed(job, chosen[-1], shape, user, chosen[:-1])
         return True
 
-    def _placed(self, ident: str, node: NodeState, shape: Shape, user: UserState,
+    def _changed(self) -> None:
+        """Free resources or the reservations' room changed: what holds only until then goes."""
+        self.rooms.clear()
+        self.settled.clear()
+
+    def _placed(self, job: dict, node: NodeState, shape: Shape, user: UserState,
                 bundle_nodes: list[NodeState] | None = None) -> None:
+        self._changed()
+        ident = job["id"]
+        self.placed_jobs[ident] = job
         user.take(shape, self.totals)
         self.selector.placed(node)
         if bundle_nodes is None:
             self.placements.append({"job": ident, "node": node.id})
         else:
             self.placements.append({"job": ident, "node": node.id, "bundle_nodes": [n.id for n in bundle_nodes]})
-
-    def _wait(self, ident: str, shape: Shape, user: UserState, value: int, why: Why) -> None:
-        reason, subject = why
-        record = {"job": ident, "reason": reason, "message": ""}
-        self.waiting.append(record)
-        if reason == "Resources" and self.preemption.reclaims:
-            self.reclaiming.append((record, shape, user, value))
-        by_subject = self.unsaid[reason]
-        same = by_subject.get(subject)
-        if same is None:
-            by_subject[subject] = [record]
-        else:
-            same.append(record)
 
     def _reclaim(self) -> None:
         """Reclaim within a class, after every placement: a later placement of the waiting user
@@ -690,7 +726,7 @@ class _Planner:
             if decision is not None:
                 self._preempt(record["job"], shape, user, decision)
                 record["reason"] = "Preempting"
-                self.unsaid["Preempting"][decision] = [record]
+                self.unsaid["Preempting", decision] = [record]
 
     def _preempt(self, ident: str, shape: Shape, user: UserState, decision: Decision) -> None:
         """The job reserves the decision's node(s): of its request on each, what its victims will
@@ -705,14 +741,12 @@ class _Planner:
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""
         words = Words.of(self.group, self.snapshot.now, self.order, self.outside, self.holders)
-        for reason, by_subject in self.unsaid.items():
-            say = MESSAGES[reason]
-            for subject, records in by_subject.items():
-                text = say(words, subject)
-                for record in records:
-                    # A job that reclaimed after the placements left its first reason's list.
-                    if record["reason"] == reason:
-                        record["message"] = text
+        for (reason, subject), records in self.unsaid.items():
+            text = MESSAGES[reason](words, subject)
+            for record in records:
+                # A job that reclaimed after the placements left its first reason's list.
+                if record["reason"] == reason:
+                    record["message"] = text
 
     def _plan(self) -> Plan:
         state = self.selector.state_document()
