@@ -5,7 +5,8 @@ row took longer than the plan itself, while a steady tick changes a few of them.
 Every write to a job marks its row with its transaction (sql/0020_job_versions.sql), and the rows
 read again are those written by the transactions that the snapshot taken before the last read did
 not see: a row committed meanwhile in any order is read, one read twice does no harm. A pending row
-deleted (by hand: nothing of ours deletes one) shows as a count that differs, and all are read again."""
+deleted (by hand: nothing of ours deletes one) or moved to another group shows as a pending count
+(the triggers' job_counts) that differs, and all are read again."""
 
 from __future__ import annotations
 

@@ -59,9 +59,12 @@ def current_snapshot(conn: psycopg.Connection) -> str:
 def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:
     """The group's jobs written by transactions the snapshot `since` did not see (sql/0020): those
     pending now, and the ids of the others; with the number of the group's pending jobs, in the
-    same statement, so that the three are of one moment."""
+    same statement, so that the three are of one moment. The number is the triggers' (job_counts,
+    sql/0008: exact in every transaction's view): counting 100,000 rows whose visibility is not
+    settled yet (the tick rewrites their reasons) took 50-80 ms."""
     rows = conn.cursor(row_factory=tuple_row).execute(
-        f"""SELECT (SELECT count(*) FROM jobs WHERE group_name = %(group)s AND state = %(pending)s), changed.*
+        f"""SELECT (SELECT coalesce(sum(jobs), 0)::bigint FROM job_counts WHERE group_name = %(group)s AND state = %(pending)s),
+                   changed.*
             FROM (SELECT 1) AS one LEFT JOIN (
                 SELECT state, {_PENDING} FROM jobs
                 WHERE group_name = %(group)s AND version >= pg_snapshot_xmin(%(since)s::pg_snapshot)
