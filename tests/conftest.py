@@ -12,3 +12,14 @@ def info_log():
     log.configure("text", "INFO")
     yield
     log._logger = saved
+
+
+@pytest.fixture
+def whole_reads(monkeypatch):
+    """The groups whose pending rows were read whole (`tick_jobs.pending_jobs`), in order."""
+    from job.store import tick_jobs
+
+    seen = []
+    pending_jobs = tick_jobs.pending_jobs
+    monkeypatch.setattr(tick_jobs, "pending_jobs", lambda conn, group: seen.append(group) or pending_jobs(conn, group))
+    return seen

@@ -153,19 +153,14 @@ def test_a_tick_whose_connection_is_cut_after_its_intents_writes_nothing_more_an
     assert row["state"] == "SUBMITTED" and len(ray.submitted) == 1
 
 
-def test_the_loop_keeps_the_pending_rows_between_its_ticks(conn, database_url, monkeypatch):
+def test_the_loop_keeps_the_pending_rows_between_its_ticks(conn, database_url, monkeypatch, whole_reads):
     """Read whole at its first tick, then only the rows written since (scheduler/pending.py): the
     jobs submitted while it runs are placed all the same, and no row is read whole again."""
-    from job.store import tick_jobs
-
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
     conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
     first = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
     ray = FakeRay()
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
-    whole = []
-    pending_jobs = tick_jobs.pending_jobs
-    monkeypatch.setattr(tick_jobs, "pending_jobs", lambda c, group: whole.append(group) or pending_jobs(c, group))
     later = []
 
     def submit_meanwhile():
@@ -178,7 +173,7 @@ def test_the_loop_keeps_the_pending_rows_between_its_ticks(conn, database_url, m
     status = loop_module.loop(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), 3.0, 0.2)
     submitter.join()
     assert status == 0
-    assert whole == ["main"]
+    assert whole_reads == ["main"]
     states = {row["id"]: row["state"] for row in conn.execute("SELECT id, state FROM jobs")}
     assert states == dict.fromkeys([first, *later], "SUBMITTED")
     assert len(ray.submitted) == 4

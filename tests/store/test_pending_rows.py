@@ -76,19 +76,17 @@ WRITES = {
 
 
 @pytest.mark.parametrize("write", WRITES, ids=list(WRITES))
-def test_after_a_write_the_kept_rows_are_what_a_full_read_gives(queue, reader, write, monkeypatch):
+def test_after_a_write_the_kept_rows_are_what_a_full_read_gives(queue, reader, write, request):
     ids = add(queue, 5)
     kept = PendingRows()
     before = {row.id: row for row in read(kept, reader)}
     write_it, whole = WRITES[write]
     write_it(queue, ids)
-    full_reads = []
-    pending_jobs = tick_jobs.pending_jobs
-    monkeypatch.setattr(tick_jobs, "pending_jobs", lambda conn, group: full_reads.append(group) or pending_jobs(conn, group))
+    # Counted from here: the first read was whole, and `read` reads whole to compare.
+    whole_reads = request.getfixturevalue("whole_reads")
     after = kept.read(reader, GROUP)
-    monkeypatch.undo()
-    assert after == pending_jobs(reader, GROUP)
-    assert full_reads == ([GROUP] if whole else [])
+    assert whole_reads == ([GROUP] if whole else [])
+    assert after == tick_jobs.pending_jobs(reader, GROUP)
     if not whole:
         # Each write touches one job of g at most: every other row is the very object read before.
         assert sum(row is not before.get(row.id) for row in after) <= (write != "nothing")
@@ -118,18 +116,15 @@ def test_a_write_committed_after_a_later_one_is_read_all_the_same(queue, reader,
     assert {row.id: row.priority for row in read(kept, reader)} == {first: 7, second: 8}
 
 
-def test_a_group_whose_tick_failed_is_read_whole_at_its_next_tick(queue, database_url, monkeypatch):
+def test_a_group_whose_tick_failed_is_read_whole_at_its_next_tick(queue, database_url, monkeypatch, whole_reads):
     add(queue, 3)
     kept = PendingRows()
-    full_reads = []
-    pending_jobs = tick_jobs.pending_jobs
-    monkeypatch.setattr(tick_jobs, "pending_jobs", lambda conn, group: full_reads.append(group) or pending_jobs(conn, group))
     config = TickConfig(database_url=database_url, submit_concurrency=1, ray_timeout_s=1.0)
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: _NoRay())
     group = tick.groups.get_group(queue, GROUP)
     with connect(database_url) as reader:
         kept.read(reader, GROUP)
-    assert full_reads == [GROUP]
+    assert whole_reads == [GROUP]
 
     def broken(snapshot):
         raise RuntimeError("a plan that fails")
@@ -138,10 +133,10 @@ def test_a_group_whose_tick_failed_is_read_whole_at_its_next_tick(queue, databas
     with pytest.raises(RuntimeError):
         tick.tick_group(config, group, "inst", pending=kept)
     # The failed tick read the kept rows (no full read), then dropped them.
-    assert full_reads == [GROUP]
+    assert whole_reads == [GROUP]
     with connect(database_url) as reader:
         kept.read(reader, GROUP)
-    assert full_reads == [GROUP, GROUP]
+    assert whole_reads == [GROUP, GROUP]
 
 
 class _NoRay:
