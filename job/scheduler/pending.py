@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import psycopg
 
 from job.core.group_snapshot import MadeJobs, PendingRow
+from job.core.waiting import Compared
 from job.store import tick_jobs
 
 
@@ -24,8 +25,10 @@ class _Kept:
     since: str
     rows: dict[int, PendingRow]
     ordered: list[PendingRow]
-    # The planner's jobs made of them by the last tick.
+    # The planner's jobs made of them by the last tick, and what its comparison of the waiting
+    # reasons found.
     made: MadeJobs
+    compared: Compared
 
 
 class PendingRows:
@@ -48,16 +51,22 @@ class PendingRows:
                 rows[row.id] = row
             if len(rows) == total:
                 ordered = [rows[job_id] for job_id in sorted(rows)] if written or gone else kept.ordered
-                self._kept[group] = _Kept(since, rows, ordered, kept.made)
+                kept.compared.read_again.update(str(row.id) for row in written)
+                self._kept[group] = _Kept(since, rows, ordered, kept.made, kept.compared)
                 return ordered
         ordered = tick_jobs.pending_jobs(conn, group)
-        self._kept[group] = _Kept(since, {row.id: row for row in ordered}, ordered, MadeJobs())
+        self._kept[group] = _Kept(since, {row.id: row for row in ordered}, ordered, MadeJobs(), Compared())
         return ordered
 
     def made(self, group: str) -> MadeJobs:
         """The planner's jobs made of the group's rows by its last tick, for build_snapshot."""
         kept = self._kept.get(group)
         return MadeJobs() if kept is None else kept.made
+
+    def compared(self, group: str) -> Compared:
+        """What the last tick's comparison of the group's waiting reasons found, for waiting_changes."""
+        kept = self._kept.get(group)
+        return Compared() if kept is None else kept.compared
 
     def forget(self, group: str) -> None:
         """After a group's tick failed: its next tick reads every row again."""

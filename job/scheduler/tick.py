@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from operator import itemgetter
 
 import psycopg
 
@@ -28,7 +27,7 @@ from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
-from job.core.waiting import waiting_changes
+from job.core.waiting import counted, waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.pending import PendingRows
@@ -220,8 +219,8 @@ class _GroupTick:
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-        step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decided.waiting), state,
-                        saved, demand=demand)
+        changed = waiting_changes(pending, decided.waiting, self.pending.compared(self.name), decided.said)
+        step = PlanStep(decided, decisions, pending, invalid, changed, state, saved, demand=demand)
         if not dry_run:  # what only the commit writes
             step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
@@ -229,7 +228,7 @@ class _GroupTick:
                                                      decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = Counter(map(itemgetter("reason"), decided.waiting))
+        self.result.waiting = counted(decided.said)
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
