@@ -63,6 +63,11 @@ class PendingRows:
         kept = self._kept.get(group)
         return MadeJobs() if kept is None else kept.made
 
+    def by_id(self, group: str) -> dict[int, PendingRow]:
+        """The rows the last read gave, by id."""
+        kept = self._kept.get(group)
+        return {} if kept is None else kept.rows
+
     def compared(self, group: str) -> Compared:
         """What the last tick's comparison of the group's waiting reasons found, for waiting_changes."""
         kept = self._kept.get(group)
