@@ -393,6 +393,7 @@ def _held(record: dict) -> Held:
 def reservation_changes(pending: list[PendingRow], after: dict[int, Held]) -> dict[int, Held | None]:
     """The pending jobs whose reservation the plan changed (`after`, Decisions.reservations): id ->
     the reservation, None where it ended (the job placed, or its reservation expired or no longer
-    valid). A head-of-line one whose expected start moved is written again."""
+    valid). A head-of-line one whose expected start moved is written again. `pending`: the rows
+    read; only those with a reservation count (the tick gives those alone)."""
     before = {row.id: _stored(row) for row in pending if row.reserved_node is not None}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}

@@ -224,7 +224,8 @@ class _GroupTick:
         if not dry_run:  # what only the commit writes
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
-            step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
+            step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
+                                                    recent),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                      decisions.placements, [rows[job] for job, _ in decisions.placements],
                                                      snapshot.accounts, decisions.bundle_nodes))
@@ -253,7 +254,8 @@ class _GroupTick:
         self.result.reasons_written = len(step.changed)
         tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in step.estimates.items()})
         victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)
-        tick_jobs.set_reservations(self.conn, reservation_changes(step.pending, step.decisions.reservations), now)
+        tick_jobs.set_reservations(self.conn, reservation_changes(self.pending.carrying(self.name),
+                                                                  step.decisions.reservations), now)
         groups.save_group_state(self.conn, self.name, step.saved)
         tick_jobs.set_observed(self.conn, done.observed)
         self.conn.commit()

@@ -44,6 +44,8 @@ def read(kept: PendingRows, reader: psycopg.Connection) -> list:
     full = tick_jobs.pending_jobs(reader, GROUP)
     reader.commit()
     assert rows == full
+    assert kept.carrying(GROUP) == [row for row in full if row.reserved_node is not None
+                                    or row.queue_position is not None or row.estimate_basis is not None]
     return rows
 
 
@@ -69,6 +71,15 @@ WRITES = {
                   (ids[0],)),
         c.execute("UPDATE jobs SET state = 'PENDING', node = NULL WHERE id = %s", (ids[0],))], False),
     "nothing": (lambda c, ids: None, False),
+    "an estimate stored": (lambda c, ids: c.execute(
+        "UPDATE jobs SET queue_position = 1, estimate_basis = 'from the plan' WHERE id = %s", (ids[2],)), False),
+    "a reservation held": (lambda c, ids: c.execute(
+        "UPDATE jobs SET reserved_node = 'n', reserved_at = now() WHERE id = %s", (ids[4],)), False),
+    "an estimate cleared": (lambda c, ids: c.execute(
+        "UPDATE jobs SET queue_position = NULL, estimate_basis = NULL WHERE id = %s", (ids[2],)), False),
+    "a job holding a reservation placed": (lambda c, ids: c.execute(
+        "UPDATE jobs SET reserved_node = 'n', reserved_at = now(), state = 'SUBMITTING', node = 'n', attempt = 1,"
+        " submission_id = 's4' WHERE id = %s", (ids[4],)), False),
     "a job moved to another group": (lambda c, ids: c.execute(
         "UPDATE jobs SET group_name = 'h' WHERE id = %s", (ids[3],)), True),
     "a pending job deleted by hand": (lambda c, ids: c.execute("DELETE FROM jobs WHERE id = %s", (ids[4],)), True),
