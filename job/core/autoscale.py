@@ -121,6 +121,18 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
                                       f"{snapshot.group.name} can hold it: waits for the cluster to add a node "
                                       f"of type {fitting}")
         record["reason"], record["message"] = change
+    if said and plan.said is not None:
+        plan.said = _regrouped(plan.said)
+
+
+def _regrouped(said: list[tuple[str, str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
+    """The plan's waiting records grouped again (Plan.said) where scale_up changed them."""
+    changed: dict[tuple[str, str], list[dict]] = {}
+    for reason, _, records in said:
+        if reason == "Unschedulable":
+            for record in records:
+                changed.setdefault((record["reason"], record["message"]), []).append(record)
+    return [group for group in said if group[0] != "Unschedulable"] + [(*key, records) for key, records in changed.items()]
 
 
 class _Bins:

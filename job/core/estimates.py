@@ -131,7 +131,8 @@ def changes(before: Mapping[int, Stored], after: Mapping[str, Stored]) -> dict[i
 def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
              first: int = FIRST, every_s: float = 5.0) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
-    (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read."""
+    (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read:
+    only those with a stored estimate count (the tick gives those alone)."""
     known = RunTimes(recent)
     now = snapshot.now
     running, ends = {}, {}

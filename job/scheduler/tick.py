@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from operator import itemgetter
 
 import psycopg
 
@@ -28,7 +27,7 @@ from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
-from job.core.waiting import waiting_changes
+from job.core.waiting import counted, waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.pending import PendingRows
@@ -220,16 +219,19 @@ class _GroupTick:
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-        step = PlanStep(decided, decisions, pending, invalid, waiting_changes(pending, decided.waiting), state,
-                        saved, demand=demand)
+        changed = waiting_changes(pending, decided.waiting, self.pending.compared(self.name), decided.said)
+        step = PlanStep(decided, decisions, pending, invalid, changed, state, saved, demand=demand)
         if not dry_run:  # what only the commit writes
-            step = replace(step, estimates=estimate(snapshot, decided, done.active, pending, recent),
+            # The placed jobs' rows, not a pass over 100,000.
+            rows = self.pending.by_id(self.name)
+            step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
+                                                    recent),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
-                                                     decisions.placements, pending, snapshot.accounts,
-                                                     decisions.bundle_nodes))
+                                                     decisions.placements, [rows[job] for job, _ in decisions.placements],
+                                                     snapshot.accounts, decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = Counter(map(itemgetter("reason"), decided.waiting))
+        self.result.waiting = counted(decided.said)
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
@@ -252,7 +254,8 @@ class _GroupTick:
         self.result.reasons_written = len(step.changed)
         tick_jobs.set_estimates(self.conn, {job_id: (e.position, e.start, e.basis) for job_id, e in step.estimates.items()})
         victims = tick_jobs.mark_victims(self.conn, step.decisions.victims, now)
-        tick_jobs.set_reservations(self.conn, reservation_changes(step.pending, step.decisions.reservations), now)
+        tick_jobs.set_reservations(self.conn, reservation_changes(self.pending.carrying(self.name),
+                                                                  step.decisions.reservations), now)
         groups.save_group_state(self.conn, self.name, step.saved)
         tick_jobs.set_observed(self.conn, done.observed)
         self.conn.commit()

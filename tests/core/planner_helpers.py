@@ -258,3 +258,10 @@ def snapshots(draw, policy=None, loaded=False):
 
 # Modest counts: the planner tests stay well under a minute on two shared cores.
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def said_as_waiting(decided) -> bool:
+    """Whether the plan's grouped records (Plan.said) are its waiting records, each once, under its
+    own reason and message."""
+    grouped = [(record["job"], reason, message) for reason, message, records in decided.said for record in records]
+    return sorted(grouped) == sorted((r["job"], r["reason"], r["message"]) for r in decided.waiting)

@@ -14,6 +14,7 @@ from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources
 from job.core.specs import GroupSpec, NodeType, parse_node_types, validated
+from planner_helpers import said_as_waiting
 
 GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
 CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
@@ -114,6 +115,15 @@ def test_scaling_up_against_unschedulable_on_an_empty_cluster(job, types, reason
     reasons, _ = waiting(snapshot(pending=[{"id": "a", **job}]), types)
     assert reasons["a"][0] == reason
     assert said in reasons["a"][1]
+
+
+def test_scaling_up_groups_the_changed_records_again():
+    snap = snapshot(pending=[{"id": "a", "resources": {"CPU": 1}}, {"id": "b", "resources": {"CPU": 9}},
+                             {"id": "c", "resources": {"CPU": 1}}])
+    decided = plan(snap)
+    autoscale.scale_up(snap, decided, [CPU], {})
+    assert said_as_waiting(decided)
+    assert sorted((reason, len(records)) for reason, _, records in decided.said) == [("ScalingUp", 2), ("Unschedulable", 1)]
 
 
 def test_a_job_that_fits_a_node_now_or_when_empty_is_not_scaling_up():

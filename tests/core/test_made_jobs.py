@@ -51,6 +51,28 @@ def test_a_snapshot_made_with_the_last_ones_jobs_is_the_one_made_without(first, 
     assert snapshot_of(second_group, second, LATER, made) == snapshot_of(second_group, second, LATER)
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(ROWS, max_size=12, unique_by=lambda r: r.id), second_group=st.sampled_from([CLASSES, LOW_ONLY]))
+def test_the_same_list_of_rows_given_again_makes_the_snapshot_made_without(rows, second_group):
+    made = MadeJobs()
+    snapshot_of(CLASSES, rows, NOW, made)
+    assert snapshot_of(second_group, rows, LATER, made) == snapshot_of(second_group, rows, LATER)
+    assert snapshot_of(second_group, rows, LATER + timedelta(seconds=400), made) == snapshot_of(
+        second_group, rows, LATER + timedelta(seconds=400))
+
+
+def test_the_same_list_of_kept_rows_gives_the_same_list_of_jobs():
+    made = MadeJobs()
+    rows = [row(1), row(2)]
+    before, _, _ = snapshot_of(CLASSES, rows, NOW, made)
+    assert snapshot_of(CLASSES, rows, LATER, made)[0] is before
+    # A row whose job depends on the tick's now: made again.
+    rows = [row(1), row(2, waiting_since=None)]
+    before, _, _ = snapshot_of(CLASSES, rows, NOW, made)
+    after, _, _ = snapshot_of(CLASSES, rows, LATER, made)
+    assert after is not before and after[1]["waiting_since"] == LATER
+
+
 def test_an_unwritten_row_gives_the_same_job_and_a_row_read_again_a_new_one():
     made = MadeJobs()
     kept, rewritten, fresh, reserved = row(1), row(2), row(3, waiting_since=None), row(4, reserved_node="a", reserved_at=NOW)

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
+from planner_helpers import said_as_waiting
 from job.core.resources import to_units
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -321,6 +322,12 @@ def test_victims_are_always_eligible_and_within_the_budget(document):
             assert VALUE[victim["class"]] <= VALUE[waiting["class"]]
             if document["group"]["preemption"] == "priority" or victim["user"] == waiting["user"]:
                 assert VALUE[victim["class"]] < VALUE[waiting["class"]]
+
+
+@PROPERTY
+@given(preempting_snapshots())
+def test_the_grouped_waiting_records_are_the_waiting_records_after_reclaims(document):
+    assert said_as_waiting(plan(Snapshot.model_validate(document)))
 
 
 @PROPERTY

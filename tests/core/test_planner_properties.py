@@ -6,7 +6,7 @@ from hypothesis import given, settings
 
 from job.core.planner import Snapshot, plan
 from job.core.resources import fits, to_units
-from planner_helpers import PROPERTY, reference, run, snapshots
+from planner_helpers import PROPERTY, reference, run, said_as_waiting, snapshots
 
 
 
@@ -39,6 +39,12 @@ def _free_after(document: dict, placements) -> dict[str, dict[str, int]]:
             if node in free:
                 free[node][r] = free[node].get(r, 0) - to_units(a)
     return free
+
+
+@PROPERTY
+@given(snapshots(loaded=True))
+def test_the_grouped_waiting_records_are_the_waiting_records(document):
+    assert said_as_waiting(plan(Snapshot.model_validate(document)))
 
 
 @PROPERTY

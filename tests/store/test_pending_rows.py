@@ -44,6 +44,8 @@ def read(kept: PendingRows, reader: psycopg.Connection) -> list:
     full = tick_jobs.pending_jobs(reader, GROUP)
     reader.commit()
     assert rows == full
+    assert kept.carrying(GROUP) == [row for row in full if row.reserved_node is not None
+                                    or row.queue_position is not None or row.estimate_basis is not None]
     return rows
 
 
@@ -69,6 +71,15 @@ WRITES = {
                   (ids[0],)),
         c.execute("UPDATE jobs SET state = 'PENDING', node = NULL WHERE id = %s", (ids[0],))], False),
     "nothing": (lambda c, ids: None, False),
+    "an estimate stored": (lambda c, ids: c.execute(
+        "UPDATE jobs SET queue_position = 1, estimate_basis = 'from the plan' WHERE id = %s", (ids[2],)), False),
+    "a reservation held": (lambda c, ids: c.execute(
+        "UPDATE jobs SET reserved_node = 'n', reserved_at = now() WHERE id = %s", (ids[4],)), False),
+    "an estimate cleared": (lambda c, ids: c.execute(
+        "UPDATE jobs SET queue_position = NULL, estimate_basis = NULL WHERE id = %s", (ids[2],)), False),
+    "a job holding a reservation placed": (lambda c, ids: c.execute(
+        "UPDATE jobs SET reserved_node = 'n', reserved_at = now(), state = 'SUBMITTING', node = 'n', attempt = 1,"
+        " submission_id = 's4' WHERE id = %s", (ids[4],)), False),
     "a job moved to another group": (lambda c, ids: c.execute(
         "UPDATE jobs SET group_name = 'h' WHERE id = %s", (ids[3],)), True),
     "a pending job deleted by hand": (lambda c, ids: c.execute("DELETE FROM jobs WHERE id = %s", (ids[4],)), True),
@@ -147,3 +158,27 @@ class _NoRay:
 
     def jobs(self, submission_ids):
         return {}
+
+
+def test_a_reason_written_behind_the_loops_back_is_written_again(queue, database_url, monkeypatch, whole_reads):
+    """The kept comparison of the waiting reasons (core/waiting.py's Compared) reads again the rows
+    written since: after each write, the kept tick leaves no reason that a tick reading every row
+    would write."""
+    ids = add(queue, 4)
+    kept = PendingRows()
+    config = TickConfig(database_url=database_url, submit_concurrency=1, ray_timeout_s=1.0)
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: _NoRay())
+    group = tick.groups.get_group(queue, GROUP)
+    assert tick.tick_group(config, group, "inst", pending=kept).reasons_written == 4
+    # Each on a job of its own: from the second on, one whose row was last found up to date.
+    for index, write in enumerate(("UPDATE jobs SET reason = NULL, message = NULL WHERE id = %s",
+                                   "UPDATE jobs SET reason = 'Resources', message = 'needs CPU 1' WHERE id = %s",
+                                   "UPDATE jobs SET message = 'old words' WHERE id = %s",
+                                   "UPDATE jobs SET priority = 3 WHERE id = %s")):
+        queue.execute(write, (ids[index],))
+        add(queue)
+        written = tick.tick_group(config, group, "inst", pending=kept).reasons_written
+        assert written == (1 if "priority" in write else 2)
+        # The kept ticks never read every row; a tick that does finds nothing more to write.
+        assert whole_reads == [GROUP] * (index + 1)
+        assert tick.tick_group(config, group, "inst", pending=PendingRows()).reasons_written == 0

@@ -741,18 +741,23 @@ class _Planner:
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""
         words = Words.of(self.group, self.snapshot.now, self.order, self.outside, self.holders)
+        self.said: list[tuple[str, str, list[dict]]] = []
         for (reason, subject), records in self.unsaid.items():
             text = MESSAGES[reason](words, subject)
+            left = False
             for record in records:
                 # A job that reclaimed after the placements left its first reason's list.
                 if record["reason"] == reason:
                     record["message"] = text
+                else:
+                    left = True
+            self.said.append((reason, text, [r for r in records if r["reason"] == reason] if left else records))
 
     def _plan(self) -> Plan:
         state = self.selector.state_document()
         state = {} if state is None else {self.selector_rule.state_name: state}
         if self.preemptor is None and not self.snapshot.reservations and not self.reserved:
-            return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state)
-        return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state,
+            return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state, said=self.said)
+        return Plan.model_construct(placements=self.placements, waiting=self.waiting, state=state, said=self.said,
                                     preemptions=self.preemptions,
                                     reservations=[held.document() for held in self.reserved.values()])

@@ -467,6 +467,10 @@ class Plan(BaseModel):
     # reservations as they stand after the plan (the whole list).
     preemptions: list[Preempted] | None = None
     reservations: list[Reservation] | None = None
+    # Not in the JSON: the waiting records again, grouped as the planner words them, (reason,
+    # message, records) with each record in one group, so that the tick compares a group's 100k
+    # jobs with their rows by set operations (core/waiting.py) rather than record by record.
+    said: list[tuple[Reason, str, list[Waiting]]] | None = Field(default=None, exclude=True)
 
     def document(self) -> dict[str, Any]:
         """The PLAN-FORMAT JSON as a dict: the optional lists only where present."""
