@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import Pending, PendingJob, Running, RunningJob, _cut_fraction, _fast_jobs, describe_error
+from job.core.planner.snapshot import (Pending, PendingJob, Running, RunningJob, _cut_fraction, _fast_jobs, _unique_ids,
+                                       describe_error)
 
 PENDING = TypeAdapter(list[PendingJob])
 RUNNING = TypeAdapter(list[RunningJob])
@@ -113,6 +114,21 @@ def test_a_bad_snapshot_from_json_is_named_in_pydantics_words(document):
     with pytest.raises(ValidationError) as slow:
         Snapshot.model_validate_json(text)
     assert describe_error(fast.value) == describe_error(slow.value)
+
+
+def test_a_key_not_given_reads_as_its_default():
+    job = Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).pending[0]
+    assert (job.priority, job.submitted_at, job.max_runtime_s) == (0, None, None)
+    assert job.klass is job.bundles is job.node_labels is msgspec.UNSET
+    assert Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).model_dump()["pending"] == [PLAIN]
+
+
+@pytest.mark.parametrize(("ids", "unique"), [
+    ([], True), (["1", "2", "10"], True), (["10", "9"], True), (["b", "a"], True),
+    (["1", "1"], False), (["9", "10", "9"], False), (["5", "10", "5"], False), (["a", "b", "a"], False),
+])
+def test_ids_are_unique_in_the_ticks_order_or_any_other(ids, unique):
+    assert _unique_ids([Pending(id=ident, user="a", resources={}) for ident in ids]) is unique
 
 
 @pytest.mark.parametrize(("text", "cut"), [
