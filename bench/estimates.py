@@ -32,7 +32,7 @@ from bench.plan import size  # noqa: E402
 from job.core.estimates import RECENT, Finished, RunTimes  # noqa: E402
 from job.core.forecast import forecast  # noqa: E402
 from job.core.planner import Snapshot, plan  # noqa: E402
-from job.core.planner.snapshot import Group  # noqa: E402
+from job.core.planner.snapshot import Group, Pending  # noqa: E402
 from job.core.simulate.cluster import parse_nodes  # noqa: E402
 from job.core.simulate.engine import simulate  # noqa: E402
 from job.core.simulate.generate import generate  # noqa: E402
@@ -54,8 +54,8 @@ def snapshot_at(records, t: float, nodes, group: Group) -> Snapshot:
         "running": [{"id": r.job.id, "user": r.job.user, "node": r.node, "resources": r.job.resources,
                      "started_at": at(r.start_s)} for r in running],
     })
-    shot.pending = [{"id": r.job.id, "user": r.job.user, "resources": r.job.resources, "priority": 0,
-                     "submitted_at": at(r.job.submit_s), "not_before": None, "node_labels": {}} for r in pending]
+    shot.pending = [Pending(id=r.job.id, user=r.job.user, resources=r.job.resources, submitted_at=at(r.job.submit_s),
+                            node_labels={}) for r in pending]
     return shot
 
 
@@ -72,9 +72,9 @@ def errors(records, t: float, nodes, group: Group, oracle: bool, carried: int | 
 
     ends = {}
     for job in shot.running:
-        run = run_time(job["id"])
-        ends[job["id"]] = None if run is None else job["started_at"] + timedelta(seconds=run)
-    estimates = forecast(shot, ends, {job["id"]: run_time(job["id"]) for job in shot.pending}, first=FIRST,
+        run = run_time(job.id)
+        ends[job.id] = None if run is None else job.started_at + timedelta(seconds=run)
+    estimates = forecast(shot, ends, {job.id: run_time(job.id) for job in shot.pending}, first=FIRST,
                          every_s=EVERY_S, carried=carried)
     found, unknown = [], 0
     for estimate in estimates:
@@ -119,9 +119,8 @@ def cost(pending: int, repeat: int) -> None:
     now = EPOCH + timedelta(seconds=max(job.submit_s for job in jobs) + 1)
     shot = Snapshot.model_validate({"group": group.model_dump(), "now": now,
                                     "nodes": [{"id": n.id, "resources": n.resources} for n in nodes]})
-    shot.pending = [{"id": j.id, "user": j.user, "resources": j.resources, "priority": 0,
-                     "submitted_at": EPOCH + timedelta(seconds=j.submit_s), "not_before": None, "node_labels": {}}
-                    for j in jobs]
+    shot.pending = [Pending(id=j.id, user=j.user, resources=j.resources, submitted_at=EPOCH + timedelta(seconds=j.submit_s),
+                            node_labels={}) for j in jobs]
     runs = {j.id: 600.0 for j in jobs}
     plans, withs = [], []
     for _ in range(repeat):

@@ -153,10 +153,10 @@ def with_preemption(shot: Snapshot, mode: str) -> Snapshot:
     group = shot.group.model_validate({**shot.group.model_dump(), "priority_classes": classes, "default_class": "low",
                                        "preemption": mode})
     started = (NOW - timedelta(hours=1)).isoformat()
-    running = [{**job, "started_at": started} for job in shot.running]
-    pending = [{**job, "class": "high"} if index % 100 == 7 else job for index, job in enumerate(shot.pending)]
-    return Snapshot.model_validate({**shot.model_dump(), "group": group.model_dump(), "running": running,
-                                    "pending": pending})
+    document = shot.model_dump()
+    running = [{**job, "started_at": started} for job in document["running"]]
+    pending = [{**job, "class": "high"} if index % 100 == 7 else job for index, job in enumerate(document["pending"])]
+    return Snapshot.model_validate({**document, "group": group.model_dump(), "running": running, "pending": pending})
 
 
 def with_accounts(shot: Snapshot) -> Snapshot:

@@ -25,11 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import account_path, limits_of
-from job.core.resources import Resources, accumulate, describe, fits, footprint, to_units
+from job.core.planner.snapshot import Pending, Running, account_path, limits_of
+from job.core.resources import Resources, accumulate, describe, fits, footprint_of, to_units
 from job.core.specs import NodeType
 
 # Reasons of jobs that wait for resources alone (kept off a reserved node too): those the cluster
@@ -55,25 +54,27 @@ class _Requests:
         self.group_labels = group_labels
         self.known: dict[tuple, tuple[Resources, tuple[tuple[str, str], ...]]] = {}
 
-    def __call__(self, job: Mapping[str, Any]) -> tuple[Resources, tuple[tuple[str, str], ...]]:
-        labels, bundles = job.get("node_labels"), job.get("bundles")
-        key = (tuple(job["resources"].items()), tuple(labels.items()) if labels else (),
+    def __call__(self, job: Running | Pending) -> tuple[Resources, tuple[tuple[str, str], ...]]:
+        # A running job has no labels.
+        labels, bundles = getattr(job, "node_labels", None), job.bundles
+        key = (tuple(job.resources.items()), tuple(labels.items()) if labels else (),
                tuple(tuple(bundle.items()) for bundle in bundles) if bundles else ())
         found = self.known.get(key)
         if found is None:
-            found = self.known[key] = (footprint(job), tuple(sorted({**self.group_labels, **(labels or {})}.items())))
+            found = self.known[key] = (footprint_of(job.resources, job.bundles),
+                                       tuple(sorted({**self.group_labels, **(labels or {})}.items())))
         return found
 
-    def parts(self, job: Mapping[str, Any]) -> list[Resources]:
+    def parts(self, job: Running | Pending) -> list[Resources]:
         """The shapes Ray's autoscaler is asked for, in the order of the job's nodes: the driver's
         request (empty when the driver asks for nothing), then each bundle; STRICT_PACK's bundles
         as one, their sum, since they go on one node."""
-        if not job.get("bundles"):
+        if not job.bundles:
             return [self(job)[0]]
-        bundles = [Resources.of(part) for part in job["bundles"]]
-        if job.get("bundle_strategy") == "STRICT_PACK":
+        bundles = [Resources.of(part) for part in job.bundles]
+        if job.bundle_strategy == "STRICT_PACK":
             bundles = [Resources.total(bundles)]
-        return [Resources.of(job["resources"]), *bundles]
+        return [Resources.of(job.resources), *bundles]
 
 
 def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> None:
@@ -97,13 +98,13 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
         if record["reason"] != "Unschedulable":
             continue
         if pending is None:
-            pending = {job["id"]: job for job in snapshot.pending}
+            pending = {job.id: job for job in snapshot.pending}
         job = pending[record["job"]]
         need, selector = request(job)
         # A gang's parts may go on several nodes (STRICT_PACK's bundles as one): a type holding
         # each part alone helps it.
-        bundles = job.get("bundles")
-        key = (need, selector, (job.get("bundle_strategy"), tuple(tuple(b.items()) for b in bundles)) if bundles else None)
+        bundles = job.bundles
+        key = (need, selector, (job.bundle_strategy, tuple(tuple(b.items()) for b in bundles)) if bundles else None)
         change = said.get(key)
         if change is None:
             shapes = [part for part in request.parts(job) if part]
@@ -111,7 +112,7 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
             # A gang must also fit whole, by its strategy, in the cluster at its largest (a
             # STRICT_SPREAD gang of 3 bundles, on a type of at most 2 nodes, never does).
             if fitting is not None and bundles and _Bins(snapshot, types).take_all(
-                    request.parts(job), selector, job.get("bundle_strategy") == "STRICT_SPREAD") is None:
+                    request.parts(job), selector, job.bundle_strategy == "STRICT_SPREAD") is None:
                 fitting = None
             if fitting is None:
                 change = said[key] = ("Unschedulable", f"{record['message']}; nor can any node type the cluster may add")
@@ -219,16 +220,16 @@ class _Limits:
     """Each user's and account's running jobs and resources, as the plan leaves them, to hold back
     from the demand the jobs their limits would keep waiting once the cluster grew."""
 
-    def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Mapping[str, Any]], request: _Requests):
+    def __init__(self, snapshot: Snapshot, plan: Plan, pending: Mapping[str, Pending], request: _Requests):
         self.snapshot = snapshot
         # Keyed by user name, and by ("account", name) for accounts.
         self.running: dict[str | tuple, int] = {}
         self.used: dict[str | tuple, dict[str, int]] = {}
         for job in snapshot.running:
-            self.add(job["user"], request(job)[0])
+            self.add(job.user, request(job)[0])
         for placement in plan.placements:
             job = pending[placement["job"]]
-            self.add(job["user"], request(job)[0])
+            self.add(job.user, request(job)[0])
 
     def _keys(self, user: str) -> list:
         spec = self.snapshot.users.get(user)
@@ -239,11 +240,11 @@ class _Limits:
             self.running[key] = self.running.get(key, 0) + 1
             accumulate(self.used.setdefault(key, {}), need)
 
-    def allow(self, job: Mapping[str, Any], need: Resources) -> bool:
-        later = job.get("not_before")
+    def allow(self, job: Pending, need: Resources) -> bool:
+        later = job.not_before
         if later is not None and later > self.snapshot.now:
             return False
-        user, *accounts = self._keys(job["user"])
+        user, *accounts = self._keys(job.user)
         limits = [(user, *limits_of(self.snapshot.group, self.snapshot.users.get(user)))]
         for key in accounts:
             spec = self.snapshot.accounts[key[1]]
@@ -263,7 +264,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     waiting = [record["job"] for record in plan.waiting if record["reason"] in WAITS_FOR_RESOURCES]
     if not waiting:
         return []
-    pending = {job["id"]: job for job in snapshot.pending}
+    pending = {job.id: job for job in snapshot.pending}
     bins = _Bins(snapshot, types)
     request = _Requests(group_labels)
     limits = _Limits(snapshot, plan, pending, request)
@@ -273,7 +274,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     def count(need: Resources, selector: tuple) -> None:
         counts[(need, selector)] = counts.get((need, selector), 0) + 1
 
-    def hold(job: Mapping[str, Any], nodes: list[str], selector: tuple) -> None:
+    def hold(job: Running | Pending, nodes: list[str], selector: tuple) -> None:
         for node, need in zip(nodes, request.parts(job)):
             if not need:
                 continue
@@ -283,7 +284,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             count(need, selector)
 
     for job in snapshot.running:
-        hold(job, [job["node"], *job.get("bundle_nodes", ())], group_selector)
+        hold(job, [job.node, *(job.bundle_nodes or ())], group_selector)
     for placement in plan.placements:
         job = pending[placement["job"]]
         hold(job, [placement["node"], *placement.get("bundle_nodes", ())], request(job)[1])
@@ -297,12 +298,12 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         # A gang's parts are taken one by one, by its strategy; one that finds no room leaves the
         # whole job out of the demand, and gives back what the others took.
         parts = request.parts(job)
-        apart = job.get("bundle_strategy") == "STRICT_SPREAD"
+        apart = job.bundle_strategy == "STRICT_SPREAD"
         where = bins.take_all(parts, selector, apart)
         if where is None:
             full.add((need, selector))
             continue
-        limits.add(job["user"], need)
+        limits.add(job.user, need)
         for position, (part, index) in enumerate(zip(parts, where)):
             if part:
                 new = apart and position and index >= len(snapshot.nodes)

@@ -143,7 +143,7 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     # Only the head of the line is carried by the forecast: the run times of the rest are never read.
     head = {entry["job"] for entry in islice(chain(decided.placements, decided.waiting), first)}
     head_jobs = list(among(snapshot.pending, head))
-    runs = {job["id"]: known.of(job["user"], job["resources"], job.get("max_runtime_s"), job.get("bundles"))
+    runs = {job.id: known.of(job.user, job.resources, job.max_runtime_s, job.bundles or None)
             for job in head_jobs}
     estimates = forecast(snapshot, ends, {job: run.seconds for job, run in runs.items()}, first=first, every_s=every_s,
                          carried=first, order=decided, carried_jobs=head_jobs)

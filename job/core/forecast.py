@@ -28,20 +28,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain, compress, islice
-from operator import itemgetter
+from operator import attrgetter
 
 from job.core.planner import Plan, Snapshot, plan
+from job.core.planner import snapshot as planned
 from job.core.simulate.engine import Running, Start, simulate
 from job.core.simulate.trace import TraceJob
 
 
-def among(jobs: list[dict], ids: set[str]) -> Iterator[dict]:
+def among(jobs: list[planned.Pending], ids: set[str]) -> Iterator[planned.Pending]:
     """The jobs whose id is in `ids`, in their order: tested in C, as the head of a line of 100k is
     picked out of it at every tick."""
     return compress(jobs, map(ids.__contains__, map(_ID, jobs)))
 
 
-_ID = itemgetter("id")
+_ID = attrgetter("id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Estimate:
 
 def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times: Mapping[str, float | None],
              first: int = 10, every_s: float = 5.0, carried: int | None = None,
-             order: Plan | None = None, carried_jobs: list[dict] | None = None) -> list[Estimate]:
+             order: Plan | None = None, carried_jobs: list[planned.Pending] | None = None) -> list[Estimate]:
     """`carried_jobs`: the snapshot's pending jobs among the first `carried` of `order`, in the
     snapshot's order, where the caller picked them out already (a second pass over a line of 100k
     costs as much as the forecast of its head)."""
@@ -75,19 +76,19 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
     pending = []
     for job in (snapshot.pending if kept is None
                 else carried_jobs if carried_jobs is not None else among(snapshot.pending, kept)):
-        run = run_times.get(job["id"])
+        run = run_times.get(job.id)
         pending.append(TraceJob(
-            id=job["id"], user=job["user"], submit_s=seconds(job.get("submitted_at")) or 0.0, resources=job["resources"],
-            run_s=math.inf if run is None else run, priority=job.get("priority", 0), klass=job.get("class"),
-            node_labels=job.get("node_labels") or {}, not_before_s=seconds(job.get("not_before")),
-            max_runtime_s=job.get("max_runtime_s"), waiting_s=seconds(job.get("waiting_since")), **_gang(job)))
+            id=job.id, user=job.user, submit_s=seconds(job.submitted_at) or 0.0, resources=job.resources,
+            run_s=math.inf if run is None else run, priority=job.priority, klass=job.klass or None,
+            node_labels=job.node_labels or {}, not_before_s=seconds(job.not_before),
+            max_runtime_s=job.max_runtime_s, waiting_s=seconds(job.waiting_since), **_gang(job)))
     running = [
         # The snapshot does not say when a running job was submitted: its start stands for it.
-        Running(job=TraceJob(id=job["id"], user=job["user"], submit_s=seconds(job.get("started_at")) or 0.0,
-                             resources=job["resources"], run_s=math.inf, klass=job.get("class"), **_gang(job)),
-                node=job["node"], started_s=seconds(job.get("started_at")),
-                end_s=None if ends.get(job["id"]) is None else max(seconds(ends[job["id"]]), 0.0),
-                stopping=job.get("stopping", False), bundle_nodes=tuple(job.get("bundle_nodes", ())))
+        Running(job=TraceJob(id=job.id, user=job.user, submit_s=seconds(job.started_at) or 0.0,
+                             resources=job.resources, run_s=math.inf, klass=job.klass or None, **_gang(job)),
+                node=job.node, started_s=seconds(job.started_at),
+                end_s=None if ends.get(job.id) is None else max(seconds(ends[job.id]), 0.0),
+                stopping=job.stopping, bundle_nodes=tuple(job.bundle_nodes or ()))
         for job in snapshot.running
     ]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
@@ -103,8 +104,8 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
             for position, ident in enumerate(head, start=1)]
 
 
-def _gang(job: dict) -> dict:
+def _gang(job: planned.Running | planned.Pending) -> dict:
     """A snapshot job's bundles and strategy as a trace job carries them: a running gang holds its
     whole footprint on its nodes, a pending one is placed whole, as in the plan."""
-    bundles = job.get("bundles")
-    return {"bundles": tuple(bundles), "bundle_strategy": job.get("bundle_strategy", "PACK")} if bundles else {}
+    bundles = job.bundles
+    return {"bundles": tuple(bundles), "bundle_strategy": job.bundle_strategy or "PACK"} if bundles else {}

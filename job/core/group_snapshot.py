@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
@@ -19,7 +20,7 @@ from job.core.job_row import runtime_problem
 from job.core.jobs import ActiveJob
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import Bundles, ResourceMap
+from job.core.planner.snapshot import Bundles, Pending, ResourceMap
 from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, accumulate, to_units
 from job.core.states import RAY_RUNNING
@@ -190,23 +191,23 @@ def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str
 class MadeJobs:
     """The planner's pending job made of each row by the last snapshot, for the next one: where
     the rows are kept between ticks (scheduler/pending.py), a row nobody wrote is the same object
-    and its job is the same dict, not made again (at 100,000 pending, making them cost a third of
+    and its job is the same Struct, not made again (at 100,000 pending, making them cost a third of
     the plan). Only jobs that owe nothing to the tick's now are kept (their wait for resources has
     begun; no reservation, whose end is judged each tick), and none once the group's classes
     changed. The planner only reads its jobs."""
 
     def __init__(self) -> None:
         self.classes: frozenset[str] = frozenset()
-        self.jobs: dict[int, tuple[PendingRow, dict]] = {}
+        self.jobs: dict[int, tuple[PendingRow, Pending]] = {}
         # The last snapshot's list of rows and its list of jobs: the rows given again, the same
         # list of the same rows (scheduler/pending.py, when no row was written since), every one
         # of them kept, make the same jobs, without a pass over 100,000 rows.
         self.rows: list[PendingRow] | None = None
-        self.listed: list[dict] = []
+        self.listed: list[Pending] = []
 
 
 def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None
-                  ) -> tuple[list[dict], dict[int, str], list[dict]]:
+                  ) -> tuple[list[Pending], dict[int, str], list[dict]]:
     """The planner's pending jobs, the rows that cannot be planned (id -> why) and the reservations
     still held, as build_snapshot says; `made` is read and brought up to date."""
     classes = group.class_names
@@ -216,7 +217,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
     before = made.jobs if made is not None and made.classes == classes else {}
     if made is not None and pending is made.rows and len(before) == len(pending):
         return made.listed, {}, []
-    kept: dict[int, tuple[PendingRow, dict]] = {}
+    kept: dict[int, tuple[PendingRow, Pending]] = {}
     for row in pending:
         known = before.get(row.id)
         if known is not None and known[0] is row:
@@ -232,30 +233,30 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
         if isinstance(request, str) or isinstance(label_map, str):
             invalid[row.id] = request if isinstance(request, str) else label_map
             continue
-        job = {"id": str(row.id), "user": row.user_name, "resources": request, "priority": row.priority,
-               "submitted_at": row.submitted_at, "not_before": row.not_before, "node_labels": label_map}
+        bundles = strategy = klass = msgspec.UNSET
         if row.bundles is not None:
             bundles = _checked(_BUNDLES, row.bundles, "bundles")
             if isinstance(bundles, str):
                 invalid[row.id] = bundles
                 continue
-            job["bundles"], job["bundle_strategy"] = bundles, row.bundle_strategy or "PACK"
+            strategy = row.bundle_strategy or "PACK"
         if row.priority_class is not None:
             if row.priority_class not in classes:
                 invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
-            job["class"] = row.priority_class
-        if row.max_runtime_s is not None:
-            if problem := runtime_problem(row.max_runtime_s):
-                invalid[row.id] = problem
-                continue
-            job["max_runtime_s"] = row.max_runtime_s
-        # A job whose wait for resources has not begun before this tick begins it now.
-        job["waiting_since"] = row.waiting_since or now
+            klass = row.priority_class
+        if row.max_runtime_s is not None and (problem := runtime_problem(row.max_runtime_s)):
+            invalid[row.id] = problem
+            continue
+        job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
+                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=klass,
+                      bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
+                      # A job whose wait for resources has not begun before this tick begins it now.
+                      waiting_since=row.waiting_since or now)
         if row.reserved_node is not None:
             if not expired(row, group.start_timeout_s, now):
-                reservations.append(_reservation(job["id"], _stored(row)))
+                reservations.append(_reservation(job.id, _stored(row)))
         elif row.waiting_since is not None:
             kept[row.id] = (row, job)
         jobs.append(job)

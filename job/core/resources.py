@@ -110,8 +110,13 @@ class Resources(Mapping[str, int]):
 def footprint(job: Mapping[str, object]) -> Resources:
     """A job's whole footprint: its driver's request (`resources`) and each of its `bundles`, each
     rounded to units on its own, as Ray does. Whoever counts what a job holds counts this."""
-    parts = [job["resources"], *(job.get("bundles") or ())]
-    return Resources.total(Resources.of(part) for part in parts)
+    return footprint_of(job["resources"], job.get("bundles"))
+
+
+def footprint_of(resources: Mapping[str, float], bundles: Iterable[Mapping[str, float]] | None) -> Resources:
+    """The footprint of a job's request and bundles (`footprint`), given apart: the planner's jobs
+    are Structs."""
+    return Resources.total(Resources.of(part) for part in (resources, *(bundles or ())))
 
 
 def accumulate(into: dict[str, int], amounts: Mapping[str, int], sign: int = 1) -> None:

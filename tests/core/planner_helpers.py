@@ -61,7 +61,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
     snap = Snapshot.model_validate(document)
     group = snap.group
     priority = list(group.resource_priority)
-    requested = sorted({r for job in snap.pending for r in job["resources"]} - set(priority))
+    requested = sorted({r for job in snap.pending for r in job.resources} - set(priority))
     order = priority + requested
     units = lambda amounts: {r: to_units(a) for r, a in amounts.items() if to_units(a)}  # noqa: E731
     nodes = sorted(snap.nodes, key=lambda n: n.id)
@@ -75,13 +75,13 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
     used: dict[str, dict[str, int]] = {}
     count: dict[str, int] = {}
     for job in snap.running:
-        need = units(job["resources"])
-        mine = used.setdefault(job["user"], {})
+        need = units(job.resources)
+        mine = used.setdefault(job.user, {})
         for r, a in need.items():
             mine[r] = mine.get(r, 0) + a
-            if job["node"] in free:
-                free[job["node"]][r] = free[job["node"]].get(r, 0) - a
-        count[job["user"]] = count.get(job["user"], 0) + 1
+            if job.node in free:
+                free[job.node][r] = free[job.node].get(r, 0) - a
+        count[job.user] = count.get(job.user, 0) + 1
 
     def limits(user):
         s = snap.users.get(user)
@@ -97,14 +97,14 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
 
     def age(pair):
         position, job = pair
-        when = job.get("submitted_at")
-        return (-job.get("priority", 0), when or datetime.min.replace(tzinfo=timezone.utc), 0 if when else position, len(job["id"]), job["id"])
+        when = job.submitted_at
+        return (-job.priority, when or datetime.min.replace(tzinfo=timezone.utc), 0 if when else position, len(job.id), job.id)
 
     jobs = [job for _, job in sorted(enumerate(snap.pending), key=age)]
     if group.policy == "lifo":
         by_priority: dict[int, list] = {}
         for job in jobs:
-            by_priority.setdefault(job.get("priority", 0), []).append(job)
+            by_priority.setdefault(job.priority, []).append(job)
         jobs = [job for p in sorted(by_priority, reverse=True) for job in reversed(by_priority[p])]
 
     def in_order():
@@ -113,7 +113,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
             return
         queues: dict[str, list] = {}
         for job in jobs:
-            queues.setdefault(job["user"], []).append(job)
+            queues.setdefault(job.user, []).append(job)
         while queues:
             user = min(queues, key=lambda u: (score(u), u))
             yield queues[user].pop(0)
@@ -121,7 +121,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
                 del queues[user]
 
     def pool(job):
-        labels = job.get("node_labels") or {}
+        labels = job.node_labels or {}
         return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
 
     next_index = dict((snap.state.get("selector.roundrobin") or {}).get("next_index", {}))
@@ -130,7 +130,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
         candidates = [n for n in pool(job) if fits(need.items(), free[n.id])]
         if group.selector == "roundrobin":
             ring = pool(job)
-            key = ",".join(f"{k}={v}" for k, v in sorted((job.get("node_labels") or {}).items()))
+            key = ",".join(f"{k}={v}" for k, v in sorted((job.node_labels or {}).items()))
             start = next_index.get(key, 0) % len(ring)
             for step in range(len(ring)):
                 position = (start + step) % len(ring)
@@ -153,32 +153,32 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
 
     placements, waiting, blocked = [], {}, False
     for job in in_order():
-        need = units(job["resources"])
-        user = job["user"]
+        need = units(job.resources)
+        user = job.user
         max_running, max_res = limits(user)
         mine = used.setdefault(user, {})
-        not_before = job.get("not_before")
+        not_before = job.not_before
         if not any(fits(need.items(), total[n.id]) for n in pool(job)):
-            waiting[job["id"]] = "Unschedulable"
+            waiting[job.id] = "Unschedulable"
         elif not_before is not None and not_before > snap.now:
-            waiting[job["id"]] = "NotBefore"
+            waiting[job.id] = "NotBefore"
         elif max_running is not None and count.get(user, 0) >= max_running:
-            waiting[job["id"]] = "UserJobLimit"
+            waiting[job.id] = "UserJobLimit"
         elif max_res is not None and any(r in max_res and mine.get(r, 0) + a > max_res[r] for r, a in need.items()):
-            waiting[job["id"]] = "UserResourceLimit"
+            waiting[job.id] = "UserResourceLimit"
         elif blocked:
-            waiting[job["id"]] = "Priority"
+            waiting[job.id] = "Priority"
         else:
             node = choose(job, need)
             if node is None:
-                waiting[job["id"]] = "Resources"
+                waiting[job.id] = "Resources"
                 blocked = group.strict_order
                 continue
             for r, a in need.items():
                 free[node.id][r] -= a
                 mine[r] = mine.get(r, 0) + a
             count[user] = count.get(user, 0) + 1
-            placements.append((job["id"], node.id))
+            placements.append((job.id, node.id))
     state = {"selector.roundrobin": {"next_index": dict(sorted(next_index.items()))}} if group.selector == "roundrobin" else {}
     return placements, waiting, state
 

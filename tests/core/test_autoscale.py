@@ -234,12 +234,12 @@ def test_the_demand_fits_what_the_cluster_could_hold_and_no_more_than_waits(jobs
     users = {"alice": {"max_running": limit}} if limit else {}
     snap = snapshot(pending=[{"id": str(i), **job} for i, job in enumerate(jobs)], users=users)
     reasons, bundles = waiting(snap, types)
-    waiting_for_resources = [j for j in snap.pending if reasons[j["id"]][0] in autoscale.WAITS_FOR_RESOURCES]
+    waiting_for_resources = [j for j in snap.pending if reasons[j.id][0] in autoscale.WAITS_FOR_RESOURCES]
     assert sum(b["count"] for b in bundles) <= len(waiting_for_resources)
     if not waiting_for_resources:
         assert bundles == []
     if limit:
-        bob = sum(1 for j in waiting_for_resources if j["user"] == "bob")
+        bob = sum(1 for j in waiting_for_resources if j.user == "bob")
         assert sum(b["count"] for b in bundles) <= limit + bob
     capacity = sum(t.max * t.resources["CPU"] for t in types)
     assert sum(b["resources"]["CPU"] * b["count"] for b in bundles) <= capacity

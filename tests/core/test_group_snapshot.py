@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
+from msgspec import UNSET
 
 from job.core.estimates import Finished, RunTimes
 from job.core.group import GroupConfig
@@ -96,8 +97,8 @@ def row(ident: int, **fields) -> PendingRow:
 def test_a_pending_job_of_a_class_the_group_dropped_is_not_planned_and_says_why():
     snapshot, invalid = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 1})], [],
                                        [row(1, priority_class="high"), row(2, priority_class="gone"), row(3)], [], {})
-    assert [job["id"] for job in snapshot.pending] == ["1", "3"]
-    assert snapshot.pending[0]["class"] == "high" and "class" not in snapshot.pending[1]
+    assert [job.id for job in snapshot.pending] == ["1", "3"]
+    assert snapshot.pending[0].klass == "high" and snapshot.pending[1].klass is UNSET
     assert invalid == {2: "class: 'gone' is no longer a class of group 'g' (its classes: high, low)"}
 
 
@@ -105,7 +106,7 @@ def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
     active = [job(1, "RUNNING", "a", {"CPU": 1}, priority_class="gone", started_at=NOW),
               job(2, "SUBMITTED", "a", {"CPU": 1}, priority_class="high")]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
-    assert [(j["id"], j.get("class"), j["started_at"]) for j in snapshot.running] == [("1", None, NOW), ("2", "high", None)]
+    assert [(j.id, j.klass, j.started_at) for j in snapshot.running] == [("1", UNSET, NOW), ("2", "high", None)]
 
 
 @pytest.mark.parametrize("fields, stopping", [
@@ -118,7 +119,7 @@ def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
 def test_a_job_asked_to_stop_is_never_a_victim_again(fields, stopping):
     active = [job(1, "RUNNING", "a", {"CPU": 1}, **{"started_at": NOW, **fields})]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
-    assert snapshot.running[0]["stopping"] is stopping
+    assert snapshot.running[0].stopping is stopping
 
 
 @pytest.mark.parametrize("age_s, kept", [(0, True), (299, True), (300, True), (301, False)])
@@ -196,8 +197,8 @@ def test_what_reservations_count_on_a_running_job_s_expected_end_and_a_pending_j
                    waiting_since=NOW - timedelta(minutes=6)), row(5, max_runtime_s=60)]
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, pending, [], {})
     # Job 3, not started yet, starts now at the earliest.
-    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), None, NOW + timedelta(minutes=10)]
-    assert [j.get("max_runtime_s") for j in snapshot.pending] == [None, 60]
+    assert [j.expected_end for j in snapshot.running] == [NOW + timedelta(minutes=5), None, NOW + timedelta(minutes=10)]
+    assert [j.max_runtime_s for j in snapshot.pending] == [None, 60]
     decided = plan(snapshot)
     # Job 4 is first in line and reserves node a, its start not known: job 2 has no end.
     assert decided.reservations == [{"job": "4", "node": "a", "kind": "head", "expected_start": None}]
@@ -215,12 +216,12 @@ def test_a_running_job_without_a_max_runtime_is_expected_to_end_as_the_tick_esti
                    waiting_since=NOW - timedelta(minutes=6))]
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 1})], active[:2], pending, [], {},
                                  run_times=recent)
-    assert [j.get("expected_end") for j in snapshot.running] == [NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)]
+    assert [j.expected_end for j in snapshot.running] == [NOW + timedelta(minutes=5), NOW + timedelta(minutes=10)]
     # Job 4 starts once both have ended (its max runtime, its estimate): the later, in 10 minutes.
     assert Decisions.of(plan(snapshot)).reservations == {4: Held("a", "head", None, NOW + timedelta(minutes=10))}
     # The group's median stands for a request its user has not run of late.
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 6}, {"CPU": 0})], active, [], [], {}, run_times=recent)
-    assert snapshot.running[2]["expected_end"] == NOW + timedelta(minutes=11)
+    assert snapshot.running[2].expected_end == NOW + timedelta(minutes=11)
 
 
 @pytest.mark.parametrize("waiting_since, reserves", [
@@ -233,7 +234,7 @@ def test_reserve_after_counts_from_when_the_job_began_waiting_for_resources(wait
     pending = [row(4, resources='{"CPU": 4}', submitted_at=NOW - timedelta(hours=1), waiting_since=waiting_since)]
     active = [job(1, "RUNNING", "a", {"CPU": 2}, started_at=NOW, max_runtime_s=600)]
     snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 4}, {"CPU": 2})], active, pending, [], {})
-    assert snapshot.pending[0]["waiting_since"] == (waiting_since or NOW)
+    assert snapshot.pending[0].waiting_since == (waiting_since or NOW)
     held = Decisions.of(plan(snapshot)).reservations
     assert held == ({4: Held("a", "head", None, NOW + timedelta(minutes=10))} if reserves else {})
 
@@ -308,7 +309,7 @@ def test_a_jobs_own_actors_are_ours_not_outside_load_and_what_it_holds_beyond_it
     snapshot, _ = build_snapshot(GROUP, NOW, NODES_OF_GREEDY, active, [], [], {}, use=use)
     assert {n.id: (n.outside, n.held) for n in snapshot.nodes} == {
         "a": ({}, [{"job": "1", "resources": {"CPU": 1}}]), "b": ({}, [{"job": "1", "resources": {"CPU": 2}}])}
-    assert snapshot.running[0]["uses"] == {"CPU": 3.5}
+    assert snapshot.running[0].uses == {"CPU": 3.5}
     # Declared only, the same actors are work outside the queue.
     assert outside(NODES_OF_GREEDY, active) == {"a": {"CPU": 1}, "b": {"CPU": 2}}
 

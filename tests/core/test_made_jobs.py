@@ -81,7 +81,7 @@ def test_an_unwritten_row_gives_the_same_job_and_a_row_read_again_a_new_one():
     assert after[0] is before[0]
     assert after[1] == before[1] and after[1] is not before[1]
     # Its wait begins at each tick's now until one wrote it: made again.
-    assert (before[2]["waiting_since"], after[2]["waiting_since"]) == (NOW, LATER)
+    assert (before[2].waiting_since, after[2].waiting_since) == (NOW, LATER)
     # A reservation is judged at each tick: expired at LATER, past the group's start timeout.
     assert after[3] is not before[3] and reservations == []
 
@@ -91,5 +91,5 @@ def test_once_the_groups_classes_change_no_job_is_taken_again():
     rows = [row(1, priority_class="high"), row(2)]
     before, _, _ = snapshot_of(CLASSES, rows, NOW, made)
     after, _, invalid = snapshot_of(LOW_ONLY, rows, NOW, made)
-    assert [job["id"] for job in after] == ["2"] and after[0] is not before[1]
+    assert [job.id for job in after] == ["2"] and after[0] is not before[1]
     assert invalid == {1: "class: 'high' is no longer a class of group 'g' (its classes: low)"}

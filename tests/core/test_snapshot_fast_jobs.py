@@ -1,21 +1,28 @@
 """The snapshot's long lists, read by msgspec first (snapshot.py, `_fast_jobs`; from JSON, `from_json`),
-come out as pydantic gives them; where msgspec could read them otherwise, pydantic does."""
+come out as pydantic reads them (made Structs); where msgspec could read them otherwise, pydantic does."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import PendingJob, RunningJob, _cut_fraction, _fast_jobs, describe_error
+from job.core.planner.snapshot import (Pending, PendingJob, Running, RunningJob, _cut_fraction, _fast_jobs, _unique_ids,
+                                       describe_error)
 
 PENDING = TypeAdapter(list[PendingJob])
 RUNNING = TypeAdapter(list[RunningJob])
+
+
+def _pydantics(adapter: TypeAdapter, struct: type, jobs: list[dict]) -> list:
+    """The jobs as pydantic reads them, made the planner's Structs."""
+    return msgspec.convert(adapter.validate_python(jobs), list[struct])
 GROUP = {"policy": "fifo", "selector": "dispersed"}
 START = datetime(2026, 11, 29, 8, 0, tzinfo=timezone(timedelta(hours=1)))
 
@@ -27,7 +34,7 @@ START = datetime(2026, 11, 29, 8, 0, tzinfo=timezone(timedelta(hours=1)))
      "waiting_since": START, "max_runtime_s": 60, "submitted_at": "2026-11-29t07:00:00.123456+05:30"},
 ])
 def test_a_plain_job_is_read_by_msgspec_as_pydantic_reads_it(job):
-    assert _fast_jobs([job], PendingJob) == PENDING.validate_python([job])
+    assert _fast_jobs([job], PendingJob) == _pydantics(PENDING, Pending, [job])
 
 
 @pytest.mark.parametrize("change", [
@@ -51,7 +58,7 @@ def test_what_msgspec_could_read_otherwise_is_left_to_pydantic(change):
 def test_a_running_job_with_times_as_datetimes_is_read_by_msgspec():
     job = {"id": "1", "user": "a", "node": "n", "resources": {"CPU": 1}, "started_at": START, "stopping": True,
            "expected_end": START + timedelta(hours=1), "bundles": [{"CPU": 1}], "bundle_nodes": ["n"]}
-    assert _fast_jobs([job], RunningJob) == RUNNING.validate_python([job])
+    assert _fast_jobs([job], RunningJob) == _pydantics(RUNNING, Running, [job])
 
 
 def test_a_bad_job_is_named_in_pydantics_words():
@@ -107,6 +114,21 @@ def test_a_bad_snapshot_from_json_is_named_in_pydantics_words(document):
     with pytest.raises(ValidationError) as slow:
         Snapshot.model_validate_json(text)
     assert describe_error(fast.value) == describe_error(slow.value)
+
+
+def test_a_key_not_given_reads_as_its_default():
+    job = Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).pending[0]
+    assert (job.priority, job.submitted_at, job.max_runtime_s) == (0, None, None)
+    assert job.klass is job.bundles is job.node_labels is msgspec.UNSET
+    assert Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).model_dump()["pending"] == [PLAIN]
+
+
+@pytest.mark.parametrize(("ids", "unique"), [
+    ([], True), (["1", "2", "10"], True), (["10", "9"], True), (["b", "a"], True),
+    (["1", "1"], False), (["9", "10", "9"], False), (["5", "10", "5"], False), (["a", "b", "a"], False),
+])
+def test_ids_are_unique_in_the_ticks_order_or_any_other(ids, unique):
+    assert _unique_ids([Pending(id=ident, user="a", resources={}) for ident in ids]) is unique
 
 
 @pytest.mark.parametrize(("text", "cut"), [

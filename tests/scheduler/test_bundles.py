@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from msgspec import UNSET
 
 from cli_helpers import run_cli
 from job.core.errors import BadInput
@@ -106,8 +107,8 @@ def test_pending_rows_with_bundles_are_planned_whole():
     nodes = [node("a", {"CPU": 2}, {"CPU": 2}), node("b", {"CPU": 2}, {"CPU": 2})]
     pending = [_row(1, '[{"CPU": 2}, {"CPU": 2}]', "STRICT_SPREAD"), _row(2), _row(3, '[{"CPU": -1}]', "PACK")]
     snapshot, invalid = build_snapshot(GROUP, NOW, nodes, [], pending, [], {})
-    assert snapshot.pending[0]["bundles"] == [{"CPU": 2}, {"CPU": 2}]
-    assert snapshot.pending[0]["bundle_strategy"] == "STRICT_SPREAD" and "bundles" not in snapshot.pending[1]
+    assert snapshot.pending[0].bundles == [{"CPU": 2}, {"CPU": 2}]
+    assert snapshot.pending[0].bundle_strategy == "STRICT_SPREAD" and snapshot.pending[1].bundles is UNSET
     assert invalid == {3: "bundles.0.CPU: Input should be greater than or equal to 0"}
     decisions = Decisions.of(plan(snapshot))
     assert [job for job, _ in decisions.placements] == [1]
@@ -120,7 +121,7 @@ def test_a_running_job_holds_its_bundles_on_their_nodes():
     snapshot, _ = build_snapshot(GROUP, NOW, nodes, [gang], [_row(2, '[{"CPU": 2}]', "PACK")], [], {})
     # Ray counts its placement group used on a: ours, not outside load.
     assert {n.id: n.outside for n in snapshot.nodes} == {"a": {}, "b": {}}
-    assert snapshot.running[0]["bundle_nodes"] == ["a"]
+    assert snapshot.running[0].bundle_nodes == ["a"]
     assert [p["bundle_nodes"] for p in plan(snapshot).placements] == [["b"]]
     assert held_parts(gang) == [("b", {}), ("a", {"CPU": 2})]
 

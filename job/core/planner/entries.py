@@ -10,7 +10,7 @@ An entry is a plain flat tuple, in this order (the positions are the constants b
     NOT_BEFORE    its not_before if still to come, else None
     SHAPE         its Shape
     USER          its UserState
-    JOB           the pending job itself (its dict in the snapshot)
+    JOB           the pending job itself (its Struct in the snapshot)
 
 Sorted as they are, entries come in fifo order: higher priority first, then older first (jobs
 without submitted_at before the others, in list order), then by id, shorter first: the tick's ids
@@ -28,9 +28,14 @@ and more to unpack in the loop, for the same sort. Where an entry is not hot, re
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from job.core.planner.picture import Shape, UserState
 
-Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, dict]
+if TYPE_CHECKING:
+    # The snapshot imports the rules, and through them this module.
+    from job.core.planner.snapshot import Pending
+
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, "Pending"]
 
 NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB = range(9)

@@ -34,8 +34,8 @@ from job.core.planner.picture import AccountState, Gang, NodeState, Pool, Reserv
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.planner.reservations import Ends, RunningEnds, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
-from job.core.planner.snapshot import DEFAULT_USER, Node, Plan, Reason, Snapshot, account_path, limits_of
-from job.core.resources import Resources, dominant_share, footprint, to_units
+from job.core.planner.snapshot import DEFAULT_USER, Node, Pending, Plan, Reason, Running, Snapshot, account_path, limits_of
+from job.core.resources import Resources, dominant_share, footprint_of, to_units
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
@@ -88,10 +88,10 @@ def _taken(amounts: dict[str, float], free: dict[str, int]) -> dict[str, int]:
     return taken
 
 
-def _charged(need: Resources, job: dict) -> Resources:
+def _charged(need: Resources, job: Running) -> Resources:
     """What a running job's user is charged: per resource, the larger of its declaration (`need`)
     and what Ray shows it holding (`uses`)."""
-    uses = job.get("uses")
+    uses = job.uses
     if not uses:
         return need
     used = Resources.of(uses)
@@ -171,7 +171,7 @@ class _Planner:
         """The plan as it is made, job by job."""
         self.placements: list[dict] = []
         # The pending job of each placement, by id (a reservation's expected ends read them).
-        self.placed_jobs: dict[str, dict] = {}
+        self.placed_jobs: dict[str, Pending] = {}
         self.waiting: list[dict] = []
         self.preemptions: list[dict] = []
         # Jobs that may reclaim within their class (fairshare), once every placement is made.
@@ -226,18 +226,18 @@ class _Planner:
         # Per request as written, its units as (name, units) pairs.
         units_of: dict[tuple, tuple[tuple[str, int], ...]] = {}
         for job in self.snapshot.running:
-            name = job["user"]
+            name = job.user
             user = users.get(name) or user_of(name)
             user.running += 1
-            if "bundles" in job or "uses" in job or preempts or job["id"] in holding:
+            if job.bundles or job.uses or preempts or job.id in holding:
                 self._charge_one(job, user, by_id, holding)
                 continue
-            raw = tuple(job["resources"].items())
+            raw = tuple(job.resources.items())
             units = units_of.get(raw)
             if units is None:
                 units = units_of[raw] = tuple(self._request(raw).items())
             used = user.used
-            node = by_id.get(job["node"])
+            node = by_id.get(job.node)
             if node is None:
                 for resource, amount in units:
                     used[resource] = used.get(resource, 0) + amount
@@ -254,17 +254,17 @@ class _Planner:
         for account in self.accounts.values():
             account.dominant = dominant_share(account.used, self.totals)
 
-    def _charge_one(self, job: dict, user: UserState, by_id: dict[str, NodeState], holding: set[str]) -> None:
+    def _charge_one(self, job: Running, user: UserState, by_id: dict[str, NodeState], holding: set[str]) -> None:
         """A running job charged on its own: one with bundles, one that uses more than it asked
         for or holds a node beyond it, or any when the group preempts (each a possible victim)."""
-        if job["id"] in holding:
-            self.holders[job["id"]] = naming(job["id"], user.name, Resources.of(job.get("uses", {})), footprint(job))
-        if "bundles" in job:
+        if job.id in holding:
+            self.holders[job.id] = naming(job.id, user.name, Resources.of(job.uses or {}), footprint_of(job.resources, job.bundles))
+        if job.bundles:
             self._charge_gang(job, user, by_id)
             return
-        need = self._request(tuple(job["resources"].items()))
+        need = self._request(tuple(job.resources.items()))
         add_to(user.used, _charged(need, job))
-        node = by_id.get(job["node"])
+        node = by_id.get(job.node)
         if node is not None:
             add_to(node.free, need, -1)
             if self.preemption.preempts:
@@ -277,13 +277,13 @@ class _Planner:
             need = self.requests[raw] = Resources.of(dict(raw))
         return need
 
-    def _charge_gang(self, job: dict, user: UserState, by_id: dict[str, NodeState]) -> None:
+    def _charge_gang(self, job: Running, user: UserState, by_id: dict[str, NodeState]) -> None:
         """A running job with bundles holds its driver's request on its node and each bundle on the
         bundle's node; its user is charged the whole footprint."""
-        need = footprint(job)
+        need = footprint_of(job.resources, job.bundles)
         add_to(user.used, _charged(need, job))
         here: dict[str, dict[str, int]] = {}
-        for node_id, part in zip([job["node"], *job["bundle_nodes"]], [job["resources"], *job["bundles"]]):
+        for node_id, part in zip([job.node, *job.bundle_nodes], [job.resources, *job.bundles]):
             if node_id in by_id:
                 add_to(here.setdefault(node_id, {}), Resources.of(part))
         for node_id, amounts in here.items():
@@ -291,21 +291,21 @@ class _Planner:
         if here and self.preemption.preempts:
             self._may_be_victim(job, user, need, {node_id: Resources(amounts) for node_id, amounts in here.items()})
 
-    def _may_be_victim(self, job: dict, user: UserState, need: Resources, holds: dict[str, Resources]) -> None:
+    def _may_be_victim(self, job: Running, user: UserState, need: Resources, holds: dict[str, Resources]) -> None:
         """A running job of a group that preempts: being stopped already, it is going; old enough
         and of a preemptible class, a candidate on each node it holds something on (`holds`)."""
         group = self.group
-        started = job.get("started_at")
-        if job.get("stopping"):
+        started = job.started_at
+        if job.stopping:
             self.going.append((user, need))
         elif started is not None:
             run_s = (self.snapshot.now - started).total_seconds()
-            name = job.get("class", group.default_class)
+            name = job.klass or group.default_class
             if run_s >= group.min_runtime_s and name in self.preemptible:
                 nodes = tuple(holds)
                 for node_id, here in holds.items():
                     self.candidates.setdefault(node_id, []).append(
-                        Candidate(job["id"], user, self.values[name], need, started, run_s, here, nodes))
+                        Candidate(job.id, user, self.values[name], need, started, run_s, here, nodes))
 
     def _entries(self, wanted: dict[str, str], reserving: dict[str, Entry]) -> list[tuple[int, list[Entry]]]:
         """The entries by class value, the highest first, each class's in the order of their last
@@ -323,24 +323,24 @@ class _Planner:
         # POSITION 0), by id in the order of entries.py. Else each class is sorted so here.
         ordered, last_length, last = True, 0, ""
         for position, job in enumerate(self.snapshot.pending):
-            labels = job.get("node_labels")
-            raw = (tuple(job["resources"].items()), tuple(labels.items())) if labels else tuple(job["resources"].items())
-            bundles = job.get("bundles")
+            labels = job.node_labels
+            raw = (tuple(job.resources.items()), tuple(labels.items())) if labels else tuple(job.resources.items())
+            bundles = job.bundles
             if bundles:
-                raw = (None, raw, tuple(tuple(bundle.items()) for bundle in bundles), job.get("bundle_strategy", "PACK"))
+                raw = (None, raw, tuple(tuple(bundle.items()) for bundle in bundles), job.bundle_strategy or "PACK")
             shape = shapes.get(raw) or self._new_shape(raw, job)
-            submitted = job.get("submitted_at")
-            ident = job["id"]
-            user = users.get(job["user"]) or self._user(job["user"])
+            submitted = job.submitted_at
+            ident = job.id
+            user = users.get(job.user) or self._user(job.user)
             # Only a start time still to come holds a job back. Decided here, it spares the plan
             # reading the job itself again, in an order that is not the list's.
-            later = job.get("not_before")
+            later = job.not_before
             if later is not None and later <= now:
                 later = None
             # An Entry, a plain tuple in the order of entries.py: NEG_PRIORITY, SUBMITTED_AT,
             # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB.
             length = len(ident)
-            entry = (-job.get("priority", 0), submitted or _NO_TIME, 0 if submitted else position, length, ident, later,
+            entry = (-job.priority, submitted or _NO_TIME, 0 if submitted else position, length, ident, later,
                      shape, user, job)
             if ordered:
                 ordered = submitted is not None and (length > last_length or length == last_length and ident > last)
@@ -348,9 +348,9 @@ class _Planner:
             if values is None:
                 append(entry)
             else:
-                tier = tiers.get(values[job.get("class", self.group.default_class)])
+                tier = tiers.get(values[job.klass or self.group.default_class])
                 if tier is None:
-                    tier = tiers[values[job["class"]]] = []
+                    tier = tiers[values[job.klass]] = []
                 tier.append(entry)
             if wanted and ident in wanted:
                 reserving[ident] = entry
@@ -400,11 +400,11 @@ class _Planner:
             self.running_ends = RunningEnds(self.snapshot.running, self.snapshot.now)
         return Ends(self.running_ends, self.placements, self.placed_jobs.__getitem__)
 
-    def _new_shape(self, raw: tuple, job: dict) -> Shape:
+    def _new_shape(self, raw: tuple, job: Pending) -> Shape:
         # `raw` is the request as written: its items alone without labels, the pair of items and
         # labels with them (the two cannot be equal: items start with a name, not a tuple), and
         # for a job with bundles (None, that, its bundles' items, its strategy).
-        labels = job.get("node_labels") or {}
+        labels = job.node_labels or {}
         pool_key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         pool = self.pools.get(pool_key)
         if pool is None:
@@ -414,8 +414,8 @@ class _Planner:
                 nodes=[n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())] if labels
                 else list(self.nodes),
             )
-        bundles = job.get("bundles")
-        shape = self._gang_shape(job, pool) if bundles else self._plain(Resources.of(job["resources"]), pool)
+        bundles = job.bundles
+        shape = self._gang_shape(job, pool) if bundles else self._plain(Resources.of(job.resources), pool)
         self.shapes[raw] = shape
         return shape
 
@@ -425,14 +425,14 @@ class _Planner:
             shape = self.interned[(need, pool.key)] = Shape(need=need, pool=pool)
         return shape
 
-    def _gang_shape(self, job: dict, pool: Pool) -> Shape:
+    def _gang_shape(self, job: Pending, pool: Pool) -> Shape:
         """The shape of a job with bundles: its whole footprint, and its parts as plain shapes of
         its pool (which plain jobs of the same request share)."""
-        bundles = tuple(self._plain(Resources.of(bundle), pool) for bundle in job["bundles"])
-        gang = Gang(driver=self._plain(Resources.of(job["resources"]), pool), bundles=bundles,
-                    strategy=job.get("bundle_strategy", "PACK"),
+        bundles = tuple(self._plain(Resources.of(bundle), pool) for bundle in job.bundles)
+        gang = Gang(driver=self._plain(Resources.of(job.resources), pool), bundles=bundles,
+                    strategy=job.bundle_strategy or "PACK",
                     together=self._plain(Resources.total(bundle.need for bundle in bundles), pool))
-        shape = Shape(need=footprint(job), pool=pool, gang=gang)
+        shape = Shape(need=footprint_of(job.resources, job.bundles), pool=pool, gang=gang)
         shape.unschedulable = place(gang, on_empty(pool.nodes), first_fit) is None
         return shape
 
@@ -494,10 +494,10 @@ class _Planner:
                 same.append(record)
         return len(queue)
 
-    def _go(self, job: dict, shape: Shape, user: UserState, value: int) -> Why | None:
+    def _go(self, job: Pending, shape: Shape, user: UserState, value: int) -> Why | None:
         """Where the job goes: its reserved node, else the node the selector chooses; None once
         it is placed, else why it waits (strict order, no room, or preempting to make room)."""
-        reservation = self.reserved.get(job["id"]) if self.reserved else None
+        reservation = self.reserved.get(job.id) if self.reserved else None
         if reservation is not None:
             return self._to_reserved(reservation, job)
         if self.blocker is not None:
@@ -508,7 +508,7 @@ class _Planner:
         shape.full = True
         return self._no_room(job, shape, user, value)
 
-    def _fitted(self, job: dict, shape: Shape, user: UserState) -> bool:
+    def _fitted(self, job: Pending, shape: Shape, user: UserState) -> bool:
         """Whether the job is placed on the nodes' free resources, where the selector chooses (a
         job with bundles: whole, as its strategy and the selector allow)."""
         gang = shape.gang
@@ -530,7 +530,7 @@ class _Planner:
         self._placed(job, node, shape, user)
         return True
 
-    def _no_room(self, job: dict, shape: Shape, user: UserState, value: int) -> Why | None:
+    def _no_room(self, job: Pending, shape: Shape, user: UserState, value: int) -> Why | None:
         """A job that fits no node's free resources: placed on the room a reservation holds
         (backfill), else it waits, or preempts for its whole footprint (a job with bundles: on
         one node, else across nodes)."""
@@ -541,7 +541,7 @@ class _Planner:
                 return None
         decision = None if self.preemptor is None else self.preemptor.victims_for(shape, user, value)
         if self.group.strict_order:
-            self.blocker = job["id"]
+            self.blocker = job.id
         if decision is None:
             why = ("Reserved", kept_off) if kept_off is not None else ("Resources", shape)
             # Where nothing of the job itself was read, every job of its shape waits so until the
@@ -550,7 +550,7 @@ class _Planner:
             if self.preemptor is None and not self.group.strict_order and self._alike(shape):
                 self.settled[shape] = why
             return why
-        self._preempt(job["id"], shape, user, decision)
+        self._preempt(job.id, shape, user, decision)
         return "Preempting", decision
 
     def _alike(self, shape: Shape) -> bool:
@@ -560,7 +560,7 @@ class _Planner:
             return not self.heads
         return all(reservation.start is None for reservation, _, _ in self._rooms(shape))
 
-    def _to_reserved(self, reservation: Reservation, job: dict) -> Why | None:
+    def _to_reserved(self, reservation: Reservation, job: Pending) -> Why | None:
         """A reserving job starts on its node(s), and only there."""
         if reservation.fits():
             del self.reserved[reservation.job]
@@ -582,17 +582,17 @@ class _Planner:
             self.blocker = reservation.job
         return ("Resources", reservation) if reservation.kind == "head" else ("Preempting", reservation)
 
-    def _head(self, job: dict, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
+    def _head(self, job: Pending, submitted: datetime, shape: Shape, user: UserState, why: Why) -> Why:
         """The first job of its class to wait for resources: past the group's reserve_after, it
         reserves where it fits soonest (reservations.py), unless it holds a reservation already."""
         self.head_open = False
         # It waits for resources since it was submitted at the earliest: a job submitted since
         # reserve_after is passed over without reading the job itself.
         reserve_after = self.group.reserve_after_s
-        ident = job["id"]
+        ident = job.id
         if ident in self.reserved or (self.snapshot.now - submitted).total_seconds() < reserve_after:
             return why
-        since = job.get("waiting_since") or job.get("submitted_at")
+        since = job.waiting_since or job.submitted_at
         if since is None or (self.snapshot.now - since).total_seconds() < reserve_after:
             return why
         taken = {node for held in self.reserved.values() for node in held.needs}
@@ -623,7 +623,7 @@ class _Planner:
             self.selector.placed(node)
         self.reserved[reservation.job] = reservation
 
-    def _backfill(self, job: dict, shape: Shape, user: UserState) -> Reservation | bool | None:
+    def _backfill(self, job: Pending, shape: Shape, user: UserState) -> Reservation | bool | None:
         """A job that fits no node's free resources, on the room a head-of-line reservation holds:
         True once placed there (it ends before that reservation's start), else the reservation it
         would delay, or None when no reserved node has room for it."""
@@ -632,7 +632,7 @@ class _Planner:
             start = reservation.start
             # Without a start nothing ends before it: the job itself is not read.
             if start is not None:
-                runtime = runtime or job.get("max_runtime_s")
+                runtime = runtime or job.max_runtime_s
             if runtime is None or start is None or (start - self.snapshot.now).total_seconds() < runtime:
                 kept_off = kept_off or reservation
                 continue
@@ -658,13 +658,13 @@ class _Planner:
         self.rooms[shape] = found
         return found
 
-    def _ends_before(self, job: dict, reservation: Reservation) -> bool:
+    def _ends_before(self, job: Pending, reservation: Reservation) -> bool:
         """Whether the job will end before the reservation's start: its max runtime is known and
         short enough."""
-        runtime, start = job.get("max_runtime_s"), reservation.start
+        runtime, start = job.max_runtime_s, reservation.start
         return runtime is not None and start is not None and (start - self.snapshot.now).total_seconds() >= runtime
 
-    def _backfill_gang(self, job: dict, shape: Shape, user: UserState) -> Reservation | bool | None:
+    def _backfill_gang(self, job: Pending, shape: Shape, user: UserState) -> Reservation | bool | None:
         """A job with bundles, as `_backfill` does a plain one: placed whole (first fit, in node
         order) on the nodes' free resources and the room held by the reservations it ends before,
         True once placed; else the first reservation whose room it would fit with, or None."""
@@ -704,10 +704,10 @@ class _Planner:
         self.rooms.clear()
         self.settled.clear()
 
-    def _placed(self, job: dict, node: NodeState, shape: Shape, user: UserState,
+    def _placed(self, job: Pending, node: NodeState, shape: Shape, user: UserState,
                 bundle_nodes: list[NodeState] | None = None) -> None:
         self._changed()
-        ident = job["id"]
+        ident = job.id
         self.placed_jobs[ident] = job
         user.take(shape, self.totals)
         self.selector.placed(node)

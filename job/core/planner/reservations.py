@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import NodeState, Reservation, Shape, add_to
+from job.core.planner.snapshot import Pending, Running
 from job.core.resources import Resources
 
 # A job expected to end this many seconds from now, what it holds on a node: (after_s, job id,
@@ -37,7 +38,7 @@ class Ends:
     def __init__(self, running: RunningEnds, placements: list[dict], job) -> None:
         self.running = running
         # The placements so far by node id, and the pending job of each (`job`: by id).
-        self.placed: dict[str, list[tuple[dict, dict]]] = {}
+        self.placed: dict[str, list[tuple[dict, Pending]]] = {}
         for placement in placements:
             pending = job(placement["job"])
             for node_id in dict.fromkeys([placement["node"], *placement.get("bundle_nodes", ())]):
@@ -49,8 +50,9 @@ class Ends:
         if ends is None:
             ends = self.made[node_id] = self.running.on(node_id)
             for placement, job in self.placed.get(node_id, ()):
-                runtime = job.get("max_runtime_s")
-                self.running.add(ends, node_id, placement, job, math.inf if runtime is None else runtime)
+                runtime = job.max_runtime_s
+                self.running.add(ends, node_id, [placement["node"], *placement.get("bundle_nodes", ())], job,
+                                 math.inf if runtime is None else runtime)
             ends.sort(key=lambda end: (end[0], len(end[1]), end[1]))
         return ends or default
 
@@ -59,18 +61,18 @@ class RunningEnds:
     """The running jobs' ends on each node (`on`), from the snapshot's running jobs: grouped by
     node once per plan, when first needed, and each request's units made once."""
 
-    def __init__(self, running: list[dict], now: datetime | None) -> None:
+    def __init__(self, running: list[Running], now: datetime | None) -> None:
         self.running, self.now = running, now
-        self.by_node: dict[str, list[dict]] | None = None
+        self.by_node: dict[str, list[Running]] | None = None
         self.units: dict[tuple, dict[str, int]] = {}
 
     def on(self, node_id: str) -> list[End]:
         """The ends of the running jobs on `node_id`, in the snapshot's order (a new list)."""
         if self.by_node is None:
-            by_node: dict[str, list[dict]] = {}
+            by_node: dict[str, list[Running]] = {}
             for job in self.running:
-                homes = job.get("bundle_nodes")
-                for home in dict.fromkeys([job["node"], *homes]) if homes else (job["node"],):
+                homes = job.bundle_nodes
+                for home in dict.fromkeys([job.node, *homes]) if homes else (job.node,):
                     listed = by_node.get(home)
                     if listed is None:
                         by_node[home] = [job]
@@ -80,15 +82,15 @@ class RunningEnds:
         ends: list[End] = []
         now = self.now
         for job in self.by_node.get(node_id, ()):
-            end = job.get("expected_end")
+            end = job.expected_end
             after_s = (end - now).total_seconds() if end is not None and now is not None else math.inf
-            self.add(ends, node_id, job, job, max(after_s, 0.0))
+            self.add(ends, node_id, [job.node, *(job.bundle_nodes or ())], job, max(after_s, 0.0))
         return ends
 
-    def add(self, ends: list[End], node_id: str, where: dict, job: dict, after_s: float) -> None:
-        """What `job` holds on `node_id` of the nodes of `where` (its driver on `node`, each bundle
-        on its node of `bundle_nodes`), freed `after_s` from now."""
-        for home, part in zip([where["node"], *where.get("bundle_nodes", ())], [job["resources"], *job.get("bundles", ())]):
+    def add(self, ends: list[End], node_id: str, homes: list[str], job: Running | Pending, after_s: float) -> None:
+        """What `job` holds on `node_id` of `homes` (its driver's node, then each bundle's), freed
+        `after_s` from now."""
+        for home, part in zip(homes, [job.resources, *(job.bundles or ())]):
             if home != node_id:
                 continue
             raw = tuple(part.items())
@@ -96,7 +98,7 @@ class RunningEnds:
             if units is None:
                 units = self.units[raw] = dict(Resources.of(part).items())
             if units:
-                ends.append((after_s, job["id"], units))
+                ends.append((after_s, job.id, units))
 
 
 @dataclass(eq=False, slots=True)

@@ -1,19 +1,19 @@
 """The planner's interface, exactly as docs/planner.md ("Snapshot", "Plan"): a snapshot in, a plan out.
 
 Building: `Snapshot.model_validate(dict)` is the way in for the tick, `Snapshot.from_json(text)` for
-files; each checks every field and names the bad one. The long lists (`running`,
-`pending`) hold TypedDicts, i.e. plain dicts: validated against a TypedDict, a job is checked and
-stays the dict it was, whereas a model per job builds an instance on top of the same checks, a cost
-per job that adds up over 100k jobs for nothing the planner needs (it reads the dicts as they are).
-`bench/plan.py` times both.
+files; each checks every field and names the bad one. The long lists (`running`, `pending`) hold
+frozen msgspec Structs (`Running`, `Pending`), read by attribute: made once as the text is parsed
+or the dicts converted, with no dict per job to make (a pending job takes 112 bytes, as a dict 184).
+A key not given reads as None where null may be given (`started_at`), as 0 for `priority`, else as
+UNSET, which is falsy (`bundles`, `klass` for the key `class`). Their fields are those of the
+TypedDicts `RunningJob` and `PendingJob`, which pydantic reads. `bench/plan.py` times both ways in.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text.
 
 The two long lists are read by msgspec first, on the same types (each alias below carries its
-constraints for both libraries): about twice as fast as pydantic at a million jobs. Only where
-msgspec refuses a list, or might read it otherwise than pydantic, does pydantic validate it, so
-that a bad job is named in pydantic's words, as ever (`_fast_jobs`). From JSON, msgspec reads the
-two lists in the same pass as it parses the text (`from_json`): parsing is then most of the cost of
-checking them, where parsing first and converting the parsed dicts built each job twice.
+constraints for both libraries). Only where msgspec refuses a list, or might read it otherwise
+than pydantic, does pydantic validate it, so that a bad job is named in pydantic's words, as ever
+(`_fast_jobs`); what pydantic reads is then made Structs. From JSON, msgspec reads the two lists in
+the same pass as it parses the text (`from_json`).
 
 `Plan` is built by the planner without re-validation; `Plan.model_dump(mode="json")` is the
 PLAN-FORMAT JSON, and `plan.placements` / `plan.waiting` are lists of plain dicts.
@@ -26,13 +26,13 @@ import sys
 import typing
 from collections.abc import Iterator
 from datetime import datetime
-from itertools import repeat
-from operator import itemgetter
+from itertools import islice, repeat
+from operator import attrgetter, lt, or_
 from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
-                      ValidatorFunctionWrapHandler, field_validator, model_validator, with_config)
+                      ValidatorFunctionWrapHandler, field_serializer, field_validator, model_validator, with_config)
 from typing_extensions import NotRequired, TypedDict
 
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
@@ -168,6 +168,28 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
     "max_runtime_s": NotRequired[Annotated[float, Field(gt=0, allow_inf_nan=False), msgspec.Meta(gt=0, le=_FINITE)] | None],
 }))
 
+
+def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
+    """The kind of job as the planner reads it: a msgspec Struct on the same types, which refuses
+    the keys it does not name, as pydantic does. A key not given reads as `defaults`' value, else
+    None where null may be given, else UNSET; the key `class` is the attribute `klass`."""
+    fields = []
+    for key, hint in typing.get_type_hints(kind, include_extras=True).items():
+        name = "klass" if key == "class" else key
+        if typing.get_origin(hint) is NotRequired:
+            hint = typing.get_args(hint)[0]
+            default = defaults.get(key, None if type(None) in typing.get_args(hint) else msgspec.UNSET)
+            fields.append((name, hint | msgspec.UnsetType if default is msgspec.UNSET else hint, default))
+        else:
+            fields.append((name, hint))
+    # A job holds no cycle for the collector to look for; a default is left out of its dump.
+    return msgspec.defstruct(kind.__name__.removesuffix("Job"), fields, kw_only=True, forbid_unknown_fields=True,
+                             frozen=True, gc=False, omit_defaults=True, rename={"klass": "class"}, module=__name__)
+
+
+Running = _struct_of(RunningJob, {"stopping": False})
+Pending = _struct_of(PendingJob, {"priority": 0})
+_STRUCTS = {RunningJob: Running, PendingJob: Pending}
 # The fields of each kind of job that hold a time.
 _TIMES = {RunningJob: ("started_at", "expected_end"), PendingJob: ("submitted_at", "not_before", "waiting_since")}
 # The longest time that msgspec reads with at most six digits of fraction: 19 characters to the
@@ -176,11 +198,11 @@ _SHORT_TIME = 27
 _LONG_FRACTION = re.compile(r"\.\d{7}")
 
 
-def _fast_jobs(jobs: Any, kind: type) -> list[dict] | None:
-    """The jobs as pydantic would give them, read by msgspec; None where msgspec refuses them or
-    may read them otherwise than pydantic (`_read_alike`), or where one is not a dict."""
+def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
+    """The jobs as pydantic would read them, made Structs by msgspec; None where msgspec refuses
+    them or may read them otherwise than pydantic (`_read_alike`), or where one is not a dict."""
     try:
-        checked = msgspec.convert(jobs, list[kind], strict=True)
+        checked = msgspec.convert(jobs, list[_STRUCTS[kind]], strict=True)
         return checked if _read_alike(jobs, checked, kind) else None
     except (msgspec.ValidationError, TypeError):
         return None
@@ -200,14 +222,10 @@ def _longest(jobs: list[dict], field: str) -> int:
         return max(map(len, _texts(jobs, field)), default=0)
 
 
-def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
+def _read_alike(jobs: list[dict], checked: list[msgspec.Struct], kind: type) -> bool:
     """Whether msgspec's reading of the jobs is pydantic's. Strict, msgspec takes no text for a
-    number and no 1 for True, which pydantic converts; but it drops the keys a TypedDict does not
-    name, which pydantic refuses; it rounds a fraction of a second beyond microseconds, which
-    pydantic cuts; and it knows no validator: a bundle must ask for something."""
-    # A job's keys as read are a part of those given: as many in all, they are all of them.
-    if sum(map(len, jobs)) != sum(map(len, checked)):
-        return False
+    number and no 1 for True, which pydantic converts; but it rounds a fraction of a second beyond
+    microseconds, which pydantic cuts; and it knows no validator: a bundle must ask for something."""
     for field in _TIMES[kind]:
         if any(map(dict.get, jobs, repeat(field))) and _longest(jobs, field) > _SHORT_TIME \
                 and any(map(_LONG_FRACTION.search, _texts(jobs, field))):
@@ -215,23 +233,24 @@ def _read_alike(jobs: list[dict], checked: list[dict], kind: type) -> bool:
     return _bundles_ask(checked)
 
 
-def _bundles_ask(checked: list[dict]) -> bool:
+_BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "klass", "id"))
+
+
+def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
+    """Whether no two jobs have the same id. Ids in the tick's order (shorter first, then by text,
+    as entries.py sorts them) are: two neighbours compared cost less than a set of a million."""
+    ids = list(map(_ID, jobs))
+    lengths = list(map(len, ids))
+    after = islice(lengths, 1, None)
+    if all(map(or_, map(lt, lengths, after), map(lt, ids, islice(ids, 1, None)))) and lengths == sorted(lengths):
+        return True
+    return len(set(ids)) == len(ids)
+
+
+def _bundles_ask(checked: list[msgspec.Struct]) -> bool:
     """Whether every bundle of the jobs asks for some resource (`_asks_for_something`)."""
     return all(any(amount > 0 for amount in bundle.values())
-               for bundles in filter(None, map(dict.get, checked, repeat("bundles"))) for bundle in bundles)
-
-
-def _struct_of(kind: type) -> type[msgspec.Struct]:
-    """The kind of job as a msgspec Struct, on the same types: a Struct refuses the keys it does not
-    name, as pydantic does and a TypedDict read by msgspec does not; a key not given stays unset."""
-    fields = []
-    for name, hint in typing.get_type_hints(kind, include_extras=True).items():
-        if typing.get_origin(hint) is NotRequired:
-            fields.append((name, typing.get_args(hint)[0] | msgspec.UnsetType, msgspec.UNSET))
-        else:
-            fields.append((name, hint))
-    # Read from text, a job holds no cycle for the collector to look for.
-    return msgspec.defstruct(kind.__name__, fields, kw_only=True, forbid_unknown_fields=True, gc=False)
+               for bundles in filter(None, map(_BUNDLES, checked)) for bundle in bundles)
 
 
 # A fraction of a second beyond microseconds, in a time of the text (or a number that looks like one).
@@ -301,6 +320,7 @@ class Snapshot(_Strict):
     group: Group
     now: AwareDatetime | None = None
     nodes: list[Node] = Field(default_factory=list)
+    # Read as these TypedDicts, held as their Structs (`_jobs`).
     running: list[RunningJob] = Field(default_factory=list)
     pending: list[PendingJob] = Field(default_factory=list)
     users: dict[Name, User] = Field(default_factory=dict)
@@ -321,21 +341,28 @@ class Snapshot(_Strict):
 
     @field_validator("running", "pending", mode="wrap")
     @classmethod
-    def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[dict]:
+    def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[msgspec.Struct]:
         if info.context is _READ:
             return jobs
-        fast = _fast_jobs(jobs, RunningJob if info.field_name == "running" else PendingJob)
-        return handler(jobs) if fast is None else fast
+        kind = RunningJob if info.field_name == "running" else PendingJob
+        fast = _fast_jobs(jobs, kind)
+        # What pydantic reads is checked: it only becomes Structs.
+        return msgspec.convert(handler(jobs), list[_STRUCTS[kind]]) if fast is None else fast
+
+    @field_serializer("running", "pending")
+    def _dump_jobs(self, jobs: list[msgspec.Struct]) -> list[dict[str, Any]]:
+        # The jobs as the format gives them: a key not given is not there, times stay datetimes.
+        return msgspec.to_builtins(jobs, builtin_types=(datetime,))
 
     @model_validator(mode="after")
     def _consistent(self) -> Snapshot:
         _first_repeat("group.resource_priority", self.group.resource_priority)
         _first_repeat("nodes", [node.id for node in self.nodes], ".id")
-        if len(set(map(itemgetter("id"), self.pending))) != len(self.pending):
-            _first_repeat("pending", [job["id"] for job in self.pending], ".id")
+        if not _unique_ids(self.pending):
+            _first_repeat("pending", [job.id for job in self.pending], ".id")
         if self.now is None:
             for index, job in enumerate(self.pending):
-                if job.get("not_before") is not None:
+                if job.not_before is not None:
                     raise ValueError(f"now: required, since pending[{index}].not_before is set")
             if PREEMPTIONS[self.group.preemption].preempts:
                 raise ValueError(f"now: required, since group.preemption is {self.group.preemption!r}")
@@ -345,17 +372,17 @@ class Snapshot(_Strict):
             raise ValueError(f"group.default_class: {self.group.default_class!r} is not one of group.priority_classes")
         for field, jobs in (("running", self.running), ("pending", self.pending)):
             # Few jobs name a class, and fewer a wrong one: each is looked for only then.
-            named = set(map(dict.get, jobs, repeat("class")))
-            named.discard(None)
+            named = set(map(_CLASS, jobs))
+            named.discard(msgspec.UNSET)
             if named <= classes:
                 continue
             for index, job in enumerate(jobs):
-                if job.get("class", self.group.default_class) not in classes:
-                    raise ValueError(f"{field}[{index}].class: {job['class']!r} is not one of group.priority_classes")
+                if (job.klass or self.group.default_class) not in classes:
+                    raise ValueError(f"{field}[{index}].class: {job.klass!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         check_tree(self.accounts, self.users)
         # Few running jobs have bundles: each is looked at only then.
-        if any(map(dict.get, self.running, repeat("bundles"))) or any(map(dict.get, self.running, repeat("bundle_nodes"))):
+        if any(map(_BUNDLES, self.running)) or any(map(_BUNDLE_NODES, self.running)):
             for index, job in enumerate(self.running):
                 _held_bundles(f"running[{index}]", job)
         selector = SELECTORS[self.group.selector]
@@ -373,8 +400,7 @@ _READ: dict[str, Any] = {}
 # Every field of a snapshot but its jobs.
 _REST = tuple(name for name in Snapshot.model_fields if name not in ("running", "pending"))
 # A snapshot's text as msgspec reads it: the jobs checked, the rest as JSON gives it, for pydantic.
-_Document = msgspec.defstruct("_Document", [("running", list[_struct_of(RunningJob)], []),
-                                            ("pending", list[_struct_of(PendingJob)], []),
+_Document = msgspec.defstruct("_Document", [("running", list[Running], []), ("pending", list[Pending], []),
                                             *((name, Any, msgspec.UNSET) for name in _REST)], forbid_unknown_fields=True)
 
 
@@ -383,8 +409,7 @@ def _from_json(data: bytes) -> Snapshot | None:
     if _cut_fraction(data):
         return None
     document = msgspec.json.decode(data, type=_Document, strict=True)
-    # Plain dicts, as pydantic gives them: a key not given is not there; times stay datetimes.
-    running, pending = (msgspec.to_builtins(jobs, builtin_types=(datetime,)) for jobs in (document.running, document.pending))
+    running, pending = document.running, document.pending
     if not (_bundles_ask(running) and _bundles_ask(pending)):
         return None
     given = {name: value for name in _REST if (value := getattr(document, name)) is not msgspec.UNSET}
@@ -417,9 +442,10 @@ def account_path(accounts: dict[str, Account], name: str | None) -> list[str]:
     return path[::-1]
 
 
-def _held_bundles(field: str, job: dict) -> None:
+def _held_bundles(field: str, job: msgspec.Struct) -> None:
     """A running job's bundles each name the node they are held on, and only bundles do."""
-    nodes, bundles = job.get("bundle_nodes"), job.get("bundles")
+    nodes = None if job.bundle_nodes is msgspec.UNSET else job.bundle_nodes
+    bundles = job.bundles or None
     if nodes is None and bundles is not None:
         raise ValueError(f"{field}.bundle_nodes: required, since {field}.bundles is set")
     if nodes is not None and len(nodes) != len(bundles or ()):

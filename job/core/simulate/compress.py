@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from job.core.planner.picture import add_to
-from job.core.planner.snapshot import Node
+from job.core.planner.snapshot import Node, Running
 from job.core.resources import Resources
 
 # The node that holds the users' running jobs in the snapshot, not a node of the group; and the
@@ -102,22 +102,22 @@ def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int
     if full:
         amounts = Resources(full).amounts()
         kept.append(Node.model_construct(id=FULL_NODE, resources=amounts, labels={}, outside={}))
-        held.append({"id": f"{FULL_NODE}:running", "user": NODES_USER, "node": FULL_NODE, "resources": amounts})
+        held.append(Running(id=f"{FULL_NODE}:running", user=NODES_USER, node=FULL_NODE, resources=amounts))
     return kept, held
 
 
-def node_entry(node: str, held: dict[str, int]) -> dict | None:
+def node_entry(node: str, held: dict[str, int]) -> Running | None:
     """The running entry of what our jobs hold on `node`, charged to NODES_USER; None for nothing."""
     amounts = Resources(held).amounts()
-    return {"id": f"{node}:running", "user": NODES_USER, "node": node, "resources": amounts} if amounts else None
+    return Running(id=f"{node}:running", user=NODES_USER, node=node, resources=amounts) if amounts else None
 
 
-def user_entries(user: str, held: dict[str, int], running: int, limited: bool) -> list[dict]:
+def user_entries(user: str, held: dict[str, int], running: int, limited: bool) -> list[Running]:
     """The running entries of what `user`'s jobs hold, on USERS_NODE: one holding it all, and
     where a per-user job limit applies (`limited`), an empty one per other running job."""
     amounts = Resources(held).amounts()
-    entries = [{"id": f"{user}:running", "user": user, "node": USERS_NODE, "resources": amounts}] if amounts else []
+    entries = [Running(id=f"{user}:running", user=user, node=USERS_NODE, resources=amounts)] if amounts else []
     if limited and running > 1:
-        entries += [{"id": f"{user}:running:{n}", "user": user, "node": USERS_NODE, "resources": {}}
+        entries += [Running(id=f"{user}:running:{n}", user=user, node=USERS_NODE, resources={})
                     for n in range(1, running)]
     return entries

@@ -57,8 +57,12 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from msgspec import UNSET
+from msgspec.structs import replace
+
 from job.core.planner import Snapshot, plan
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
+from job.core.planner import snapshot as planned
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
@@ -88,12 +92,12 @@ class JobRecord:
     end_s: float | None = None
     unschedulable: bool = False
     # The job as the snapshot lists it while it waits, and its place in its user's queue.
-    pending: dict | None = None
+    pending: planned.Pending | None = None
     queue_key: tuple | None = None
     # Preemption: whether a plan chose it as a victim (it stops at the next tick), its running
     # entry while it runs, and its runs that were stopped, as (node, start, stop).
     stopping: bool = False
-    running: dict | None = None
+    running: planned.Running | None = None
     # Its start's number: tells the end of its current run from that of a run stopped before.
     number: int = 0
     stopped: list[tuple[str, float, float]] = field(default_factory=list)
@@ -166,7 +170,7 @@ def _record(job: TraceJob) -> JobRecord:
 
 
 def _gang(job: TraceJob) -> dict:
-    """A job's bundles and strategy as the snapshot's entries carry them; {} for a plain job."""
+    """A job's bundles and strategy as the snapshot's jobs carry them; {} for a plain job."""
     return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
 
 
@@ -331,18 +335,13 @@ class _Simulation:
         job = record.job
         self.by_id[job.id] = record
         self.outcome.events += 1
-        pending = {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
-                   "submitted_at": self.epoch + timedelta(seconds=job.submit_s), **_gang(job)}
-        if job.klass is not None:
-            pending["class"] = job.klass
-        if job.node_labels:
-            pending["node_labels"] = job.node_labels
-        if job.max_runtime_s is not None:
-            pending["max_runtime_s"] = job.max_runtime_s
         # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
         # waiting_since does), unless the job says otherwise (a forecast's).
         since_s = _ready(record) if job.waiting_s is None else job.waiting_s
-        pending["waiting_since"] = self.epoch + timedelta(seconds=since_s)
+        pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority=job.priority,
+                                  submitted_at=self.epoch + timedelta(seconds=job.submit_s), **_gang(job),
+                                  klass=job.klass or UNSET, node_labels=job.node_labels or UNSET,
+                                  max_runtime_s=job.max_runtime_s, waiting_since=self.epoch + timedelta(seconds=since_s))
         if not self._schedulable(record, pending):
             record.unschedulable = True
             return
@@ -354,7 +353,7 @@ class _Simulation:
         record.pending = pending
         self._enqueue(record, since_s)
 
-    def _schedulable(self, record: JobRecord, pending: dict) -> bool:
+    def _schedulable(self, record: JobRecord, pending: planned.Pending) -> bool:
         """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
         node are counted from then on (the first TRACKED_SHAPES of them)."""
         labels = record.job.node_labels
@@ -410,7 +409,7 @@ class _Simulation:
         # compressed (_around_reservations): those of users without a job to plan order nothing.
         held_slots = exact and self._slots_held()
         named = [*pending, *self.running.values()] if exact and not held_slots else pending
-        names = [job["user"] if isinstance(job, dict) else job.job.user for job in named]
+        names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
         for name in [*self.users, *names] if self.accounts else names:
             if name not in users:
                 user = self._user(name)
@@ -437,7 +436,8 @@ class _Simulation:
         for preemption in result.preemptions or ():
             for victim in preemption["victims"]:
                 record = self.running[victim]
-                record.stopping = record.running["stopping"] = True
+                record.stopping = True
+                record.running = replace(record.running, stopping=True)
                 self.victims.append(record)
         # A reservation that ended (its job started) frees a slot that only the next plan gives,
         # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
@@ -472,14 +472,14 @@ class _Simulation:
         heads = sum(1 for held in self.reservations if held.get("kind") == "head")
         return heads >= self.group.max_reservations
 
-    def _around_reservations(self, pending: list[dict], users: dict) -> tuple[list[Node], list[dict]]:
+    def _around_reservations(self, pending: list[planned.Pending], users: dict) -> tuple[list[Node], list[planned.Running]]:
         """The nodes and running entries of a plan whose reservations are all held (`_slots_held`):
         on the reserved nodes every running job as it is, elsewhere the compressed snapshot's; the
         users' entries hold what their jobs hold off those nodes."""
         reserved = {held["node"] for held in self.reservations}
         exact = [record for record in self.running.values() if record.node in reserved]
         entries = {node: entry for node, entry in self.node_entries.items() if node not in reserved}
-        needs = {part for job in pending for part in self.by_id[job["id"]].parts}
+        needs = {part for job in pending for part in self.by_id[job.id].parts}
         nodes, held = room_nodes(needs, self.node_list, entries, keep=reserved)
         off: dict[str, tuple[dict[str, int], int]] = {}
         for record in exact:
@@ -497,11 +497,11 @@ class _Simulation:
             held.extend(user_entries(name, rest, user.running - count, self.limited))
         return nodes, [*held, *(record.running for record in exact)]
 
-    def _nodes(self, pending: list[dict]) -> tuple[list[Node], list[dict]]:
+    def _nodes(self, pending: list[planned.Pending]) -> tuple[list[Node], list[planned.Running]]:
         """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
         if self.every_node:
             return self.nodes, list(self.node_entries.values())
-        needs = {part for job in pending for part in self.by_id[job["id"]].parts}
+        needs = {part for job in pending for part in self.by_id[job.id].parts}
         return room_nodes(needs, self.node_list, self.node_entries)
 
     def _charge(self, user: UserRecord, now_s: float) -> None:
@@ -527,13 +527,11 @@ class _Simulation:
             heapq.heappush(self.ends, (end_s, self.started, record))
         job = record.job
         started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
-        record.running = {"id": job.id, "user": job.user, "node": node, "resources": job.resources,
-                          "class": job.klass or self.group.default_class, "started_at": started_at, "stopping": False,
-                          **_gang(job)}
-        if bundle_nodes:
-            record.running["bundle_nodes"] = list(bundle_nodes)
-        if started_at is not None and job.max_runtime_s is not None:
-            record.running["expected_end"] = started_at + timedelta(seconds=job.max_runtime_s)
+        record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
+                                         klass=job.klass or self.group.default_class, started_at=started_at, **_gang(job),
+                                         bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
+                                         expected_end=started_at + timedelta(seconds=job.max_runtime_s)
+                                         if started_at is not None and job.max_runtime_s is not None else None)
         record.number = self.started
         self.running[job.id] = record
 
@@ -544,16 +542,15 @@ class _Simulation:
             record = _record(job.job)
             self.by_id[job.job.id] = record
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
-            record.pending = {"id": job.job.id, "user": job.job.user, "resources": job.job.resources,
-                              "priority": job.job.priority,
-                              "submitted_at": self.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job)}
-            if job.job.klass is not None:
-                record.pending["class"] = job.job.klass
+            record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
+                                             priority=job.job.priority, klass=job.job.klass or UNSET,
+                                             submitted_at=self.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job))
             self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
-            if job.end_s is not None and job.started_s is not None:
-                # A forecast's running job ends when it is expected to: what reservations count on.
-                record.running["expected_end"] = self.epoch + timedelta(seconds=job.end_s)
-            record.stopping = record.running["stopping"] = job.stopping
+            # A forecast's running job ends when it is expected to: what reservations count on.
+            ends = ({"expected_end": self.epoch + timedelta(seconds=job.end_s)}
+                    if job.end_s is not None and job.started_s is not None else {})
+            record.stopping = job.stopping
+            record.running = replace(record.running, stopping=job.stopping, **ends)
             if job.stopping:
                 self.victims.append(record)
             add_to(self._user(job.job.user).wanted, record.need)
@@ -578,7 +575,7 @@ class _Simulation:
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
-        record.pending["waiting_since"] = self.epoch + timedelta(seconds=now_s)
+        record.pending = replace(record.pending, waiting_since=self.epoch + timedelta(seconds=now_s))
         self._enqueue(record, now_s)
         touched.add(self._user(record.job.user))
         self.outcome.events += 1
