@@ -70,7 +70,7 @@ def test_the_same_list_of_kept_rows_gives_the_same_list_of_jobs():
     rows = [row(1), row(2, waiting_since=None)]
     before, _, _ = snapshot_of(CLASSES, rows, NOW, made)
     after, _, _ = snapshot_of(CLASSES, rows, LATER, made)
-    assert after is not before and after[1]["waiting_since"] == LATER
+    assert after is not before and after[1].waiting_since == LATER
 
 
 def test_an_unwritten_row_gives_the_same_job_and_a_row_read_again_a_new_one():
