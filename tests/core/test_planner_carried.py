@@ -65,9 +65,15 @@ def test_plan_after_plan_with_jobs_started_and_ended_between(document, data):
             carried.put(started)
             held.append(started)
         for job in list(held):
-            if data.draw(st.booleans()):
+            change = data.draw(st.sampled_from(["keep", "end", "grow"]))
+            if change == "end":
                 carried.drop(job["id"])
                 held.remove(job)
+            elif change == "grow":
+                # As a node's sum of running jobs changes: the job of that id, put again.
+                grown = {**job, "resources": {**job["resources"], "CPU": job["resources"].get("CPU", 0) + 1}}
+                carried.put(grown)
+                held[held.index(job)] = grown
         current = current.model_copy(update={"pending": list(pending.values()), "state": {**current.state, **result.state},
                                              "reservations": result.reservations or []})
 
@@ -77,9 +83,9 @@ def test_the_picture_holds_plain_jobs_of_a_group_that_does_not_preempt():
     carried = Carried(document.nodes, document.group)
     with pytest.raises(ValueError, match="plain jobs"):
         carried.put({"id": "r1", "user": "ann", "node": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 1}]})
+    carried.put({"id": "r1", "user": "ann", "node": "a", "resources": {"CPU": 2}})
+    # Put again, the job of that id is replaced.
     carried.put({"id": "r1", "user": "ann", "node": "a", "resources": {"CPU": 1}})
-    with pytest.raises(ValueError, match="held already"):
-        carried.put({"id": "r1", "user": "ann", "node": "a", "resources": {"CPU": 1}})
     preempting = document.model_copy(update={"group": document.group.model_copy(update={"preemption": "priority"})})
     with pytest.raises(ValueError, match="does not preempt"):
         plan(preempting, carried)

@@ -68,24 +68,32 @@ class Carried:
         self._planning: Selector | None = None
 
     def put(self, entry: dict) -> None:
-        """A running job more."""
+        """A running job more, or the one of its id changed (as the sum of a node's jobs does)."""
         if entry.keys() - PLAIN:
             raise ValueError(f"running job {entry.get('id')}: a carried picture holds plain jobs "
                              f"({', '.join(sorted(PLAIN))}), not {', '.join(sorted(entry.keys() - PLAIN))}")
         ident, user = entry["id"], entry["user"]
-        if ident in self._entries:
-            raise ValueError(f"running job {ident} is held already")
         units = dict(Resources.of(entry["resources"]).items())
         node = self.by_id.get(entry["node"])
+        changes: dict[NodeState, dict[str, int]] = {}
+        if ident in self._entries:
+            self._forget(ident, changes)
         self._entries[ident] = (entry, node, units)
         if node is not None:
             self.on_node.setdefault(node.id, []).append(entry)
-            self._change(node, units, -1)
+            add_to(changes.setdefault(node, {}), units, -1)
         add_to(self._used.setdefault(user, {}), units)
         self._running[user] = self._running.get(user, 0) + 1
+        self._change(changes)
 
     def drop(self, ident: str) -> None:
         """A running job less: the one of id `ident`."""
+        changes: dict[NodeState, dict[str, int]] = {}
+        self._forget(ident, changes)
+        self._change(changes)
+
+    def _forget(self, ident: str, changes: dict[NodeState, dict[str, int]]) -> None:
+        """The job of id `ident` held no more: what it gave back to its node goes into `changes`."""
         entry, node, units = self._entries.pop(ident)
         user = entry["user"]
         if node is not None:
@@ -94,7 +102,7 @@ class Carried:
                 self.on_node[node.id] = others
             else:
                 del self.on_node[node.id]
-            self._change(node, units, 1)
+            add_to(changes.setdefault(node, {}), units)
         used = self._used[user]
         add_to(used, units, -1)
         self._running[user] -= 1
@@ -104,21 +112,24 @@ class Carried:
             for name in [name for name, amount in used.items() if not amount]:
                 del used[name]
 
-    def _change(self, node: NodeState, units: dict[str, int], sign: int) -> None:
-        """`units` given back to (1) or taken off (-1) the node's free resources. A resource the
-        node has not, that only our jobs' requests put there, goes when they end, as a plan made
-        from the snapshot would never have had it."""
-        empty = self._empty[node]
-        for free in (self._start[node], node.free):
-            add_to(free, units, sign)
-            for name in units:
-                if not free[name] and name not in empty:
-                    del free[name]
-        for made, selector in list(self._selectors.items()):
-            if selector.bounded(node.free):
-                selector.placed(node)
-            else:
-                del self._selectors[made]
+    def _change(self, changes: dict[NodeState, dict[str, int]]) -> None:
+        """Per node, units given back to its free resources (taken: below 0). A resource the node
+        has not, that only our jobs' requests put there, goes when they end, as a plan made from
+        the snapshot would never have had it."""
+        for node, units in changes.items():
+            empty = self._empty[node]
+            for free in (self._start[node], node.free):
+                add_to(free, units)
+                for name in units:
+                    if not free[name] and name not in empty:
+                        del free[name]
+            # Free amounts up to the node's total are within any kept selector's bounds.
+            low = min(node.free.values(), default=0) < 0
+            for made, selector in list(self._selectors.items()):
+                if not low or selector.bounded(node.free):
+                    selector.placed(node)
+                else:
+                    del self._selectors[made]
 
     def check(self, group: Group) -> None:
         if group.resource_priority != self.priority:

@@ -614,10 +614,10 @@ class _Simulation:
         add_to(self.free, need, -sign)
         entry = node_entry(node, held)
         if self.carried is not None:
-            if node in self.node_entries:
-                self.carried.drop(self.node_entries[node]["id"])
             if entry is not None:
                 self.carried.put(entry)
+            elif node in self.node_entries:
+                self.carried.drop(self.node_entries[node]["id"])
         if entry is not None:
             self.node_entries[node] = entry
         else:
