@@ -153,12 +153,15 @@ class Dispersed(_ByFree):
     """Spread: the most free capacity.
 
     Within a plan a placement only lowers a node's free resources, so its key (negated) only
-    grows: a node only ever sorts later. One list of keys per kind of node (`has`, which alone sets a node's extras
-    for a shape), kept sorted, then serves every shape, where a heap per shape would cost a pass
-    over the nodes per shape and plan. A shape reads each list from where it last found a node:
-    every node that sorts before that key now sorted before it then and did not fit, and still
-    does not (free only goes down; each plan reads from the start). The nodes short of the first resource of the order sort last
-    (it is the key's top field): a shape's reading stops at them."""
+    grows: a node only ever sorts later. One list of keys per kind of node (`has`, which alone sets
+    a node's extras for a shape), kept sorted, then serves every shape, where a heap per shape
+    would cost a pass over the nodes per shape and plan. A shape reads each list from where it last
+    found a node: every node that sorts before that key now sorted before it then and did not fit,
+    and still does not (free only goes down). A node whose free resources go up (between plans,
+    for a selector kept from one to the next: carried.py) moves every reading of its kind's list
+    back to its new key, so that a shape's readings hold from plan to plan. The nodes short of the
+    first resource of the order sort last (it is the key's top field): a shape's reading stops at
+    them."""
 
     sign = -1
 
@@ -169,24 +172,25 @@ class Dispersed(_ByFree):
             self._sorted.setdefault(node.has, []).append(key)
         for keys in self._sorted.values():
             keys.sort()
-
-    def begin(self, state: BaseModel) -> None:
-        super().begin(state)
-        # Per shape: its kinds' lists grouped by extras, the fewest first, each with the key its
-        # reading starts from; and the key from which nodes are short of the first resource.
-        self._levels: dict[Shape, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
+        # Per shape (its request and pool), its kinds' lists grouped by extras, the fewest first,
+        # each with the key its reading starts from; and the key from which nodes are short of the
+        # first resource. Per kind, the readings of its list.
+        self._levels: dict[tuple, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
+        self._readings: dict[frozenset[str], list[list[int]]] = {}
 
     def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], list[int]]]], int]:
         by_extras: dict[int, list[tuple[list[int], list[int]]]] = {}
         for has, keys in self._sorted.items():
-            by_extras.setdefault(len(has - shape.names), []).append((keys, [0]))
+            reading = [0]
+            self._readings.setdefault(has, []).append(reading)
+            by_extras.setdefault(len(has - shape.names), []).append((keys, reading))
         first = dict(shape.items).get(self.order[0], 0) if self.order else 0
-        levels = self._levels[shape] = ([by_extras[extras] for extras in sorted(by_extras)],
-                                        self._packing.short_of(first))
+        levels = self._levels[shape.items, shape.pool.key] = ([by_extras[extras] for extras in sorted(by_extras)],
+                                                              self._packing.short_of(first))
         return levels
 
     def select(self, shape: Shape) -> NodeState | None:
-        levels, short = self._levels.get(shape) or self._levels_of(shape)
+        levels, short = self._levels.get((shape.items, shape.pool.key)) or self._levels_of(shape)
         nodes, index_mask, need = self._nodes, self._packing.index_mask, shape.items
         # Outside the shape's pool is as good as too small: never its node.
         members = None if len(shape.pool.nodes) == len(nodes) else shape.pool.members
@@ -222,6 +226,10 @@ class Dispersed(_ByFree):
             keys = self._sorted[node.has]
             del keys[bisect_left(keys, old)]
             insort(keys, new)
+            if new < old:
+                for reading in self._readings.get(node.has, ()):
+                    if new < reading[0]:
+                        reading[0] = new
 
 
 class Concentrated(_ByFree):
