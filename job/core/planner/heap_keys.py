@@ -47,10 +47,12 @@ class PackedKeys:
 
     __slots__ = ("sign", "bounds", "index_mask", "key_mask", "extras_mask", "extras_shift", "_fields")
 
-    def __init__(self, frees: Sequence[Mapping[str, int]], order: Sequence[str], sign: int):
+    def __init__(self, frees: Sequence[Mapping[str, int]], order: Sequence[str], sign: int,
+                 reach: Sequence[Mapping[str, int]] = ()):
         """`frees`: every node's free amounts at the start, a node's index being its position in
         the list; `order`: the resources, most significant first; `sign`: 1 for the least free
-        first, -1 for the most."""
+        first, -1 for the most; `reach`: amounts the free ones may rise to later, which the bounds
+        hold too (a selector kept from one plan to the next, carried.py: the nodes' totals)."""
         if sign not in (1, -1):
             raise ValueError(f"sign must be 1 or -1, not {sign!r}")
         self.sign = sign
@@ -61,7 +63,7 @@ class PackedKeys:
         self._fields: tuple[tuple[str, int, int], ...] = ()
         shift = self.index_mask.bit_length()
         for name in reversed(order):
-            amounts = [free.get(name, 0) for free in frees]
+            amounts = [free.get(name, 0) for free in (*frees, *reach)]
             low, high = min([0, *amounts]), max([0, *amounts])
             self.bounds[name] = (low, high)
             self._fields += ((name, low if sign > 0 else high, sign << shift),)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import gc
 from datetime import datetime, timezone
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from job.core.planner.entries import ID, ID_LENGTH, POSITION, SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
@@ -37,6 +38,9 @@ from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
 from job.core.planner.snapshot import DEFAULT_USER, Node, Pending, Plan, Reason, Running, Snapshot, account_path, limits_of
 from job.core.resources import Resources, dominant_share, footprint_of, to_units
 
+if TYPE_CHECKING:
+    from job.core.planner.carried import Carried
+
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
 _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -44,17 +48,29 @@ _NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
 Why = tuple[Reason, object]
 
 
-def plan(snapshot: Snapshot) -> Plan:
+def plan(snapshot: Snapshot, carried: Carried | None = None) -> Plan:
+    """The plan of `snapshot`; with `carried`, of the snapshot whose nodes and first running jobs
+    are the carried picture's (carried.py), which the plan gives back as it found it."""
     # A plan allocates a few objects per pending job and frees none before it returns, so the
     # cyclic collector would only walk them again and again: a quarter of the time at 100k jobs.
     # It makes no cycles worth collecting early; the collector's state is restored as it was.
     collecting = gc.isenabled()
     gc.disable()
+    result = None
     try:
-        return _Planner(snapshot).run()
+        result = _Planner(snapshot, carried).run()
+        return result
     finally:
+        if carried is not None:
+            carried.restore(snapshot, result)
         if collecting:
             gc.enable()
+
+
+def node_states(nodes: list[Node], priority: list[str]) -> list[NodeState]:
+    """The nodes as a plan starts, by id, before our running jobs (`_node`)."""
+    kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
+    return [_node(node, priority, kinds) for node in sorted(nodes, key=lambda node: node.id)]
 
 
 def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, frozenset[str]]]) -> NodeState:
@@ -117,23 +133,30 @@ def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dic
 
 
 class _Planner:
-    def __init__(self, snapshot: Snapshot):
+    def __init__(self, snapshot: Snapshot, carried: Carried | None = None):
         self.snapshot = snapshot
         group = self.group = snapshot.group
         self.policy = POLICIES[group.policy]
         self.preemption = PREEMPTIONS[group.preemption]
         priority = group.resource_priority
-        kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
-        self.nodes = [_node(node, priority, kinds) for node in sorted(snapshot.nodes, key=lambda node: node.id)]
-        # Whether any node has outside load or our jobs' use beyond their declaration: the waiting
-        # messages look for them only then.
-        self.outside = any(node.outside or node.held for node in self.nodes)
-        self.totals: dict[str, int] = {}
-        for node in self.nodes:
-            add_to(self.totals, node.total)
+        if carried is None:
+            self.nodes = node_states(snapshot.nodes, priority)
+            self.by_id = {node.id: node for node in self.nodes}
+            # Whether any node has outside load or our jobs' use beyond their declaration: the
+            # waiting messages look for them only then.
+            self.outside = any(node.outside or node.held for node in self.nodes)
+            self.holding = {job for node in self.nodes for job in node.held}
+            self.totals: dict[str, int] = {}
+            for node in self.nodes:
+                add_to(self.totals, node.total)
+            self.pools: dict[str, Pool] = {}
+            self.carried_ends: dict[str, list[Running]] = {}
+        else:
+            carried.check(group)
+            self.nodes, self.by_id, self.outside, self.holding = carried.nodes, carried.by_id, carried.outside, carried.holding
+            self.totals, self.pools, self.carried_ends = dict(carried.totals), carried.pools, carried.on_node
         self.users: dict[str, UserState] = {}
         self.accounts = self._accounts()
-        self.pools: dict[str, Pool] = {}
         self.shapes: dict[tuple, Shape] = {}
         # Two ways of writing the same request (key order, 1 vs 1.0) share one shape.
         self.interned: dict[tuple[Resources, str], Shape] = {}
@@ -147,6 +170,8 @@ class _Planner:
         # The words naming each running job that holds a node beyond its declaration, by id.
         self.holders: dict[str, str] = {}
         self.requests: dict[tuple, Resources] = {}
+        if carried is not None:
+            carried.charge(self._user)
         self._charge_running()
         self._start_plan()
         wanted = {r["job"]: r for r in snapshot.reservations}
@@ -162,7 +187,9 @@ class _Planner:
         requested = set().union(*(shape.names for shape in self.shapes.values())) - set(priority)
         self.order = (*priority, *sorted(requested))
         rule = self.selector_rule = SELECTORS[group.selector]
-        self.selector = rule.kind(self.nodes, self.order, rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {})))
+        state = rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {}))
+        self.selector = (rule.kind(self.nodes, self.order, state) if carried is None
+                         else carried.selector(rule.kind, self.order, state, snapshot))
         coming = [(held.user, held.shape.need) for held in self.reserved.values() if held.kind == "preemption"]
         self.preemptor = (Preemptor(group, self.totals, self.candidates, coming, self.going)
                           if self.preemption.preempts else None)
@@ -217,9 +244,9 @@ class _Planner:
         return accounts
 
     def _charge_running(self) -> None:
-        by_id = {node.id: node for node in self.nodes}
+        by_id = self.by_id
         preempts = self.preemption.preempts
-        holding = {job for node in self.nodes for job in node.held}
+        holding = self.holding
         users, user_of = self.users, self._user
         # A plain job (no bundles, no use shown beyond its request) charged inline: a thousand
         # nodes' running jobs are a few thousand per plan, every plan.
@@ -363,7 +390,7 @@ class _Planner:
         """The reservations that hold, by job: each whose job waits and whose nodes are still there
         and big enough holds its room there (a head-of-line one judged again, at most the group's
         max_reservations of them); the others end here."""
-        by_id = {node.id: node for node in self.nodes}
+        by_id = self.by_id
         kept: dict[str, Reservation] = {}
         heads = 0
         ends = None
@@ -397,7 +424,7 @@ class _Planner:
     def _ends(self) -> Ends:
         """Per node id, the jobs expected to end there (reservations.py), as the plan stands."""
         if self.running_ends is None:
-            self.running_ends = RunningEnds(self.snapshot.running, self.snapshot.now)
+            self.running_ends = RunningEnds(self.snapshot.running, self.snapshot.now, self.carried_ends)
         return Ends(self.running_ends, self.placements, self.placed_jobs.__getitem__)
 
     def _new_shape(self, raw: tuple, job: Pending) -> Shape:

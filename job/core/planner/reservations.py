@@ -13,6 +13,7 @@ is held, so that the node drains. Jobs that will end before the start may use th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -59,10 +60,12 @@ class Ends:
 
 class RunningEnds:
     """The running jobs' ends on each node (`on`), from the snapshot's running jobs: grouped by
-    node once per plan, when first needed, and each request's units made once."""
+    node once per plan, when first needed, and each request's units made once. `carried`: per node
+    id, the running jobs a carried picture holds there (carried.py), before the snapshot's."""
 
-    def __init__(self, running: list[Running], now: datetime | None) -> None:
-        self.running, self.now = running, now
+    def __init__(self, running: list[Running], now: datetime | None, carried: Mapping[str, Iterable[Running]] = {}
+                 ) -> None:
+        self.running, self.now, self.carried = running, now, carried
         self.by_node: dict[str, list[Running]] | None = None
         self.units: dict[tuple, dict[str, int]] = {}
 
@@ -81,7 +84,7 @@ class RunningEnds:
             self.by_node = by_node
         ends: list[End] = []
         now = self.now
-        for job in self.by_node.get(node_id, ()):
+        for job in (*self.carried.get(node_id, ()), *self.by_node.get(node_id, ())):
             end = job.expected_end
             after_s = (end - now).total_seconds() if end is not None and now is not None else math.inf
             self.add(ends, node_id, [job.node, *(job.bundle_nodes or ())], job, max(after_s, 0.0))

@@ -2,14 +2,15 @@
 
 A selector answers `select(shape)` with a node whose free resources cover the shape, or None when
 none does, and hears about every placement through `placed(node)` (after the node's free resources
-changed). Its state between ticks is a pydantic model with an empty default, stored in the group
+changed). One made `lasting` outlives its plan (carried.py): each plan then `begin`s it, and it
+hears of every change of free resources between plans too, up as well as down. Its state between ticks is a pydantic model with an empty default, stored in the group
 state under its rule's `state_name`. The selectors are declared, with their traits, in rules.py.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from typing import Annotated, ClassVar
 
@@ -32,11 +33,16 @@ class RoundRobinState(BaseModel):
 class Selector:
     State: ClassVar[type[BaseModel]] = NoState
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel, lasting: bool = False):
         # Every resource that can matter, in comparison order: the group's priority list, then
         # the other requested resources by name. Per-node resources Ray adds (`node:<ip>`) that no
         # job asks for would only make every comparison longer.
         self.order = order
+        self.begin(state)
+
+    def begin(self, state: BaseModel) -> None:
+        """A plan starts, from the selector's stored state. What a selector keeps per shape holds
+        only within a plan (free resources only go down there): it goes."""
         self.state = state
 
     def select(self, shape: Shape) -> NodeState | None:
@@ -44,6 +50,11 @@ class Selector:
 
     def placed(self, node: NodeState) -> None:
         """The node's free resources just went down."""
+
+    def bounded(self, free: Mapping[str, int]) -> bool:
+        """Whether a node's free resources may be these and the selector's order of the nodes
+        hold (heap_keys.py: the bounds of its keys)."""
+        return True
 
     def pick(self, shape: Shape, nodes: Sequence[NodeState]) -> NodeState | None:
         """Among `nodes`, the one the selector prefers that fits the shape, changing nothing it
@@ -71,10 +82,13 @@ class Legacy(Selector):
     """Fewest extras, then the largest total capacity, whatever runs there, then the smaller id."""
 
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel, lasting: bool = False):
         super().__init__(nodes, order, state)
         biggest_first = sorted(nodes, key=lambda node: (tuple(-node.total.get(r, 0) for r in order), node.id))
         self._rank = {node: rank for rank, node in enumerate(biggest_first)}
+
+    def begin(self, state: BaseModel) -> None:
+        super().begin(state)
         # Per shape: its pool in preference order, and where the first node that may still fit is.
         # The order never changes, and nodes before the cursor can no longer fit the shape.
         self._ranking: dict[Shape, tuple[list[NodeState], list[int]]] = {}
@@ -109,19 +123,26 @@ class _ByFree(Selector):
 
     sign: ClassVar[int]
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel, lasting: bool = False):
         super().__init__(nodes, order, state)
         self._nodes = sorted(nodes, key=lambda node: node.id)
         self._index = {node: index for index, node in enumerate(self._nodes)}
-        # Free resources stay within the packing's bounds: they only go down, and a placement
-        # leaves them at 0 or more.
+        # Free resources stay within the packing's bounds: in a plan they only go down, and a
+        # placement leaves them at 0 or more. For a selector that outlives its plan (`lasting`),
+        # between plans they rise at most to the node's total, and a reservation held on a full
+        # node takes them down to 0 less its request, at most the total.
         frees = [node.free for node in self._nodes]
-        self._packing = PackedKeys(frees, order, self.sign)
+        reach = [{name: sign * amount for name, amount in node.total.items()} for node in self._nodes
+                 for sign in (1, -1)] if lasting else ()
+        self._packing = PackedKeys(frees, order, self.sign, reach)
         self._keys = self._packing.keys(frees)
 
     def placed(self, node: NodeState) -> None:
         index = self._index[node]
         self._keys[index] = self._packing.key(node.free, index)
+
+    def bounded(self, free: Mapping[str, int]) -> bool:
+        return self._packing.within_bounds(free)
 
     def preference(self, node: NodeState, shape: Shape) -> tuple:
         free, sign = node.free, self.sign
@@ -131,38 +152,45 @@ class _ByFree(Selector):
 class Dispersed(_ByFree):
     """Spread: the most free capacity.
 
-    A placement only lowers a node's free resources, so its key (negated) only grows: a node only
-    ever sorts later. One list of keys per kind of node (`has`, which alone sets a node's extras
-    for a shape), kept sorted, then serves every shape, where a heap per shape would cost a pass
-    over the nodes per shape and plan. A shape reads each list from where it last found a node:
-    every node that sorts before that key now sorted before it then and did not fit, and still
-    does not (free only goes down). The nodes short of the first resource of the order sort last
-    (it is the key's top field): a shape's reading stops at them."""
+    Within a plan a placement only lowers a node's free resources, so its key (negated) only
+    grows: a node only ever sorts later. One list of keys per kind of node (`has`, which alone sets
+    a node's extras for a shape), kept sorted, then serves every shape, where a heap per shape
+    would cost a pass over the nodes per shape and plan. A shape reads each list from where it last
+    found a node: every node that sorts before that key now sorted before it then and did not fit,
+    and still does not (free only goes down). A node whose free resources go up (between plans,
+    for a selector kept from one to the next: carried.py) moves every reading of its kind's list
+    back to its new key, so that a shape's readings hold from plan to plan. The nodes short of the
+    first resource of the order sort last (it is the key's top field): a shape's reading stops at
+    them."""
 
     sign = -1
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
-        super().__init__(nodes, order, state)
+    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel, lasting: bool = False):
+        super().__init__(nodes, order, state, lasting)
         self._sorted: dict[frozenset[str], list[int]] = {}
         for node, key in zip(self._nodes, self._keys):
             self._sorted.setdefault(node.has, []).append(key)
         for keys in self._sorted.values():
             keys.sort()
-        # Per shape: its kinds' lists grouped by extras, the fewest first, each with the key its
-        # reading starts from; and the key from which nodes are short of the first resource.
-        self._levels: dict[Shape, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
+        # Per shape (its request and pool), its kinds' lists grouped by extras, the fewest first,
+        # each with the key its reading starts from; and the key from which nodes are short of the
+        # first resource. Per kind, the readings of its list.
+        self._levels: dict[tuple, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
+        self._readings: dict[frozenset[str], list[list[int]]] = {}
 
     def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], list[int]]]], int]:
         by_extras: dict[int, list[tuple[list[int], list[int]]]] = {}
         for has, keys in self._sorted.items():
-            by_extras.setdefault(len(has - shape.names), []).append((keys, [0]))
+            reading = [0]
+            self._readings.setdefault(has, []).append(reading)
+            by_extras.setdefault(len(has - shape.names), []).append((keys, reading))
         first = dict(shape.items).get(self.order[0], 0) if self.order else 0
-        levels = self._levels[shape] = ([by_extras[extras] for extras in sorted(by_extras)],
-                                        self._packing.short_of(first))
+        levels = self._levels[shape.items, shape.pool.key] = ([by_extras[extras] for extras in sorted(by_extras)],
+                                                              self._packing.short_of(first))
         return levels
 
     def select(self, shape: Shape) -> NodeState | None:
-        levels, short = self._levels.get(shape) or self._levels_of(shape)
+        levels, short = self._levels.get((shape.items, shape.pool.key)) or self._levels_of(shape)
         nodes, index_mask, need = self._nodes, self._packing.index_mask, shape.items
         # Outside the shape's pool is as good as too small: never its node.
         members = None if len(shape.pool.nodes) == len(nodes) else shape.pool.members
@@ -198,6 +226,10 @@ class Dispersed(_ByFree):
             keys = self._sorted[node.has]
             del keys[bisect_left(keys, old)]
             insort(keys, new)
+            if new < old:
+                for reading in self._readings.get(node.has, ()):
+                    if new < reading[0]:
+                        reading[0] = new
 
 
 class Concentrated(_ByFree):
@@ -211,8 +243,8 @@ class Concentrated(_ByFree):
 
     sign = 1
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel):
-        super().__init__(nodes, order, state)
+    def begin(self, state: BaseModel) -> None:
+        super().begin(state)
         self._heaps: dict[Shape, list[int]] = {}
         # The nodes placed on, in order, and how far each shape has read.
         self._changed: list[NodeState] = []
@@ -287,8 +319,8 @@ class RoundRobin(Selector):
 
     State = RoundRobinState
 
-    def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: RoundRobinState):
-        super().__init__(nodes, order, state)
+    def begin(self, state: RoundRobinState) -> None:
+        super().begin(state)
         self._next = dict(state.next_index)
         # Per shape: positions in the pool that may still fit it, sorted.
         self._open: dict[Shape, list[int]] = {}

@@ -14,8 +14,9 @@ with the jobs running or waiting (without preemption; with it, every job goes in
   together bounds k). A user's jobs of one shape are placed in the user's order (class, priority,
   age), so at most its first k are: the others are left out, and all of a shape with k = 0. A job
   with bundles is a shape of its own (its footprint, bundles and strategy), bounded by the total.
-- nodes without room for the least of each resource that any part of these jobs asks for (a
-  gang's driver and each bundle on its own) are left out, replaced by one node that stands for them all, held in full (`room_nodes`).
+
+The nodes and the per-node entries are not made again for each plan: the engine keeps them in the
+planner's carried picture (core/planner/carried.py), which it updates as jobs start and end.
 
 Left out, they change no placement: the plan's placements are those of the whole queue on every
 node (tests/core/test_simulate_engine.py replays traces both ways). Which rules allow which of these
@@ -24,10 +25,8 @@ shortcuts is said by their traits (core/planner/rules.py); the engine asks them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 
-from job.core.planner.picture import add_to
-from job.core.planner.snapshot import Node, Running
+from job.core.planner.snapshot import Running
 from job.core.resources import Resources
 
 # The node that holds the users' running jobs in the snapshot, not a node of the group; and the
@@ -36,8 +35,6 @@ USERS_NODE = "simulation:users"
 NODES_USER = "simulation:nodes"
 # Shapes whose copies on each node are counted; later ones are bounded by the group's free total.
 TRACKED_SHAPES = 64
-# The node that stands for the nodes left out of a snapshot, for want of room.
-FULL_NODE = "simulation:full"
 
 
 def copies(free: dict[str, int], need: Resources) -> int:
@@ -67,43 +64,6 @@ def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: di
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue[:most])
     return jobs
-
-
-def room_nodes(needs: Iterable[Resources], nodes: list[tuple[Node, dict[str, int], Resources]],
-               entries: dict[str, dict], keep: frozenset[str] | set[str] = frozenset()) -> tuple[list[Node], list[dict]]:
-    """The nodes for the snapshot, and the running entries of what our jobs hold on them.
-
-    `needs`: the requests of the jobs to plan; `nodes`: each node, its free units and its totals;
-    `entries`: per node with jobs of ours running, its running entry. A node without room for the
-    least of every resource that any of the jobs asks for takes none of them: it is left out, and
-    its totals go to one node that stands for all those left out, held in full, so that the
-    group's totals (the dominant shares) stay the same. The planner's node order is by id, so
-    leaving nodes out changes no preference between the others. The nodes of `keep` stay, room or
-    not (the reserved ones)."""
-    least: dict[str, int] | None = None
-    for need in needs:
-        if least is None:
-            least = dict(need.items())
-        else:
-            least = {name: min(amount, need.get(name, 0)) for name, amount in least.items() if need.get(name, 0)}
-    least_items = tuple(least.items()) if least else ()
-    kept, held, full = [], [], {}
-    # A plain loop with break/else: this runs over every node at every plan.
-    for node, free, total in nodes:
-        for name, amount in () if node.id in keep else least_items:
-            if free.get(name, 0) < amount:
-                add_to(full, total)
-                break
-        else:
-            kept.append(node)
-            entry = entries.get(node.id)
-            if entry is not None:
-                held.append(entry)
-    if full:
-        amounts = Resources(full).amounts()
-        kept.append(Node.model_construct(id=FULL_NODE, resources=amounts, labels={}, outside={}))
-        held.append(Running(id=f"{FULL_NODE}:running", user=NODES_USER, node=FULL_NODE, resources=amounts))
-    return kept, held
 
 
 def node_entry(node: str, held: dict[str, int]) -> Running | None:

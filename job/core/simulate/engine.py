@@ -26,7 +26,8 @@ it is (the job first in line is one that cannot be placed, and reservations coun
 jobs' expected ends); before, no plan can make one, and the compressed snapshot plans the same.
 While the last plan's reservations hold every slot (`max_reservations`), a plan can make no new
 one and judges the held ones again on their own nodes: those nodes' running jobs go in as they
-are, the rest compressed (not with gangs, whose parts span nodes). The
+are (their entries set aside from the carried picture, below), the rest compressed (not with
+gangs, whose parts span nodes). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds), nor, under a policy
@@ -42,10 +43,14 @@ the planner, it holds its driver on the plan's node and each bundle on its node 
 Whether the empty nodes can take a gang at all is the planner's own question (its Unschedulable).
 
 The snapshot is compressed (compress.py): running jobs summed per node and per user, pending
-jobs that cannot be placed and nodes without room left out. Under `strict_order` and a policy that
-does not keep each user's order (`lifo`; the traits of core/planner/rules.py) every pending job
-goes in: a job that waits there changes what the others do, or the order within a user is
-reversed. Round-robin counts positions (a `positional` selector): it gets every node.
+jobs that cannot be placed left out. Under `strict_order` and a policy that does not keep each
+user's order (`lifo`; the traits of core/planner/rules.py) every pending job goes in: a job that
+waits there changes what the others do, or the order within a user is reversed. The nodes and
+the sums per node are not in the snapshot but in the planner's carried picture
+(core/planner/carried.py), which the engine keeps and updates as jobs start and end, so that a
+plan costs what it plans and what changed, not the thousand nodes; a plan that reads every running
+job as it is (preemption, reservations made) is made from its snapshot alone. Round-robin counts
+positions (a `positional` selector): its held reservations are judged on every job as it is.
 """
 
 from __future__ import annotations
@@ -61,12 +66,13 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from job.core.planner import Snapshot, plan
+from job.core.planner.carried import Carried
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner import snapshot as planned
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
-from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, room_nodes,
+from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry,
                                         user_entries)
 from job.core.simulate.trace import TraceJob
 from job.core.usage import charge_usage
@@ -240,9 +246,13 @@ class _Simulation:
         self.nodes = nodes
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
-        self.node_list = [(node, self.free_on[node.id], self.node_totals[node.id]) for node in nodes]
-        # Round-robin's state is a position among the nodes: every node must be in every snapshot.
+        # Round-robin's state is a position among the nodes: every node's running jobs go in as
+        # they are whenever reservations are judged (no `_around_reservations`).
         self.every_node = SELECTORS[group.selector].positional or self.exact
+        # The nodes and what runs on them, summed per node (`node_entries`), as the planner starts
+        # from them, kept from one plan to the next (planner/carried.py): all but the plans that
+        # read every running job as it is.
+        self.carried = None if self.exact else Carried(nodes, group)
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
@@ -418,17 +428,19 @@ class _Simulation:
                     self._charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
+        aside: list[dict] = []
         if held_slots:
-            nodes, running = self._around_reservations(pending, users)
+            running, aside = self._around_reservations(users)
         elif exact:
-            nodes, running = self.nodes, [record.running for record in self.running.values()]
+            running = [record.running for record in self.running.values()]
         else:
-            nodes, held = self._nodes(pending)
-            running = [*held, *(entry for name in users for entry in self.users[name].entries)]
-        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=nodes, running=running, pending=pending,
-                                            users=users, accounts=self.accounts, state=self.state,
+            running = [entry for name in users for entry in self.users[name].entries]
+        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=self.nodes, running=running,
+                                            pending=pending, users=users, accounts=self.accounts, state=self.state,
                                             reservations=self.reservations)
-        result = plan(snapshot)
+        result = plan(snapshot, None if exact and not held_slots else self.carried)
+        for entry in aside:
+            self.carried.put(entry)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
         for placement in result.placements:
@@ -472,15 +484,17 @@ class _Simulation:
         heads = sum(1 for held in self.reservations if held.get("kind") == "head")
         return heads >= self.group.max_reservations
 
-    def _around_reservations(self, pending: list[planned.Pending], users: dict) -> tuple[list[Node], list[planned.Running]]:
-        """The nodes and running entries of a plan whose reservations are all held (`_slots_held`):
-        on the reserved nodes every running job as it is, elsewhere the compressed snapshot's; the
-        users' entries hold what their jobs hold off those nodes."""
+    def _around_reservations(self, users: dict) -> tuple[list[planned.Running], list[planned.Running]]:
+        """The running entries of a plan whose reservations are all held (`_slots_held`), beside
+        the carried picture's: on the reserved nodes every running job as it is, their nodes'
+        entries set aside from the picture (returned: they go back after the plan); the users'
+        entries hold what their jobs hold off those nodes."""
         reserved = {held["node"] for held in self.reservations}
         exact = [record for record in self.running.values() if record.node in reserved]
-        entries = {node: entry for node, entry in self.node_entries.items() if node not in reserved}
-        needs = {part for job in pending for part in self.by_id[job.id].parts}
-        nodes, held = room_nodes(needs, self.node_list, entries, keep=reserved)
+        aside = [self.node_entries[node] for node in sorted(reserved) if node in self.node_entries]
+        for entry in aside:
+            self.carried.drop(entry.id)
+        held: list[planned.Running] = []
         off: dict[str, tuple[dict[str, int], int]] = {}
         for record in exact:
             units, count = off.get(record.job.user, ({}, 0))
@@ -495,14 +509,7 @@ class _Simulation:
             rest = dict(user.held)
             add_to(rest, units, -1)
             held.extend(user_entries(name, rest, user.running - count, self.limited))
-        return nodes, [*held, *(record.running for record in exact)]
-
-    def _nodes(self, pending: list[planned.Pending]) -> tuple[list[Node], list[planned.Running]]:
-        """The nodes for the snapshot, and the running entries of what our jobs hold on them."""
-        if self.every_node:
-            return self.nodes, list(self.node_entries.values())
-        needs = {part for job in pending for part in self.by_id[job.id].parts}
-        return room_nodes(needs, self.node_list, self.node_entries)
+        return [*held, *(record.running for record in exact)], aside
 
     def _charge(self, user: UserRecord, now_s: float) -> None:
         """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
@@ -603,6 +610,11 @@ class _Simulation:
                 counts[node] = now_there
         add_to(self.free, need, -sign)
         entry = node_entry(node, held)
+        if self.carried is not None:
+            if entry is not None:
+                self.carried.put(entry)
+            elif node in self.node_entries:
+                self.carried.drop(self.node_entries[node].id)
         if entry is not None:
             self.node_entries[node] = entry
         else:
