@@ -28,14 +28,12 @@ and more to unpack in the loop, for the same sort. Where an entry is not hot, re
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from job.core.planner.picture import Shape, UserState
 
-if TYPE_CHECKING:
-    # The snapshot imports the rules, and through them this module.
-    from job.core.planner.snapshot import Pending
-
-Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, "Pending"]
+# The last is the job, a snapshot.Pending: not imported, since the snapshot imports the rules and
+# through them this module.
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, Any]
 
 NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB = range(9)

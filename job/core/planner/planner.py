@@ -32,10 +32,11 @@ from job.core.planner.gang import first_fit, on_empty, place
 from job.core.observed import naming
 from job.core.planner.messages import MESSAGES, Words
 from job.core.planner.picture import AccountState, Gang, NodeState, Pool, Reservation, Shape, UserState, add_to
+from job.core.planner.nodes import node_states
 from job.core.planner.preemption import Candidate, Decision, Preemptor
 from job.core.planner.reservations import Ends, RunningEnds, expected_start, held_room, judge, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS, memory
-from job.core.planner.snapshot import DEFAULT_USER, Node, Pending, Plan, Reason, Running, Snapshot, account_path, limits_of
+from job.core.planner.snapshot import DEFAULT_USER, Pending, Plan, Reason, Running, Snapshot, account_path, limits_of
 from job.core.resources import Resources, dominant_share, footprint_of, to_units
 
 if TYPE_CHECKING:
@@ -65,43 +66,6 @@ def plan(snapshot: Snapshot, carried: Carried | None = None) -> Plan:
             carried.restore(snapshot, result)
         if collecting:
             gc.enable()
-
-
-def node_states(nodes: list[Node], priority: list[str]) -> list[NodeState]:
-    """The nodes as a plan starts, by id, before our running jobs (`_node`)."""
-    kinds: dict[tuple, tuple[Resources, frozenset[str]]] = {}
-    return [_node(node, priority, kinds) for node in sorted(nodes, key=lambda node: node.id)]
-
-
-def _node(node: Node, priority: list[str], kinds: dict[tuple, tuple[Resources, frozenset[str]]]) -> NodeState:
-    """The node as the plan starts: free is its total less what outside load holds there, and what
-    our running jobs hold beyond their declaration (`held`). Each counts at most what is left of
-    the node's total of a resource, and not at all on a resource the node has none of: no more
-    than a node has can be held there. `kinds`: the totals and priority resources
-    of each distinct node resources met so far in this plan (a thousand nodes are of a few kinds)."""
-    kind = tuple(node.resources.items())
-    known = kinds.get(kind)
-    if known is None:
-        total = Resources.of(node.resources)
-        known = kinds[kind] = (total, frozenset(name for name in priority if total.get(name) > 0))
-    total, has = known
-    free = dict(total.items())
-    if not node.outside and not node.held:
-        return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has)
-    outside = _taken(node.outside, free)
-    held = {entry["job"]: taken for entry in node.held if (taken := _taken(entry["resources"], free))}
-    return NodeState(id=node.id, labels=node.labels, total=total, free=free, has=has, outside=outside, held=held)
-
-
-def _taken(amounts: dict[str, float], free: dict[str, int]) -> dict[str, int]:
-    """`amounts` (Ray's) taken off `free` in place, each at most what is left of it; what was taken."""
-    taken = {}
-    for name, amount in amounts.items():
-        part = min(to_units(amount), free.get(name, 0))
-        if part > 0:
-            taken[name] = part
-            free[name] -= part
-    return taken
 
 
 def _charged(need: Resources, job: Running) -> Resources:

@@ -238,14 +238,7 @@ class _Simulation:
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
         _check_classes(jobs, group)
-        self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
-        self.totals: dict[str, int] = {}
-        for total in self.node_totals.values():
-            add_to(self.totals, total)
-        self.free = dict(self.totals)
-        self.nodes = nodes
-        self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
-        self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
+        self._empty_nodes(nodes)
         # Round-robin's state is a position among the nodes: every node's running jobs go in as
         # they are whenever reservations are judged (no `_around_reservations`).
         self.every_node = SELECTORS[group.selector].positional or self.exact
@@ -260,7 +253,7 @@ class _Simulation:
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
-        self.node_entries: dict[str, dict] = {}
+        self.node_entries: dict[str, planned.Running] = {}
         self.records = [_record(job) for job in jobs]
         self.arrivals = sorted(self.records, key=_ready)
         self.users: dict[str, UserRecord] = {}
@@ -282,6 +275,17 @@ class _Simulation:
         self.started = 0
         self.class_values = {c.name: c.value for c in group.priority_classes}
         self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
+
+    def _empty_nodes(self, nodes: list[Node]) -> None:
+        """The nodes with nothing running: their totals, what each holds and has free, and the group's."""
+        self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
+        self.totals: dict[str, int] = {}
+        for total in self.node_totals.values():
+            add_to(self.totals, total)
+        self.free = dict(self.totals)
+        self.nodes = nodes
+        self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
+        self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
 
     def _user(self, name: str) -> UserRecord:
         user = self.users.get(name)
