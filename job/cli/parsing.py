@@ -38,7 +38,7 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
 
 def database() -> AbstractContextManager[psycopg.Connection]:
     """A session on JOB_DATABASE_URL's migrated database."""
-    # Imported here: psycopg and pydantic-settings are for the commands that reach the database,
+    # Imported here: psycopg and the settings are for the commands that reach the database,
     # not for every start.
     from job.settings import settings
     from job.store.connection import session
