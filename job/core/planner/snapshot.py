@@ -7,7 +7,8 @@ or the dicts converted, with no dict per job to make (a pending job takes 112 by
 A key not given reads as None where null may be given (`started_at`), as 0 for `priority`, else as
 UNSET, which is falsy (`bundles`, `klass` for the key `class`). Their fields are those of the
 TypedDicts `RunningJob` and `PendingJob`, which pydantic reads. `bench/plan.py` times both ways in.
-Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text.
+Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text; a
+fraction of a second beyond microseconds is rounded, as PostgreSQL does.
 
 The two long lists are read by msgspec first, on the same types (each alias below carries its
 constraints for both libraries). Only where msgspec refuses a list, or might read it otherwise
@@ -21,18 +22,17 @@ PLAN-FORMAT JSON, and `plan.placements` / `plan.waiting` are lists of plain dict
 
 from __future__ import annotations
 
-import re
 import sys
 import typing
-from collections.abc import Iterator
+from bisect import bisect_right
 from datetime import datetime
-from itertools import islice, repeat
-from operator import attrgetter, lt, or_
+from itertools import islice
+from operator import attrgetter, le, lt
 from typing import Annotated, Any, Literal
 
 import msgspec
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo,
-                      ValidatorFunctionWrapHandler, field_serializer, field_validator, model_validator, with_config)
+from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
+                      ValidationInfo, ValidatorFunctionWrapHandler, field_serializer, field_validator, model_validator, with_config)
 from typing_extensions import NotRequired, TypedDict
 
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
@@ -66,7 +66,20 @@ def _asks_for_something(bundle: dict[str, float]) -> dict[str, float]:
 
 Bundle = Annotated[ResourceMap, AfterValidator(_asks_for_something)]
 Bundles = Annotated[list[Bundle], Field(min_length=1, max_length=MAX_BUNDLES), msgspec.Meta(min_length=1, max_length=MAX_BUNDLES)]
-Time = Annotated[datetime, AwareDatetime, msgspec.Meta(tz=True)]
+
+
+def _as_msgspec_reads(value: Any) -> Any:
+    # msgspec rounds a fraction of a second beyond microseconds (as PostgreSQL does), pydantic cuts
+    # it: a text msgspec reads is its time for both readers, so that no job need be looked at for one.
+    if isinstance(value, str):
+        try:
+            return msgspec.convert(value, datetime)
+        except msgspec.ValidationError:
+            pass
+    return value
+
+
+Time = Annotated[datetime, AwareDatetime, BeforeValidator(_as_msgspec_reads), msgspec.Meta(tz=True)]
 
 DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
 
@@ -190,47 +203,18 @@ def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
 Running = _struct_of(RunningJob, {"stopping": False})
 Pending = _struct_of(PendingJob, {"priority": 0})
 _STRUCTS = {RunningJob: Running, PendingJob: Pending}
-# The fields of each kind of job that hold a time.
-_TIMES = {RunningJob: ("started_at", "expected_end"), PendingJob: ("submitted_at", "not_before", "waiting_since")}
-# The longest time that msgspec reads with at most six digits of fraction: 19 characters to the
-# second, 7 for the fraction, 1 for "Z". Only a longer one may have more digits.
-_SHORT_TIME = 27
-_LONG_FRACTION = re.compile(r"\.\d{7}")
 
 
 def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
     """The jobs as pydantic would read them, made Structs by msgspec; None where msgspec refuses
-    them or may read them otherwise than pydantic (`_read_alike`), or where one is not a dict."""
+    them or may read them otherwise than pydantic, or where one is not a dict. Strict, msgspec
+    takes no text for a number and no 1 for True, which pydantic converts; and it knows no
+    validator: a bundle must ask for something (`_bundles_ask`)."""
     try:
         checked = msgspec.convert(jobs, list[_STRUCTS[kind]], strict=True)
-        return checked if _read_alike(jobs, checked, kind) else None
+        return checked if _bundles_ask(checked) else None
     except (msgspec.ValidationError, TypeError):
         return None
-
-
-def _texts(jobs: list[dict], field: str) -> Iterator[str]:
-    """The field's times given as text (given as datetimes, they were not read)."""
-    return filter(str.__instancecheck__, map(dict.get, jobs, repeat(field)))
-
-
-def _longest(jobs: list[dict], field: str) -> int:
-    """The length of the longest of the field's times given as text."""
-    try:
-        # Text only, the usual case of a file: its lengths taken without asking each its type.
-        return max(map(len, filter(None, map(dict.get, jobs, repeat(field)))), default=0)
-    except TypeError:
-        return max(map(len, _texts(jobs, field)), default=0)
-
-
-def _read_alike(jobs: list[dict], checked: list[msgspec.Struct], kind: type) -> bool:
-    """Whether msgspec's reading of the jobs is pydantic's. Strict, msgspec takes no text for a
-    number and no 1 for True, which pydantic converts; but it rounds a fraction of a second beyond
-    microseconds, which pydantic cuts; and it knows no validator: a bundle must ask for something."""
-    for field in _TIMES[kind]:
-        if any(map(dict.get, jobs, repeat(field))) and _longest(jobs, field) > _SHORT_TIME \
-                and any(map(_LONG_FRACTION.search, _texts(jobs, field))):
-            return False
-    return _bundles_ask(checked)
 
 
 _BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "klass", "id"))
@@ -238,12 +222,19 @@ _BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles",
 
 def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
     """Whether no two jobs have the same id. Ids in the tick's order (shorter first, then by text,
-    as entries.py sorts them) are: two neighbours compared cost less than a set of a million."""
+    as entries.py sorts them) are found so by comparing neighbours, a run of one length at a time:
+    cheaper than a set of a million."""
     ids = list(map(_ID, jobs))
     lengths = list(map(len, ids))
-    after = islice(lengths, 1, None)
-    if all(map(or_, map(lt, lengths, after), map(lt, ids, islice(ids, 1, None)))) and lengths == sorted(lengths):
-        return True
+    if all(map(le, lengths, islice(lengths, 1, None))):
+        start = 0
+        while start < len(ids):
+            end = bisect_right(lengths, lengths[start], start)
+            if not all(map(lt, islice(ids, start, end - 1), islice(ids, start + 1, end))):
+                break
+            start = end
+        else:
+            return True
     return len(set(ids)) == len(ids)
 
 
@@ -251,18 +242,6 @@ def _bundles_ask(checked: list[msgspec.Struct]) -> bool:
     """Whether every bundle of the jobs asks for some resource (`_asks_for_something`)."""
     return all(any(amount > 0 for amount in bundle.values())
                for bundles in filter(None, map(_BUNDLES, checked)) for bundle in bundles)
-
-
-# A fraction of a second beyond microseconds, in a time of the text (or a number that looks like one).
-_LONG_FRACTION_TEXT = re.compile(rb"\.\d{7}")
-_AFTER_SECONDS = re.compile(rb":\d\d\.")
-
-
-def _cut_fraction(data: bytes) -> bool:
-    """Whether the text may hold a time that msgspec would round and pydantic cuts (`_read_alike`):
-    a fraction of seven digits or more after the seconds. Such long fractions being rare, numbers
-    included, they are found first and each looked at closer."""
-    return any(_AFTER_SECONDS.match(data, found.start() - 3) for found in _LONG_FRACTION_TEXT.finditer(data))
 
 
 # Why a job holds a reservation: it preempted for the node, or it is first in line and has waited
@@ -405,9 +384,8 @@ _Document = msgspec.defstruct("_Document", [("running", list[Running], []), ("pe
 
 
 def _from_json(data: bytes) -> Snapshot | None:
-    """The snapshot, its jobs read by msgspec; None where msgspec could read a job otherwise."""
-    if _cut_fraction(data):
-        return None
+    """The snapshot, its jobs read by msgspec; None where a bundle asks for nothing, which only
+    pydantic's validator names."""
     document = msgspec.json.decode(data, type=_Document, strict=True)
     running, pending = document.running, document.pending
     if not (_bundles_ask(running) and _bundles_ask(pending)):
