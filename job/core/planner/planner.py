@@ -170,7 +170,9 @@ class _Planner:
         self.waiting: list[dict] = []
         self.preemptions: list[dict] = []
         # Jobs that may reclaim within their class (fairshare), once every placement is made.
-        self.reclaiming: list[tuple[dict, Shape, UserState, int]] = []
+        self.reclaiming: list[tuple[dict, Why, Shape, UserState, int]] = []
+        # Why those that did reclaim waited before: their records left those lists (_word).
+        self.reclaimed: set[Why] = set()
         # Per reason and what its message depends on, the entries waiting for that message.
         self.unsaid: dict[Why, list[dict]] = {}
         # Under strict order, the first job that waits for resources: those after it wait too.
@@ -488,7 +490,7 @@ class _Planner:
                 record = {"job": ident, "reason": reason, "message": ""}
                 waiting.append(record)
                 if reclaims and reason == "Resources":
-                    self.reclaiming.append((record, shape, user, value))
+                    self.reclaiming.append((record, why, shape, user, value))
                 same = unsaid.get(why)
                 if same is None:
                     unsaid[why] = [record]
@@ -723,7 +725,7 @@ class _Planner:
     def _reclaim(self) -> None:
         """Reclaim within a class, after every placement: a later placement of the waiting user
         could otherwise undo the inequality that allowed it (preemption.py)."""
-        for record, shape, user, value in self.reclaiming:
+        for record, why, shape, user, value in self.reclaiming:
             if record["job"] in self.reserved:
                 continue
             decision = self.preemptor.victims_for(shape, user, value, reclaim=True)
@@ -731,6 +733,7 @@ class _Planner:
                 self._preempt(record["job"], shape, user, decision)
                 record["reason"] = "Preempting"
                 self.unsaid["Preempting", decision] = [record]
+                self.reclaimed.add(why)
 
     def _preempt(self, ident: str, shape: Shape, user: UserState, decision: Decision) -> None:
         """The job reserves the decision's node(s): of its request on each, what its victims will
@@ -746,16 +749,16 @@ class _Planner:
         """Each waiting job's message, once per reason and subject."""
         words = Words.of(self.group, self.snapshot.now, self.order, self.outside, self.holders)
         self.said: list[tuple[str, str, list[dict]]] = []
-        for (reason, subject), records in self.unsaid.items():
-            text = MESSAGES[reason](words, subject)
-            left = False
+        for why, records in self.unsaid.items():
+            reason = why[0]
+            text = MESSAGES[reason](words, why[1])
+            if why in self.reclaimed:
+                records = [record for record in records if record["reason"] == reason]
+            # Only the lists that a job left by reclaiming are read record by record: elsewhere
+            # every record is given its message, and no more (a million of them in a large queue).
             for record in records:
-                # A job that reclaimed after the placements left its first reason's list.
-                if record["reason"] == reason:
-                    record["message"] = text
-                else:
-                    left = True
-            self.said.append((reason, text, [r for r in records if r["reason"] == reason] if left else records))
+                record["message"] = text
+            self.said.append((reason, text, records))
 
     def _plan(self) -> Plan:
         state = self.selector.state_document()
