@@ -17,12 +17,13 @@ without submitted_at before the others, in list order), then by id, shorter firs
 are numbers, and "9" goes before "10". Ids are unique, so a comparison never goes past ID.
 
 Why a plain tuple, with positions as constants rather than a NamedTuple: the planner makes one
-entry per pending job (100k and more), sorts them, and unpacks each in its main loop. Flat, not
+entry per pending job (100k and more), sorts them, and reads each in its main loop. Flat, not
 (key, job): sorting flat tuples is about twice as fast. Not a NamedTuple: the interpreter's fast
-paths for building and unpacking a tuple are for exact tuples only, so a NamedTuple per job costs
+paths for building and indexing a tuple are for exact tuples only, so a NamedTuple per job costs
 more to build (tuple.__new__(Entry, (...)) copies a tuple, the class constructor is a Python call)
-and more to unpack in the loop, for the same sort. Where an entry is not hot, read a field as
-`entry[USER]`; the planner's loop unpacks the whole entry in the order above.
+and more to read in the loop, for the same sort. Read a field as `entry[USER]`; the planner's loop
+reads only the fields it needs of every entry (the sorted entries lie scattered in memory, and a
+field read is an object touched), and the job and its time only where it goes on to read them.
 """
 
 from __future__ import annotations
