@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Annotated, ClassVar
 
@@ -158,10 +159,11 @@ class Dispersed(_ByFree):
     would cost a pass over the nodes per shape and plan. A shape reads each list from where it last
     found a node: every node that sorts before that key now sorted before it then and did not fit,
     and still does not (free only goes down). A node whose free resources go up (between plans,
-    for a selector kept from one to the next: carried.py) moves every reading of its kind's list
-    back to its new key, so that a shape's readings hold from plan to plan. The nodes short of the
-    first resource of the order sort last (it is the key's top field): a shape's reading stops at
-    them."""
+    for a selector kept from one to the next: carried.py) and that now sorts before a reading's key
+    is noted in that reading, to be looked at again beside the nodes from its key on, so that a
+    shape's readings hold from plan to plan: a shape that fits nowhere then looks at the nodes freed
+    since, not again at every node after the first of them. The nodes short of the first resource
+    of the order sort last (it is the key's top field): a shape's reading stops at them."""
 
     sign = -1
 
@@ -173,15 +175,15 @@ class Dispersed(_ByFree):
         for keys in self._sorted.values():
             keys.sort()
         # Per shape (its request and pool), its kinds' lists grouped by extras, the fewest first,
-        # each with the key its reading starts from; and the key from which nodes are short of the
-        # first resource. Per kind, the readings of its list.
-        self._levels: dict[tuple, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
-        self._readings: dict[frozenset[str], list[list[int]]] = {}
+        # each with its reading; and the key from which nodes are short of the first resource. Per
+        # kind, the readings of its list.
+        self._levels: dict[tuple, tuple[list[list[tuple[list[int], _Reading]]], int]] = {}
+        self._readings: dict[frozenset[str], list[_Reading]] = {}
 
-    def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], list[int]]]], int]:
-        by_extras: dict[int, list[tuple[list[int], list[int]]]] = {}
+    def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], _Reading]]], int]:
+        by_extras: dict[int, list[tuple[list[int], _Reading]]] = {}
         for has, keys in self._sorted.items():
-            reading = [0]
+            reading = _Reading()
             self._readings.setdefault(has, []).append(reading)
             by_extras.setdefault(len(has - shape.names), []).append((keys, reading))
         first = dict(shape.items).get(self.order[0], 0) if self.order else 0
@@ -196,9 +198,11 @@ class Dispersed(_ByFree):
         members = None if len(shape.pool.nodes) == len(nodes) else shape.pool.members
         for level in levels:
             best = short
-            for keys, cursor in level:
+            for keys, reading in level:
+                if reading.again:
+                    self._again(reading, shape, members)
                 found = short
-                for position in range(bisect_left(keys, cursor[0]), bisect_left(keys, short)):
+                for position in range(bisect_left(keys, reading.at), bisect_left(keys, short)):
                     key = keys[position]
                     node = nodes[key & index_mask]
                     if members is not None and node not in members:
@@ -211,7 +215,7 @@ class Dispersed(_ByFree):
                     else:
                         found = key
                         break
-                cursor[0] = found
+                reading.at = found
                 best = min(best, found)
             if best < short:
                 return nodes[best & index_mask]
@@ -228,8 +232,27 @@ class Dispersed(_ByFree):
             insort(keys, new)
             if new < old:
                 for reading in self._readings.get(node.has, ()):
-                    if new < reading[0]:
-                        reading[0] = new
+                    if new < reading.at:
+                        reading.again.add(index)
+
+    def _again(self, reading: _Reading, shape: Shape, members: frozenset[NodeState] | None) -> None:
+        """The reading's nodes to look at again, looked at: those that sort before its key and fit
+        the shape are all that may, and it starts again from the first of them; the others go."""
+        keys, nodes = self._keys, self._nodes
+        fitting = [keys[index] for index in reading.again if keys[index] < reading.at
+                   and (members is None or nodes[index] in members) and fits(shape.items, nodes[index].free)]
+        if fitting:
+            reading.at = min(fitting)
+        reading.again.clear()
+
+
+@dataclass(eq=False, slots=True)
+class _Reading:
+    """Where a shape's reading of a kind's list of keys starts (`at`), and the nodes (indices) that
+    sort before it since their free resources went up, which may fit the shape."""
+
+    at: int = 0
+    again: set[int] = field(default_factory=set)
 
 
 class Concentrated(_ByFree):

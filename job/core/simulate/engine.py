@@ -249,6 +249,9 @@ class _Simulation:
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
+        # Per node, the running jobs whose driver is there, by id: a plan around held reservations
+        # reads those of a few nodes, not every running job.
+        self.running_on: dict[str, dict[str, JobRecord]] = {}
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
@@ -494,7 +497,9 @@ class _Simulation:
         entries set aside from the picture (returned: they go back after the plan); the users'
         entries hold what their jobs hold off those nodes."""
         reserved = {held["node"] for held in self.reservations}
-        exact = [record for record in self.running.values() if record.node in reserved]
+        # In the order of `running`, that of their starts.
+        exact = sorted((record for node in reserved for record in self.running_on.get(node, {}).values()),
+                       key=lambda record: record.number)
         aside = [self.node_entries[node] for node in sorted(reserved) if node in self.node_entries]
         for entry in aside:
             self.carried.drop(entry.id)
@@ -545,6 +550,7 @@ class _Simulation:
                                          if started_at is not None and job.max_runtime_s is not None else None)
         record.number = self.started
         self.running[job.id] = record
+        self.running_on.setdefault(node, {})[job.id] = record
 
     def _begin(self, running: list[Running]) -> None:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
@@ -569,20 +575,26 @@ class _Simulation:
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         self._hold(record, -1, now_s, touched)
-        del self.running[record.job.id]
-        record.running = None
-        record.stopping = False
+        self._leave(record)
         add_to(self._user(record.job.user).wanted, record.need, -1)
         self.outcome.events += 1
+
+    def _leave(self, record: JobRecord) -> None:
+        """The record runs no more."""
+        del self.running[record.job.id]
+        here = self.running_on[record.node]
+        del here[record.job.id]
+        if not here:
+            del self.running_on[record.node]
+        record.running = None
+        record.stopping = False
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """A victim stops: its resources come back, and it waits again in its place in the queue
         (its submission time is kept), its wait for resources from now; its next run starts from
         the beginning."""
         self._hold(record, -1, now_s, touched)
-        del self.running[record.job.id]
-        record.running = None
-        record.stopping = False
+        self._leave(record)
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
