@@ -160,10 +160,11 @@ class Dispersed(_ByFree):
     found a node: every node that sorts before that key now sorted before it then and did not fit,
     and still does not (free only goes down). A node whose free resources go up (between plans,
     for a selector kept from one to the next: carried.py) and that now sorts before a reading's key
-    is noted in that reading, to be looked at again beside the nodes from its key on, so that a
-    shape's readings hold from plan to plan: a shape that fits nowhere then looks at the nodes freed
-    since, not again at every node after the first of them. The nodes short of the first resource
-    of the order sort last (it is the key's top field): a shape's reading stops at them."""
+    is noted in that reading: the shape's node in that list is then the first of those noted that
+    fits, if any, else the first that fits from the key on. A reading's key never moves back, so
+    that its readings hold from plan to plan and a shape looks at the nodes freed since, not again
+    at every node after the first of them. The nodes short of the first resource of the order sort
+    last (it is the key's top field): a shape's reading stops at them."""
 
     sign = -1
 
@@ -199,23 +200,23 @@ class Dispersed(_ByFree):
         for level in levels:
             best = short
             for keys, reading in level:
-                if reading.again:
-                    self._again(reading, shape, members)
-                found = short
-                for position in range(bisect_left(keys, reading.at), bisect_left(keys, short)):
-                    key = keys[position]
-                    node = nodes[key & index_mask]
-                    if members is not None and node not in members:
-                        continue
-                    # `fits` inline, with for/else: this runs over many nodes, per shape, per plan.
-                    free = node.free
-                    for name, amount in need:
-                        if free.get(name, 0) < amount:
+                # A node noted again that fits sorts before every node from the reading's key on.
+                found = self._again(reading, shape, members, short) if reading.again else short
+                if found == short:
+                    for position in range(bisect_left(keys, reading.at), bisect_left(keys, short)):
+                        key = keys[position]
+                        node = nodes[key & index_mask]
+                        if members is not None and node not in members:
+                            continue
+                        # `fits` inline, with for/else: this runs over many nodes, per shape, per plan.
+                        free = node.free
+                        for name, amount in need:
+                            if free.get(name, 0) < amount:
+                                break
+                        else:
+                            found = key
                             break
-                    else:
-                        found = key
-                        break
-                reading.at = found
+                    reading.at = found
                 best = min(best, found)
             if best < short:
                 return nodes[best & index_mask]
@@ -235,21 +236,28 @@ class Dispersed(_ByFree):
                     if new < reading.at:
                         reading.again.add(index)
 
-    def _again(self, reading: _Reading, shape: Shape, members: frozenset[NodeState] | None) -> None:
-        """The reading's nodes to look at again, looked at: those that sort before its key and fit
-        the shape are all that may, and it starts again from the first of them; the others go."""
-        keys, nodes = self._keys, self._nodes
-        fitting = [keys[index] for index in reading.again if keys[index] < reading.at
-                   and (members is None or nodes[index] in members) and fits(shape.items, nodes[index].free)]
-        if fitting:
-            reading.at = min(fitting)
-        reading.again.clear()
+    def _again(self, reading: _Reading, shape: Shape, members: frozenset[NodeState] | None, short: int) -> int:
+        """The key of the first of the reading's nodes noted again that sorts before its key and fits
+        the shape, else `short`. Those that no longer may go: the others stay, as a reading that
+        does not move back does not pass over the nodes from its new key to its key again."""
+        keys, nodes, at = self._keys, self._nodes, reading.at
+        found = short
+        gone = []
+        for index in reading.again:
+            key = keys[index]
+            if key >= at or members is not None and nodes[index] not in members or not fits(shape.items, nodes[index].free):
+                gone.append(index)
+            elif key < found:
+                found = key
+        reading.again.difference_update(gone)
+        return found
 
 
 @dataclass(eq=False, slots=True)
 class _Reading:
     """Where a shape's reading of a kind's list of keys starts (`at`), and the nodes (indices) that
-    sort before it since their free resources went up, which may fit the shape."""
+    sort before it since their free resources went up and may fit the shape: every other node
+    before `at` does not."""
 
     at: int = 0
     again: set[int] = field(default_factory=set)
