@@ -166,9 +166,14 @@ class Start:
     reservations: list[dict] = field(default_factory=list)
 
 
-def _record(job: TraceJob) -> JobRecord:
+def _record(job: TraceJob, requests: dict[tuple, Resources]) -> JobRecord:
+    """The job's record; `requests` holds the plain requests made so far, by their items as written:
+    a trace's many jobs ask for a few dozen."""
     if not job.bundles:
-        need = Resources.of(job.resources)
+        raw = tuple(job.resources.items())
+        need = requests.get(raw)
+        if need is None:
+            need = requests[raw] = Resources.of(job.resources)
         return JobRecord(job=job, need=need, shape=need, parts=(need,))
     need = footprint({"resources": job.resources, "bundles": job.bundles})
     shape = (need, tuple(tuple(bundle.items()) for bundle in job.bundles), job.bundle_strategy)
@@ -257,7 +262,8 @@ class _Simulation:
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, planned.Running] = {}
-        self.records = [_record(job) for job in jobs]
+        self.requests: dict[tuple, Resources] = {}
+        self.records = [_record(job, self.requests) for job in jobs]
         self.arrivals = sorted(self.records, key=_ready)
         self.users: dict[str, UserRecord] = {}
         self.by_id: dict[str, JobRecord] = {}
@@ -556,7 +562,7 @@ class _Simulation:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
         for job in running:
-            record = _record(job.job)
+            record = _record(job.job, self.requests)
             self.by_id[job.job.id] = record
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
             record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
