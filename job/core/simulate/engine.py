@@ -254,8 +254,7 @@ class _Simulation:
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
-        # Per node, the running jobs whose driver is there, by id: a plan around held reservations
-        # reads those of a few nodes, not every running job.
+        # Per node, the running jobs whose driver is there, by id: those of the reserved nodes.
         self.running_on: dict[str, dict[str, JobRecord]] = {}
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
         # The victims of the last plan: they stop at the next tick.
