@@ -61,9 +61,20 @@ class Words:
             key = (shape.pool, held, name)
             amount = self.maxima.get(key)
             if amount is None:
-                amount = self.maxima[key] = max(getattr(node, held).get(name, 0) for node in shape.pool.nodes)
+                amount = self.maxima[key] = _most(shape.pool.nodes, held, name)
             most.append((name, amount))
         return most
+
+
+def _most(nodes: list[NodeState], held: str, name: str) -> int:
+    """The most of resource `name` on any of `nodes` (at least one), `held` "total" or "free"."""
+    # A loop, not max() over a generator: this reads every node of a pool, per waiting shape, per plan.
+    most = getattr(nodes[0], held).get(name, 0)
+    for node in nodes:
+        amount = getattr(node, held).get(name, 0)
+        if amount > most:
+            most = amount
+    return most
 
 
 def _needs(words: Words, shape: Shape) -> str:

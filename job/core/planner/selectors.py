@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Annotated, ClassVar
 
@@ -158,10 +159,12 @@ class Dispersed(_ByFree):
     would cost a pass over the nodes per shape and plan. A shape reads each list from where it last
     found a node: every node that sorts before that key now sorted before it then and did not fit,
     and still does not (free only goes down). A node whose free resources go up (between plans,
-    for a selector kept from one to the next: carried.py) moves every reading of its kind's list
-    back to its new key, so that a shape's readings hold from plan to plan. The nodes short of the
-    first resource of the order sort last (it is the key's top field): a shape's reading stops at
-    them."""
+    for a selector kept from one to the next: carried.py) and that now sorts before a reading's key
+    is noted in that reading: the shape's node in that list is then the first of those noted that
+    fits, if any, else the first that fits from the key on. A reading's key never moves back, so
+    that its readings hold from plan to plan and a shape looks at the nodes freed since, not again
+    at every node after the first of them. The nodes short of the first resource of the order sort
+    last (it is the key's top field): a shape's reading stops at them."""
 
     sign = -1
 
@@ -173,15 +176,15 @@ class Dispersed(_ByFree):
         for keys in self._sorted.values():
             keys.sort()
         # Per shape (its request and pool), its kinds' lists grouped by extras, the fewest first,
-        # each with the key its reading starts from; and the key from which nodes are short of the
-        # first resource. Per kind, the readings of its list.
-        self._levels: dict[tuple, tuple[list[list[tuple[list[int], list[int]]]], int]] = {}
-        self._readings: dict[frozenset[str], list[list[int]]] = {}
+        # each with its reading; and the key from which nodes are short of the first resource. Per
+        # kind, the readings of its list.
+        self._levels: dict[tuple, tuple[list[list[tuple[list[int], _Reading]]], int]] = {}
+        self._readings: dict[frozenset[str], list[_Reading]] = {}
 
-    def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], list[int]]]], int]:
-        by_extras: dict[int, list[tuple[list[int], list[int]]]] = {}
+    def _levels_of(self, shape: Shape) -> tuple[list[list[tuple[list[int], _Reading]]], int]:
+        by_extras: dict[int, list[tuple[list[int], _Reading]]] = {}
         for has, keys in self._sorted.items():
-            reading = [0]
+            reading = _Reading()
             self._readings.setdefault(has, []).append(reading)
             by_extras.setdefault(len(has - shape.names), []).append((keys, reading))
         first = dict(shape.items).get(self.order[0], 0) if self.order else 0
@@ -196,22 +199,24 @@ class Dispersed(_ByFree):
         members = None if len(shape.pool.nodes) == len(nodes) else shape.pool.members
         for level in levels:
             best = short
-            for keys, cursor in level:
-                found = short
-                for position in range(bisect_left(keys, cursor[0]), bisect_left(keys, short)):
-                    key = keys[position]
-                    node = nodes[key & index_mask]
-                    if members is not None and node not in members:
-                        continue
-                    # `fits` inline, with for/else: this runs over many nodes, per shape, per plan.
-                    free = node.free
-                    for name, amount in need:
-                        if free.get(name, 0) < amount:
+            for keys, reading in level:
+                # A node noted again that fits sorts before every node from the reading's key on.
+                found = self._again(reading, shape, members, short) if reading.again else short
+                if found == short:
+                    for position in range(bisect_left(keys, reading.at), bisect_left(keys, short)):
+                        key = keys[position]
+                        node = nodes[key & index_mask]
+                        if members is not None and node not in members:
+                            continue
+                        # `fits` inline, with for/else: this runs over many nodes, per shape, per plan.
+                        free = node.free
+                        for name, amount in need:
+                            if free.get(name, 0) < amount:
+                                break
+                        else:
+                            found = key
                             break
-                    else:
-                        found = key
-                        break
-                cursor[0] = found
+                    reading.at = found
                 best = min(best, found)
             if best < short:
                 return nodes[best & index_mask]
@@ -228,8 +233,34 @@ class Dispersed(_ByFree):
             insort(keys, new)
             if new < old:
                 for reading in self._readings.get(node.has, ()):
-                    if new < reading[0]:
-                        reading[0] = new
+                    if new < reading.at:
+                        reading.again.add(index)
+
+    def _again(self, reading: _Reading, shape: Shape, members: frozenset[NodeState] | None, short: int) -> int:
+        """The key of the first of the reading's nodes noted again that sorts before its key and fits
+        the shape, else `short`. Those that no longer may go: the others stay, as a reading that
+        does not move back does not pass over the nodes from its new key to its key again."""
+        keys, nodes, at = self._keys, self._nodes, reading.at
+        found = short
+        gone = []
+        for index in reading.again:
+            key = keys[index]
+            if key >= at or members is not None and nodes[index] not in members or not fits(shape.items, nodes[index].free):
+                gone.append(index)
+            elif key < found:
+                found = key
+        reading.again.difference_update(gone)
+        return found
+
+
+@dataclass(eq=False, slots=True)
+class _Reading:
+    """Where a shape's reading of a kind's list of keys starts (`at`), and the nodes (indices) that
+    sort before it since their free resources went up and may fit the shape: every other node
+    before `at` does not."""
+
+    at: int = 0
+    again: set[int] = field(default_factory=set)
 
 
 class Concentrated(_ByFree):

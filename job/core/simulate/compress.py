@@ -39,7 +39,13 @@ TRACKED_SHAPES = 64
 
 def copies(free: dict[str, int], need: Resources) -> int:
     """How many jobs of `need` fit in `free` side by side."""
-    return min((free.get(name, 0) // amount for name, amount in need.items()), default=0)
+    # A loop, not min() over a generator: this runs for every tracked shape at every start and end.
+    most = None
+    for name, amount in need.items():
+        here = free.get(name, 0) // amount
+        if most is None or here < most:
+            most = here
+    return most or 0
 
 
 def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],

@@ -166,9 +166,14 @@ class Start:
     reservations: list[dict] = field(default_factory=list)
 
 
-def _record(job: TraceJob) -> JobRecord:
+def _record(job: TraceJob, requests: dict[tuple, Resources]) -> JobRecord:
+    """The job's record; `requests` holds the plain requests made so far, by their items as written:
+    a trace's many jobs ask for a few dozen."""
     if not job.bundles:
-        need = Resources.of(job.resources)
+        raw = tuple(job.resources.items())
+        need = requests.get(raw)
+        if need is None:
+            need = requests[raw] = Resources.of(job.resources)
         return JobRecord(job=job, need=need, shape=need, parts=(need,))
     need = footprint({"resources": job.resources, "bundles": job.bundles})
     shape = (need, tuple(tuple(bundle.items()) for bundle in job.bundles), job.bundle_strategy)
@@ -249,12 +254,15 @@ class _Simulation:
         self.epoch = start.epoch if start is not None else EPOCH
         # Running jobs by id, and the reservations of the last plan (preemption only).
         self.running: dict[str, JobRecord] = {}
+        # Per node, the running jobs whose driver is there, by id: those of the reserved nodes.
+        self.running_on: dict[str, dict[str, JobRecord]] = {}
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
         # The victims of the last plan: they stop at the next tick.
         self.victims: list[JobRecord] = []
         # Per node with running jobs, its running entry.
         self.node_entries: dict[str, planned.Running] = {}
-        self.records = [_record(job) for job in jobs]
+        self.requests: dict[tuple, Resources] = {}
+        self.records = [_record(job, self.requests) for job in jobs]
         self.arrivals = sorted(self.records, key=_ready)
         self.users: dict[str, UserRecord] = {}
         self.by_id: dict[str, JobRecord] = {}
@@ -494,7 +502,9 @@ class _Simulation:
         entries set aside from the picture (returned: they go back after the plan); the users'
         entries hold what their jobs hold off those nodes."""
         reserved = {held["node"] for held in self.reservations}
-        exact = [record for record in self.running.values() if record.node in reserved]
+        # In the order of `running`, that of their starts.
+        exact = sorted((record for node in reserved for record in self.running_on.get(node, {}).values()),
+                       key=lambda record: record.number)
         aside = [self.node_entries[node] for node in sorted(reserved) if node in self.node_entries]
         for entry in aside:
             self.carried.drop(entry.id)
@@ -545,12 +555,13 @@ class _Simulation:
                                          if started_at is not None and job.max_runtime_s is not None else None)
         record.number = self.started
         self.running[job.id] = record
+        self.running_on.setdefault(node, {})[job.id] = record
 
     def _begin(self, running: list[Running]) -> None:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
         for job in running:
-            record = _record(job.job)
+            record = _record(job.job, self.requests)
             self.by_id[job.job.id] = record
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
             record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
@@ -569,20 +580,26 @@ class _Simulation:
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         self._hold(record, -1, now_s, touched)
-        del self.running[record.job.id]
-        record.running = None
-        record.stopping = False
+        self._leave(record)
         add_to(self._user(record.job.user).wanted, record.need, -1)
         self.outcome.events += 1
+
+    def _leave(self, record: JobRecord) -> None:
+        """The record runs no more."""
+        del self.running[record.job.id]
+        here = self.running_on[record.node]
+        del here[record.job.id]
+        if not here:
+            del self.running_on[record.node]
+        record.running = None
+        record.stopping = False
 
     def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """A victim stops: its resources come back, and it waits again in its place in the queue
         (its submission time is kept), its wait for resources from now; its next run starts from
         the beginning."""
         self._hold(record, -1, now_s, touched)
-        del self.running[record.job.id]
-        record.running = None
-        record.stopping = False
+        self._leave(record)
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()
