@@ -216,6 +216,16 @@ def test_worked_example():
     assert result["state"] == expected["state"]
 
 
+@pytest.mark.parametrize("name", ["drf-small.json", "gang-preemption-overcommitted-node.json"])
+def test_a_plan_not_worded_is_the_worded_plan_without_its_messages(name):
+    shot = Snapshot.model_validate(json.loads((EXAMPLES / name).read_text()))
+    worded, bare = plan(shot).document(), plan(shot, worded=False).document()
+    assert worded["waiting"] and all(record["message"] for record in worded["waiting"])
+    assert bare["waiting"] == [{**record, "message": ""} for record in worded["waiting"]]
+    assert {**bare, "waiting": None} == {**worded, "waiting": None}
+    assert plan(shot, worded=False).said is None
+
+
 def test_command_prints_the_plan(capsys, tmp_path):
     path = tmp_path / "snapshot.json"
     path.write_text((EXAMPLES / "drf-small.json").read_text())

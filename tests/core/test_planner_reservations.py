@@ -272,8 +272,8 @@ def head_reservations():
     made: dict[str, tuple[float, set[str]]] = {}
     real = engine.plan
 
-    def recording(snapshot, carried=None):
-        result = real(snapshot, carried)
+    def recording(snapshot, carried=None, worded=True):
+        result = real(snapshot, carried, worded)
         for held in result.reservations or ():
             if held.get("kind") == "head" and held["job"] not in made:
                 made[held["job"]] = ((snapshot.now - EPOCH).total_seconds(), {held["node"], *held.get("bundle_nodes", ())})

@@ -53,9 +53,11 @@ _ID = itemgetter(ID)
 _READ_FIRST, _READ_MOST = 8, 512
 
 
-def plan(snapshot: Snapshot, carried: Carried | None = None) -> Plan:
+def plan(snapshot: Snapshot, carried: Carried | None = None, worded: bool = True) -> Plan:
     """The plan of `snapshot`; with `carried`, of the snapshot whose nodes and first running jobs
-    are the carried picture's (carried.py), which the plan gives back as it found it."""
+    are the carried picture's (carried.py), which the plan gives back as it found it. Not
+    `worded`, its waiting records carry no message ("") and its `said` is None: for a caller that
+    reads none, the simulation, whose plans' wording was a tenth of its time."""
     # A plan allocates a few objects per pending job and frees none before it returns, so the
     # cyclic collector would only walk them again and again: a quarter of the time at 100k jobs.
     # It makes no cycles worth collecting early; the collector's state is restored as it was.
@@ -63,7 +65,7 @@ def plan(snapshot: Snapshot, carried: Carried | None = None) -> Plan:
     gc.disable()
     result = None
     try:
-        result = _Planner(snapshot, carried).run()
+        result = _Planner(snapshot, carried).run(worded)
         return result
     finally:
         if carried is not None:
@@ -433,11 +435,14 @@ class _Planner:
         shape.unschedulable = place(gang, on_empty(pool.nodes), first_fit) is None
         return shape
 
-    def run(self) -> Plan:
+    def run(self, worded: bool) -> Plan:
         for value, entries in self.tiers:
             self._tier(value, entries)
         self._reclaim()
-        self._word()
+        if worded:
+            self._word()
+        else:
+            self.said = None
         return self._plan()
 
     def _tier(self, value: int, entries: list[Entry]) -> None:
@@ -748,7 +753,7 @@ class _Planner:
     def _word(self) -> None:
         """Each waiting job's message, once per reason and subject."""
         words = Words.of(self.group, self.snapshot.now, self.order, self.outside, self.holders)
-        self.said: list[tuple[str, str, list[dict]]] = []
+        self.said = []
         for why, records in self.unsaid.items():
             reason = why[0]
             text = MESSAGES[reason](words, why[1])

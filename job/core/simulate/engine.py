@@ -450,7 +450,7 @@ class _Simulation:
         snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=self.nodes, running=running,
                                             pending=pending, users=users, accounts=self.accounts, state=self.state,
                                             reservations=self.reservations)
-        result = plan(snapshot, None if exact and not held_slots else self.carried)
+        result = plan(snapshot, None if exact and not held_slots else self.carried, worded=False)
         for entry in aside:
             self.carried.put(entry)
         self.outcome.plans += 1
