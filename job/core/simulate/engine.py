@@ -5,7 +5,8 @@ jobs whose run time is over end and give their resources back, users are charged
 what they held since the last charge (`core/usage.py`), and the pending jobs are planned
 (`core/planner`) on a snapshot of the group; a placed job starts at once and runs for its trace
 run time. A job holds its node from the tick that places it until the first tick at or after its
-end, as in the scheduler, where a tick sees that a job ended.
+end, as in the scheduler, where a tick sees that a job ended. The plans are not worded
+(`plan(..., worded=False)`): the simulation reads no waiting message.
 
 Ticks where nothing can change are skipped. Between two events (an arrival, the end of a job) a
 plan would place nothing: every job left waiting by a plan waits because of something that only
