@@ -40,16 +40,24 @@ class NodeSpec:
     object_store_bytes: int = 100 * MIB
 
 
-def _free_ports(count: int) -> list[int]:
-    # All sockets stay open until every port is chosen, so the ports differ from each other. Bound
-    # on every address: Ray binds some ports on all interfaces, others on the host's own IP.
+def _free_ports(count: int, taken: set[int]) -> list[int]:
+    """`count` ports free now and not in `taken`, which they join. A port handed out earlier may
+    still be unbound (its Ray process has not started yet), and the kernel gives a closed port
+    out again: two components of one node once got the same port and the head would not start."""
+    # Bound on every address: Ray binds some ports on all interfaces, others on the host's own IP.
+    # Every socket stays open until the last port is chosen, those refused too, so none comes twice.
     sockets = []
+    chosen: list[int] = []
     try:
-        for _ in range(count):
+        while len(chosen) < count:
             s = socket.socket()
-            s.bind(("", 0))
             sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+            if port not in taken:
+                chosen.append(port)
+                taken.add(port)
+        return chosen
     finally:
         for s in sockets:
             s.close()
@@ -98,6 +106,8 @@ class LocalRayCluster:
         self._nodes: list[_Node] = []
         # Every process ever started, dead ones too: stop() ends whatever they left behind.
         self._processes: list[subprocess.Popen] = []
+        # Every port given to a node of this cluster, that no other node of it may get.
+        self._ports: set[int] = set()
         self._started = 0.0
 
     def __enter__(self) -> LocalRayCluster:
@@ -110,7 +120,7 @@ class LocalRayCluster:
     def start(self) -> str:
         self._started = time.monotonic()
         try:
-            gcs_port, dashboard_port, client_port = _free_ports(3)
+            gcs_port, dashboard_port, client_port = _free_ports(3, self._ports)
             self.gcs_address = f"127.0.0.1:{gcs_port}"
             self.dashboard_url = f"http://127.0.0.1:{dashboard_port}"
             self._spawn("head", self.head, [
@@ -145,7 +155,7 @@ class LocalRayCluster:
         sockets = self._socket_count()
         # Every port a node binds is its own: two nodes on one host (or another engineer's cluster)
         # asking for a fixed default such as the dashboard agent's 52365 break each other's job logs.
-        node_manager, object_manager, agent_http, agent_grpc, runtime_env, metrics = _free_ports(6)
+        node_manager, object_manager, agent_http, agent_grpc, runtime_env, metrics = _free_ports(6, self._ports)
         command = [
             sys.executable, "-m", "ray.scripts.scripts", "start", *role_args, "--block",
             "--node-ip-address", "127.0.0.1",
