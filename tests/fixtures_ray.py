@@ -104,3 +104,13 @@ def ray(ray_cluster, conn):
     cluster = RayCluster(ray_cluster.address, timeout_s=10.0)
     for row in conn.execute("SELECT submission_id FROM jobs WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"):
         cluster.stop(row["submission_id"])
+
+
+def pytest_collection_modifyitems(items):
+    # Under pytest-xdist (the README's test command runs two workers), every test on Ray goes to one
+    # worker, one after another: one test cluster per run, and a test that starts a cluster of its
+    # own never starts it beside another's start. Any other test goes with its module, so that a
+    # module's expensive fixture (an installed image, a million finished jobs) is made once.
+    for item in items:
+        ray = item.get_closest_marker("ray") is not None
+        item.add_marker(pytest.mark.xdist_group("ray" if ray else item.nodeid.partition("::")[0]))
