@@ -106,6 +106,8 @@ def ray(ray_cluster, conn):
         cluster.stop(row["submission_id"])
 
 
+# Before pytest-xdist's own hook, which reads the groups.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     # Under pytest-xdist (the README's test command runs two workers), every test on Ray goes to one
     # worker, one after another: one test cluster per run, and a test that starts a cluster of its
