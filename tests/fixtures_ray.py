@@ -50,12 +50,30 @@ def _describe(address: str) -> RayTestCluster:
     return RayTestCluster(address=address, head_id=head.id, a_id=_only(cluster, "a"), b_id=_only(cluster, "b"))
 
 
+def _claim_for_this_worker(tmp_path_factory) -> None:
+    """Under pytest-xdist, the first worker to ask for the cluster owns it; another worker asking
+    means the Ray tests were split between workers, each with a cluster of its own: a failure, not a
+    slow run. pytest 9.2 with pytest-xdist 3.8 does that without a word (pytest-xdist#1386)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    # The workers' temporary folders share their parent, made anew for each run.
+    claim = tmp_path_factory.getbasetemp().parent / "ray-cluster-owner"
+    try:
+        with open(claim, "x") as out:
+            out.write(worker)
+    except FileExistsError:
+        pytest.fail(f"the Ray tests ran on xdist workers {claim.read_text()} and {worker}: they must all go to one "
+                    "(the group `ray` of tests/fixtures_ray.py); is pytest-xdist's --dist loadgroup in effect?")
+
+
 @pytest.fixture(scope="session")
-def ray_cluster():
+def ray_cluster(tmp_path_factory):
     address = os.environ.get("JOB_TEST_RAY_ADDRESS")
     if address:
         yield _describe(address)
         return
+    _claim_for_this_worker(tmp_path_factory)
     local = LocalRayCluster(HEAD, [WORKER_A, WORKER_B])
     try:
         address = local.start()
