@@ -48,6 +48,17 @@ def copies(free: dict[str, int], need: Resources) -> int:
     return most or 0
 
 
+def placeable(need: Resources | tuple, fit: dict[Resources, int], free: dict[str, int]) -> int:
+    """At most how many jobs of the shape `need` a plan can place: its copies on the nodes, from
+    `fit` where it is tracked, else from the group's `free` total."""
+    most = fit.get(need)
+    if most is None:
+        # A gang's shape is (footprint, bundles, strategy), its copies never counted per node
+        # (its parts may go to several): each placed takes its footprint off the free total.
+        most = copies(free, need if isinstance(need, Resources) else need[0])
+    return most
+
+
 def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
                every_job: bool) -> list[dict]:
     """The pending jobs this plan may place, from `waiting` (per shape, per user, the user's
@@ -61,11 +72,7 @@ def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: di
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue)
             continue
-        most = fit.get(need)
-        if most is None:
-            # A gang's shape is (footprint, bundles, strategy), its copies never counted per node
-            # (its parts may go to several): each placed takes its footprint off the free total.
-            most = copies(free, need if isinstance(need, Resources) else need[0])
+        most = placeable(need, fit, free)
         if most > 0:
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue[:most])

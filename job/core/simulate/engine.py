@@ -28,7 +28,9 @@ jobs' expected ends); before, no plan can make one, and the compressed snapshot 
 While the last plan's reservations hold every slot (`max_reservations`), a plan can make no new
 one and judges the held ones again on their own nodes: those nodes' running jobs go in as they
 are (their entries set aside from the carried picture, below), the rest compressed (not with
-gangs, whose parts span nodes). The
+gangs, whose parts span nodes), and of the pending jobs those it may place, as without
+reservations, with the reserving jobs (each goes to its own node alone: behind it in its user's
+queue of its shape, one more job may be placed). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds), nor, under a policy
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import Counter
 from itertools import count
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
@@ -73,7 +76,7 @@ from job.core.planner import snapshot as planned
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
-from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry,
+from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, placeable,
                                         user_entries)
 from job.core.simulate.trace import TraceJob
 from job.core.usage import charge_usage
@@ -422,7 +425,14 @@ class _Simulation:
 
     def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
         exact = self.exact or self._reserving(now_s)
-        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact)
+        # With every reservation slot held by the last plan's, no new one can be made: the jobs
+        # that cannot be placed are left out as without reservations, and the reserving jobs go
+        # in. Here a held reservation holds at the plan's start (its job is in, its node is there
+        # and no outside load keeps its job off it for ever: reservations.judge), so no slot frees.
+        held_slots = exact and self._slots_held()
+        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact and not held_slots)
+        if held_slots:
+            pending = self._with_reserving(pending)
         if not pending:
             return
         now = self.epoch + timedelta(seconds=now_s)
@@ -430,7 +440,6 @@ class _Simulation:
         # Preemption weighs the scores of the running jobs' users too; a team's score, what every
         # user of it holds and has used. With the reservation slots held, the others' jobs are
         # compressed (_around_reservations): those of users without a job to plan order nothing.
-        held_slots = exact and self._slots_held()
         named = [*pending, *self.running.values()] if exact and not held_slots else pending
         names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
         for name in [*self.users, *names] if self.accounts else names:
@@ -471,6 +480,17 @@ class _Simulation:
         after = result.reservations or []
         self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
         self.reservations = after
+
+    def _with_reserving(self, pending: list[planned.Pending]) -> list[planned.Pending]:
+        """`pending` and what it left out of the queues of the held reservations' jobs: a job
+        that holds one goes to its node alone, so behind it in its user's queue of its shape one
+        more job than the copies of the shape may be placed."""
+        reserving = Counter((record.shape, record.job.user)
+                            for record in (self.by_id[held["job"]] for held in self.reservations))
+        listed = {job.id for job in pending}
+        more = [key[-1] for (shape, user), count in reserving.items()
+                for key in self.waiting[shape][user][:placeable(shape, self.fit, self.free) + count]]
+        return [*pending, *(job for job in more if job.id not in listed)]
 
     def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
         """Whether a later plan, with no event between, may make a head-of-line reservation for
