@@ -29,6 +29,9 @@ class PolicyRule:
     # A user's jobs come in the user's own fifo order (class, priority, age): the simulator may
     # then leave out a user's jobs of a shape past the first k that can be placed.
     keeps_user_order: bool = True
+    # Every job comes in one fifo order (class, priority, age), whoever its user: the simulator may
+    # then leave out the jobs of a shape past the first k of all users' that can be placed.
+    keeps_global_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ def _by_name(*rules):
 
 
 POLICIES: dict[str, PolicyRule] = _by_name(
-    PolicyRule("fifo", fifo, "higher priority first, then oldest first"),
+    PolicyRule("fifo", fifo, "higher priority first, then oldest first", keeps_global_order=True),
     PolicyRule("lifo", lifo, "higher priority first, then newest first", keeps_user_order=False),
     PolicyRule("drf", fair, "the user with the lowest dominant share over shares first", scores_users=True),
     PolicyRule("fairshare", fair, "as drf, with the user's decayed past usage added to its share", scores_users=True,

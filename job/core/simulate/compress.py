@@ -25,6 +25,8 @@ shortcuts is said by their traits (core/planner/rules.py); the engine asks them.
 
 from __future__ import annotations
 
+import heapq
+from itertools import islice
 
 from job.core.planner.snapshot import Running
 from job.core.resources import Resources
@@ -60,11 +62,16 @@ def placeable(need: Resources | tuple, fit: dict[Resources, int], free: dict[str
 
 
 def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
-               every_job: bool) -> list[dict]:
+               every_job: bool, one_order: bool = False,
+               reserving: dict[Resources | tuple, dict[str, int]] | None = None) -> list[dict]:
     """The pending jobs this plan may place, from `waiting` (per shape, per user, the user's
     queue of keys ending with the job), `fit` (the copies the nodes hold of each tracked shape)
-    and the group's `free` total; with `every_job`, all of them."""
+    and the group's `free` total; with `every_job`, all of them. Of a shape with k copies, each
+    user's first k, or where the plan takes every job in the order of the keys whoever its user
+    (`one_order`), the first k of all. A job that holds a reservation goes to its own node alone:
+    per shape and user, `reserving` counts them, and as many more may be placed behind them."""
     jobs: list[dict] = []
+    reserving = reserving or {}
     for need, queues in waiting.items():
         if not queues:
             continue
@@ -73,7 +80,15 @@ def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: di
                 jobs.extend(entry[-1] for entry in queue)
             continue
         most = placeable(need, fit, free)
-        if most > 0:
+        behind = reserving.get(need)
+        if one_order:
+            most += sum(behind.values()) if behind else 0
+            if most > 0:
+                jobs.extend(entry[-1] for entry in islice(heapq.merge(*queues.values()), most))
+        elif behind:
+            for user, queue in queues.items():
+                jobs.extend(entry[-1] for entry in queue[:most + behind.get(user, 0)])
+        elif most > 0:
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue[:most])
     return jobs

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from itertools import count
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
@@ -76,7 +75,7 @@ from job.core.planner import snapshot as planned
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.planner.picture import add_to
 from job.core.resources import Resources, dominant_share, footprint
-from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, placeable,
+from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry,
                                         user_entries)
 from job.core.simulate.trace import TraceJob
 from job.core.usage import charge_usage
@@ -246,6 +245,15 @@ class _Simulation:
         self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
+        # Where the policy takes every job in one order whoever its user (fifo), the jobs of a shape
+        # that a plan places are the first of that order, as many as fit: unless a limit holds a
+        # job back while others of its shape still fit, or it is a gang (its parts placed apart).
+        limits = self.limited or group.max_resources_per_user is not None or any(
+            spec.max_resources is not None for spec in (*users.values(), *accounts.values()))
+        self.one_order = policy.keeps_global_order and not limits and not self.gangs
+        # A job with a max runtime may use a reservation's room (backfill) where an earlier job
+        # of its shape may not: around reservations, every job goes in.
+        self.backfills = any(job.max_runtime_s is not None for job in jobs)
         _check_classes(jobs, group)
         self._empty_nodes(nodes)
         # Round-robin's state is a position among the nodes: every node's running jobs go in as
@@ -430,9 +438,10 @@ class _Simulation:
         # in. Here a held reservation holds at the plan's start (its job is in, its node is there
         # and no outside load keeps its job off it for ever: reservations.judge), so no slot frees.
         held_slots = exact and self._slots_held()
-        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact and not held_slots)
-        if held_slots:
-            pending = self._with_reserving(pending)
+        if held_slots and not self.backfills:
+            pending = self._with_reserving()
+        else:
+            pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact, self.one_order)
         if not pending:
             return
         now = self.epoch + timedelta(seconds=now_s)
@@ -481,16 +490,16 @@ class _Simulation:
         self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
         self.reservations = after
 
-    def _with_reserving(self, pending: list[planned.Pending]) -> list[planned.Pending]:
-        """`pending` and what it left out of the queues of the held reservations' jobs: a job
-        that holds one goes to its node alone, so behind it in its user's queue of its shape one
-        more job than the copies of the shape may be placed."""
-        reserving = Counter((record.shape, record.job.user)
-                            for record in (self.by_id[held["job"]] for held in self.reservations))
+    def _with_reserving(self) -> list[planned.Pending]:
+        """The jobs a plan around the held reservations may place, and the reserving jobs."""
+        reserving: dict[Resources | tuple, dict[str, int]] = {}
+        records = [self.by_id[held["job"]] for held in self.reservations]
+        for record in records:
+            behind = reserving.setdefault(record.shape, {})
+            behind[record.job.user] = behind.get(record.job.user, 0) + 1
+        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue, self.one_order, reserving)
         listed = {job.id for job in pending}
-        more = [key[-1] for (shape, user), count in reserving.items()
-                for key in self.waiting[shape][user][:placeable(shape, self.fit, self.free) + count]]
-        return [*pending, *(job for job in more if job.id not in listed)]
+        return [*pending, *(record.pending for record in records if record.pending.id not in listed)]
 
     def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
         """Whether a later plan, with no event between, may make a head-of-line reservation for
