@@ -232,8 +232,7 @@ class _Simulation:
         policy, self.gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
         self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
         self.specs = users
-        self.limited = group.max_running_per_user is not None or any(
-            spec.max_running is not None for spec in (*users.values(), *accounts.values()))
+        self._leaving_out(jobs, users, accounts)
         # Under preemption a job that fits nowhere may still make room, and a full node may give
         # it: every pending job, every node and every running job (with its class and start) go
         # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
@@ -245,15 +244,6 @@ class _Simulation:
         self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
         self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
         self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
-        # Where the policy takes every job in one order whoever its user (fifo), the jobs of a shape
-        # that a plan places are the first of that order, as many as fit: unless a limit holds a
-        # job back while others of its shape still fit, or it is a gang (its parts placed apart).
-        limits = self.limited or group.max_resources_per_user is not None or any(
-            spec.max_resources is not None for spec in (*users.values(), *accounts.values()))
-        self.one_order = policy.keeps_global_order and not limits and not self.gangs
-        # A job with a max runtime may use a reservation's room (backfill) where an earlier job
-        # of its shape may not: around reservations, every job goes in.
-        self.backfills = any(job.max_runtime_s is not None for job in jobs)
         _check_classes(jobs, group)
         self._empty_nodes(nodes)
         # Round-robin's state is a position among the nodes: every node's running jobs go in as
@@ -295,6 +285,20 @@ class _Simulation:
         self.started = 0
         self.class_values = {c.name: c.value for c in group.priority_classes}
         self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
+
+    def _leaving_out(self, jobs: list[TraceJob], users: dict[str, User], accounts: dict[str, Account]) -> None:
+        """What tells which pending jobs a plan may leave out (compress.candidates): whether a job
+        limit applies; whether the jobs of a shape that a plan places are the first of one order
+        of all users' jobs, as many as fit (the policy takes every job in one order, fifo; no limit
+        holds a job back while others of its shape still fit; no gangs, whose parts go apart);
+        whether a job may use a reservation's room (backfill: its max runtime ends before the
+        reservation's start) where an earlier job of its shape may not."""
+        group, specs = self.group, (*users.values(), *accounts.values())
+        self.limited = group.max_running_per_user is not None or any(spec.max_running is not None for spec in specs)
+        limits = self.limited or group.max_resources_per_user is not None or any(
+            spec.max_resources is not None for spec in specs)
+        self.one_order = POLICIES[group.policy].keeps_global_order and not limits and not self.gangs
+        self.backfills = any(job.max_runtime_s is not None for job in jobs)
 
     def _empty_nodes(self, nodes: list[Node]) -> None:
         """The nodes with nothing running: their totals, what each holds and has free, and the group's."""
@@ -438,6 +442,7 @@ class _Simulation:
         # in. Here a held reservation holds at the plan's start (its job is in, its node is there
         # and no outside load keeps its job off it for ever: reservations.judge), so no slot frees.
         held_slots = exact and self._slots_held()
+        # A job that may use a reservation's room before an earlier one of its shape: every job.
         if held_slots and not self.backfills:
             pending = self._with_reserving()
         else:
