@@ -274,6 +274,16 @@ def test_while_reservations_hold_every_slot_the_engine_gives_the_schedule_of_a_p
     assert schedule(simulate(jobs, node_list, grp, every_s=every_s)) == plain_replay(jobs, node_list, grp, {}, every_s)
 
 
+def test_fifo_orders_jobs_submitted_within_a_microsecond_by_id_as_the_planner_does():
+    # The planner reads submission times to the microsecond: job 1, submitted 0.3 us after job 2,
+    # is as old and goes first by id. Of the one copy that fits, a plan must be given job 1.
+    jobs = jobs_of([("b", 1.0000004, {"CPU": 4}, 10), ("a", 1.0000001, {"CPU": 4}, 10)])
+    node_list, grp = labelled("1x{CPU:4}"), group("fifo")
+    engine = schedule(simulate(jobs, node_list, grp, every_s=5))
+    assert engine == plain_replay(jobs, node_list, grp, {}, 5)
+    assert engine == {"1": (5, "n0001"), "2": (15, "n0001")}
+
+
 def test_a_free_reservation_slot_goes_to_the_user_whose_turn_comes_as_usage_decays():
     # Found by the property above. a's job 15 holds a head-of-line reservation on n0001; b's 16
     # (a whole node) waits too, one slot of two free. At 45 a's turn comes first and a's jobs take

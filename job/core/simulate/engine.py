@@ -416,10 +416,10 @@ class _Simulation:
     def _enqueue(self, record: JobRecord, since_s: float) -> None:
         """The record waits, since `since_s` (what reserve_after counts from)."""
         job = record.job
-        # The planner's order within a user: higher class, higher priority, then older, then by id
-        # (shorter first).
+        # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
+        # then older (the time it reads, to the microsecond), then by id (shorter first).
         value = self.class_values[job.klass or self.group.default_class]
-        record.queue_key = (-value, -job.priority, job.submit_s, len(job.id), job.id, record.pending)
+        record.queue_key = (-value, -job.priority, record.pending.submitted_at, len(job.id), job.id, record.pending)
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.reserving:
