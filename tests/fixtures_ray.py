@@ -90,6 +90,15 @@ def ray_cluster(tmp_path_factory):
 IDLE_TIMEOUT_S = 120
 
 
+def _holders(cluster: RayCluster) -> str:
+    """What holds resources, as Ray lists it: the alive actors and running tasks that ask for any,
+    by job and name (a job's supervisor actor is named after its submission id)."""
+    work = cluster.work()
+    held = [f"{kind} of job {item.job_id} {item.name or ''} on {(item.node or '?')[:12]}: {dict(item.resources.amounts())}"
+            for kind, items in (("actor", work.actors), ("task", work.tasks)) for item in items if item.resources]
+    return "holders: " + ("; ".join(held) if held else "none listed")
+
+
 @pytest.fixture(autouse=True)
 def _ray_idle_before_each_test(request):
     """A test on the shared cluster starts with every node idle, as Ray reports it. Jobs an earlier
@@ -109,7 +118,7 @@ def _ray_idle_before_each_test(request):
             break
         if time.monotonic() > deadline:
             pytest.fail(f"the test Ray cluster is still busy after {IDLE_TIMEOUT_S} s (an earlier test left work "
-                        f"running?): held per node {busy}")
+                        f"running?): held per node {busy}; {_holders(cluster)}")
         time.sleep(0.5)
     yield
 
