@@ -50,17 +50,6 @@ def copies(free: dict[str, int], need: Resources) -> int:
     return most or 0
 
 
-def placeable(need: Resources | tuple, fit: dict[Resources, int], free: dict[str, int]) -> int:
-    """At most how many jobs of the shape `need` a plan can place: its copies on the nodes, from
-    `fit` where it is tracked, else from the group's `free` total."""
-    most = fit.get(need)
-    if most is None:
-        # A gang's shape is (footprint, bundles, strategy), its copies never counted per node
-        # (its parts may go to several): each placed takes its footprint off the free total.
-        most = copies(free, need if isinstance(need, Resources) else need[0])
-    return most
-
-
 def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
                every_job: bool, one_order: bool = False,
                reserving: dict[Resources | tuple, dict[str, int]] | None = None) -> list[dict]:
@@ -79,18 +68,19 @@ def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: di
             for queue in queues.values():
                 jobs.extend(entry[-1] for entry in queue)
             continue
-        most = placeable(need, fit, free)
-        behind = reserving.get(need)
+        most = fit.get(need)
+        if most is None:
+            # A gang's shape is (footprint, bundles, strategy), its copies never counted per node
+            # (its parts may go to several): each placed takes its footprint off the free total.
+            most = copies(free, need if isinstance(need, Resources) else need[0])
+        behind = reserving.get(need, {})
         if one_order:
-            most += sum(behind.values()) if behind else 0
+            most += sum(behind.values())
             if most > 0:
                 jobs.extend(entry[-1] for entry in islice(heapq.merge(*queues.values()), most))
-        elif behind:
+        elif most > 0 or behind:
             for user, queue in queues.items():
                 jobs.extend(entry[-1] for entry in queue[:most + behind.get(user, 0)])
-        elif most > 0:
-            for queue in queues.values():
-                jobs.extend(entry[-1] for entry in queue[:most])
     return jobs
 
 
