@@ -15,7 +15,7 @@ process's max RSS. Times are wall and, in brackets, the
 process's CPU time, which the load of a shared machine does not inflate. Last, over the sizes: the
 largest one's slowest plan, its growth from the size before and its validation per million jobs
 (of the loaded dict; from JSON, parsing included, beside json.loads) against the budgets (README, Performance: for
-1,000,000 jobs after 100,000).
+1,000,000 jobs after 100,000), and a line saying which budgets hold.
 
 With --accounts, each policy and selector also plans the same snapshot with its 1,000 users in a
 tree of accounts (4 divisions of 5 teams, 50 users a team), and prints the time beside the flat
@@ -236,10 +236,15 @@ def budgets(figures: list[dict]) -> None:
           f"{last['decode'] * million:.3f}s ({last['decode_cpu'] * million:.3f}s CPU) where json.loads alone takes "
           f"{last['load'] * million:.3f}s; "
           f"max RSS {last['rss'] / GIB:.2f} GiB, budget {RSS_BUDGET_GIB:g} GiB")
+    checked = {"plan": last["plan"] <= PLAN_BUDGET_S, "validation": last["validate"] * million <= VALIDATE_BUDGET_S,
+               "memory": last["rss"] / GIB <= RSS_BUDGET_GIB}
     if len(figures) > 1:
         before = figures[-2]
-        print(f"growth from {before['pending']:,}: {last['plan'] / before['plan']:.1f}x ({last['plan_cpu'] / before['plan_cpu']:.1f}x CPU) "
+        growth = last["plan"] / before["plan"]
+        print(f"growth from {before['pending']:,}: {growth:.1f}x ({last['plan_cpu'] / before['plan_cpu']:.1f}x CPU) "
               f"for {last['pending'] / before['pending']:g}x the jobs, budget {GROWTH_BUDGET:g}x")
+        checked["growth"] = growth <= GROWTH_BUDGET
+    print("budgets: " + ", ".join(f"{name} {'within' if held else 'over'}" for name, held in checked.items()))
 
 
 def size(text: str) -> int:
