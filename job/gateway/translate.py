@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, key_named, quoted
 
 QUEUE_PREFIX = "queue."
 # Metadata key -> job.api.submit keyword.
@@ -52,7 +52,7 @@ def submission(body: Any) -> Submission:
     body = {key: value for key, value in body.items() if value is not None}
     unknown = sorted(set(body) - _REQUEST_FIELDS)
     if unknown:
-        raise BadInput(f"{unknown[0]}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
+        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
     if not isinstance(body.get("entrypoint"), str):
         raise BadInput("entrypoint: required, a string")
     options: dict[str, Any] = {"entrypoint": body["entrypoint"]}
@@ -87,13 +87,13 @@ def _metadata(metadata: dict) -> dict[str, Any]:
     own = {}
     for key, value in metadata.items():
         if not isinstance(value, str):
-            raise BadInput(f"metadata.{key}: values must be strings, got {type(value).__name__}")
+            raise BadInput(f"metadata.{key_named(key)}: values must be strings, got {type(value).__name__}")
         if not key.startswith(QUEUE_PREFIX):
             own[key] = value
             continue
         name = key.removeprefix(QUEUE_PREFIX)
         if name not in QUEUE_KEYS:
-            raise BadInput(f"metadata.{key}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
+            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
         options[QUEUE_KEYS[name]] = _json_list(key, value) if name == "bundles" else value
     if own:
         options["metadata"] = own
@@ -116,7 +116,7 @@ def _submission_id(body: dict) -> str:
         # Ray's own form, so that tools that show or parse it find what they expect.
         return "raysubmit_" + "".join(secrets.choice(_ALPHABET) for _ in range(16))
     if not isinstance(given, str) or not SUBMISSION_ID.fullmatch(given):
-        raise BadInput(f"submission_id: {given!r} is not a submission id: 1 to 128 letters, digits, '_', '.' or '-'")
+        raise BadInput(f"submission_id: {quoted(given)} is not a submission id: 1 to 128 letters, digits, '_', '.' or '-'")
     return given
 
 

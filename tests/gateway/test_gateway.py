@@ -168,6 +168,13 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     ({"entrypoint": "x", "metadata": {"queue.priority": "high"}}, "metadata.queue.priority: "),
     ({"entrypoint": "x", "metadata": {"queue.class": "urgent"}}, "metadata.queue.class: 'urgent' is not a class of group 'gpu'"),
     ({"entrypoint": "x", "metadata": {"queue.max_runtime": "soon"}}, "metadata.queue.max_runtime: "),
+    # Out of range: each one named, never a 500.
+    ({"entrypoint": "x", "metadata": {"queue.not_before": "9999-12-31T23:59:59-14:00"}},
+     "metadata.queue.not_before: '9999-12-31T23:59:59-14:00' is out of range"),
+    ({"entrypoint": "x", "metadata": {"queue.max_runtime": "1000000000w"}}, "metadata.queue.max_runtime: a duration must be at most"),
+    ({"entrypoint": "x", "entrypoint_num_cpus": 10**3999}, "entrypoint_num_cpus: at most 922337203685477"),
+    ({"entrypoint": "x", "entrypoint_resources": {f"r{i}": 1 for i in range(65)}}, "entrypoint_resources: at most 64 resource names"),
+    ({"entrypoint": "x", "metadata": {"queue.\x1b[2J\n": "1"}}, "metadata.'queue.\\x1b[2J\\n': not one of the queue's keys"),
     ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
     ({"entrypoint": "x", "metadata": {"n": 1}}, "metadata.n: values must be strings"),
     ({"entrypoint": "x", "submission_id": "a b"}, "submission_id: 'a b' is not a submission id"),
