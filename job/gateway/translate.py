@@ -28,7 +28,9 @@ _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
 _REQUEST_FIELDS = frozenset({"entrypoint", "submission_id", "job_id", "runtime_env", "metadata",
                              "entrypoint_resources", "entrypoint_label_selector", *_BUILTIN})
 RAY_COMMIT_KEY = "_ray_commit"
-SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+# Not dots alone: `.` and `..` are a URL path's own segments, which Ray's client's requests to
+# /api/jobs/ID never reach the job by (sql/0023_submission_ids.sql holds the same).
+SUBMISSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.-]{1,128}")
 _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
 _CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
@@ -116,7 +118,8 @@ def _submission_id(body: dict) -> str:
         # Ray's own form, so that tools that show or parse it find what they expect.
         return "raysubmit_" + "".join(secrets.choice(_ALPHABET) for _ in range(16))
     if not isinstance(given, str) or not SUBMISSION_ID.fullmatch(given):
-        raise BadInput(f"submission_id: {quoted(given)} is not a submission id: 1 to 128 letters, digits, '_', '.' or '-'")
+        raise BadInput(f"submission_id: {quoted(given)} is not a submission id: 1 to 128 letters, digits, '_', '.' "
+                       "or '-', not dots alone")
     return given
 
 
