@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, quoted
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
@@ -83,7 +83,11 @@ def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
     """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
     request that the next tick carries out in Ray. Returns per id the state before and after
     ((None, None) for an unknown id, or another user's job when the role may cancel only its own;
-    an unchanged finished state for a finished job)."""
+    an unchanged finished state for a finished job). An id that is not a positive whole number a
+    bigint holds raises BadInput, before the database is asked."""
+    for ident in ids:
+        if isinstance(ident, bool) or not isinstance(ident, int) or not 0 < ident < 2**63:
+            raise BadInput(f"ids: {quoted(ident)} is not a job id (a positive whole number)")
     if conn is not None:
         return jobs.cancel_jobs(conn, ids)
     with session(database_url or settings().require_database_url()) as own:

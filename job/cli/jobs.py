@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
-from job.cli.parsing import bundles, command, database, job_id, json_object, pairs
+from job.cli.parsing import bundles, command, database, job_id, json_object, pairs, positive_number
 from job.core import states
 from job.core.errors import BadInput, PermissionDenied
 from job.core.job_row import row_problem
@@ -186,14 +186,13 @@ def cancel(args: argparse.Namespace) -> int:
 
 def list_jobs(args: argparse.Namespace) -> int:
     wanted = states.known_states([s.strip().upper() for s in args.state.split(",")]) if args.state else None
-    if not args.limit.isdigit() or int(args.limit) <= 0:
-        raise BadInput(f"--limit: {args.limit!r} is not a positive whole number")
+    limit = positive_number(args.limit, "--limit")
     with database() as conn:
         if args.user is not None:
             own = job_rows.own_jobs_only(conn)
             if own is not None and args.user != own:
                 raise PermissionDenied(f"--user: {job_rows.only_own(own)}")
-        rows = job_rows.list_jobs(conn, user=args.user, group=args.group, states=wanted, limit=int(args.limit))
+        rows = job_rows.list_jobs(conn, user=args.user, group=args.group, states=wanted, limit=limit)
     if args.json:
         print_json([job_json(row) for row in rows])
         return 0

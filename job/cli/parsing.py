@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from job.cli.commands import HELP
-from job.core.errors import BadInput, PermissionDenied
+from job.core.errors import BadInput, PermissionDenied, quoted
 from job.core.units import parse_duration, parse_pairs
 
 if TYPE_CHECKING:
@@ -94,15 +95,25 @@ def json_object(text: str, option: str) -> dict:
         value = json.loads(source)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{option}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise BadInput(f"{option}: nested too deeply") from None
+    except ValueError as exc:  # a number of more digits than Python reads
+        raise BadInput(f"{option}: not valid JSON: {str(exc).partition(';')[0]}") from None
     if not isinstance(value, dict):
         raise BadInput(f"{option}: must be a JSON object, got {type(value).__name__}")
     return value
 
 
-def job_id(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0 or int(text) >= 2**63:
-        raise BadInput(f"job id: {text!r} is not a job id (a positive whole number)")
+def positive_number(text: str, field: str, kind: str = "a positive whole number") -> int:
+    """A whole number above 0 that a bigint holds, in ASCII digits: str.isdigit() takes '²', which
+    int() does not read, and int() reads at most 4,300 digits."""
+    if not re.fullmatch(r"[0-9]{1,19}", text) or not 0 < int(text) < 2**63:
+        raise BadInput(f"{field}: {quoted(text)} is not {kind}")
     return int(text)
+
+
+def job_id(text: str) -> int:
+    return positive_number(text, "job id", "a job id (a positive whole number)")
 
 
 def positive_duration(text: str, option: str) -> float:

@@ -1,5 +1,26 @@
 """Errors that end a command with a clear one-line message instead of a traceback."""
 
+import re
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.@/-]{1,63}")
+
+
+def quoted(value: object, most: int = 40) -> str:
+    """A value as a refusal quotes it: its repr (control characters escaped, one line), cut to
+    `most` characters, so that a refused 4,000-digit number or a megabyte of name is not echoed."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python writes out
+        return "a number too long to show"
+    return text if len(text) <= most else text[:most - 3] + "..."
+
+
+def key_named(key: object) -> str:
+    """A key as a refusal names it in a field's path (`metadata.KEY: ...`): as it is when plain,
+    else quoted."""
+    text = str(key)
+    return text if isinstance(key, int) or _PLAIN_KEY.fullmatch(text) else quoted(key)
+
 
 class JobError(Exception):
     """An expected failure: its message is shown to the person, as is."""

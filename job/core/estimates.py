@@ -19,6 +19,7 @@ from typing import Any
 from job.core.forecast import Estimate, among, forecast
 from job.core.jobs import ActiveJob
 from job.core.planner import Plan, Snapshot
+from job.core.units import LATEST_TIME
 
 # How many pending jobs of a group get an estimate, and how many recent finished jobs it rests on.
 FIRST = 1000
@@ -97,7 +98,9 @@ def explain(estimates: list[Estimate], running: Mapping[str, RunTime], pending: 
     ahead = dict(running)
     for estimate in estimates:
         if estimate.position > placed:
-            if estimate.start is None:
+            if estimate.later:
+                basis = f"unknown: later than {LATEST_TIME:%Y-%m-%d}, the last time the queue plans for"
+            elif estimate.start is None:
                 blocker = next((job for job, run in ahead.items() if run.seconds is None), None)
                 basis = ("unknown: waits on a job whose run time is not known" if blocker is None else
                          f"unknown: waits on job {blocker}, whose run time is not known ({ahead[blocker].basis})")

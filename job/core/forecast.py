@@ -34,6 +34,7 @@ from job.core.planner import Plan, Snapshot, plan
 from job.core.planner import snapshot as planned
 from job.core.simulate.engine import Running, Start, simulate
 from job.core.simulate.trace import TraceJob
+from job.core.units import LATEST_TIME
 
 
 def among(jobs: list[planned.Pending], ids: set[str]) -> Iterator[planned.Pending]:
@@ -49,7 +50,9 @@ _ID = attrgetter("id")
 class Estimate:
     job: str
     position: int  # 1 for the first in plan order
-    start: datetime | None  # None: depends on a run time that is not known
+    start: datetime | None  # None: depends on a run time that is not known, or is past LATEST_TIME
+    # Not started by LATEST_TIME, where the simulation stops.
+    later: bool = False
 
 
 def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times: Mapping[str, float | None],
@@ -92,14 +95,18 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         for job in snapshot.running
     ]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
+    # Not past LATEST_TIME: a thousand jobs ahead of a 100-year max runtime each would take the
+    # simulation's clock past what a datetime holds.
+    horizon_s = (LATEST_TIME - now).total_seconds()
     outcome = simulate(pending, snapshot.nodes, snapshot.group, users=snapshot.users, every_s=every_s, start=start,
-                       accounts=snapshot.accounts)
+                       accounts=snapshot.accounts, until_s=horizon_s)
     first_start = {}
     for record in outcome.records:
         runs = [start_s for _, start_s, _ in record.stopped] + ([record.start_s] if record.start_s is not None else [])
         if runs:
             first_start[record.job.id] = runs[0]
-    return [Estimate(job=ident, position=position,
+    cut = outcome.end_s == horizon_s
+    return [Estimate(job=ident, position=position, later=cut and ident not in first_start,
                      start=None if ident not in first_start else now + timedelta(seconds=first_start[ident]))
             for position, ident in enumerate(head, start=1)]
 

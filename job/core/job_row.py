@@ -9,13 +9,12 @@ from dataclasses import asdict, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from job.core.units import MAX_DURATION_S
+
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from job.core.jobs import ActiveJob
-
-# A bound no job's run reaches and times still hold when added to now (a datetime ends at year 9999).
-MAX_RUNTIME_S = 100 * 365 * 86400.0
 
 
 @cache
@@ -42,7 +41,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         over_since: Optional[str] = None
 
     return {
-        "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_RUNTIME_S, allow_inf_nan=False)]]),
+        "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),
         "resources": TypeAdapter(ResourceMap),
         "node_labels": TypeAdapter(dict[str, str]),
         "bundles": TypeAdapter(Optional[Bundles]),

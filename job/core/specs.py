@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, key_named, quoted
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
@@ -37,26 +37,38 @@ BUNDLE_STRATEGIES = get_args(BundleStrategy)
 def _check_name(value: str, pattern: re.Pattern, what: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a valid {what} name: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            f"{quoted(value)} is not a valid {what} name: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return value
 
 
 def _check_resource_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise ValueError(f"unknown resource {quoted(name)}: a resource's name is text")
     if name.startswith("node:"):
-        raise ValueError(f"{name!r}: node resources are chosen by the scheduler; use --node-label to restrict nodes")
+        raise ValueError(f"{quoted(name)}: node resources are chosen by the scheduler; use --node-label to restrict nodes")
     for builtin in BUILTIN_RESOURCES:
         if name != builtin and name.lower() == builtin.lower():
             raise ValueError(f"unknown resource {name!r}: did you mean {builtin!r}?")
     if name == "object_store_memory" or not RESOURCE_NAME.fullmatch(name):
-        raise ValueError(f"unknown resource {name!r}: use CPU, GPU, memory or a custom resource name of letters, digits, '_', '.', '-', '/'")
+        raise ValueError(f"unknown resource {quoted(name)}: use CPU, GPU, memory or a custom resource name of letters, digits, '_', '.', '-', '/'")
     return name
 
 
+def _at_most(value: Any, most: int, what: str) -> Any:
+    """`value` as it is, unless it is a map or a list of more than `most` `what`: counted before
+    any of them is read."""
+    if isinstance(value, dict | list | tuple) and len(value) > most:
+        raise ValueError(f"at most {most} {what}, got {len(value)}")
+    return value
+
+
 def parse_resources(resources: dict[str, Any]) -> dict[str, float]:
-    """Resource name -> amount, memory in bytes (sizes such as '4GiB' accepted)."""
+    """Resource name -> amount, memory in bytes (sizes such as '4GiB' accepted); at most
+    MAX_RESOURCE_NAMES of them."""
     if not isinstance(resources, dict):
         raise ValueError("must be a map of resource name to amount")
+    _at_most(resources, MAX_RESOURCE_NAMES, "resource names")
     parsed = {}
     for name, amount in resources.items():
         _check_resource_name(name)
@@ -76,9 +88,9 @@ def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
         raise ValueError("must be a map of label key to value")
     for key, value in labels.items():
         if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
-            raise ValueError(f"{key!r} is not a valid label key (e.g. ray.io/accelerator-type or pool)")
+            raise ValueError(f"{quoted(key)} is not a valid label key (e.g. ray.io/accelerator-type or pool)")
         if not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
-            raise ValueError(f"label {key}: {value!r} is not a valid label value (at most 63 letters, digits, '.', '_', '-')")
+            raise ValueError(f"label {key}: {quoted(value)} is not a valid label value (at most 63 letters, digits, '.', '_', '-')")
     return dict(labels)
 
 
@@ -88,6 +100,8 @@ MAX_RUNTIME_ENV_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 MAX_METADATA_KEYS = 64
 MAX_NODE_LABELS = 32
+# Ray's own resources are a few; a job's custom ones name what its nodes have.
+MAX_RESOURCE_NAMES = 64
 
 
 def _storable(text: str, most_bytes: int, has_nul: bool, unit: str) -> None:
@@ -103,8 +117,14 @@ def _storable(text: str, most_bytes: int, has_nul: bool, unit: str) -> None:
 
 
 def _bounded_json(value: Any, most_bytes: int) -> Any:
-    """A JSON value PostgreSQL can store (no NUL character) of at most `most_bytes` as UTF-8."""
-    text = json.dumps(value, ensure_ascii=False)
+    """A JSON value PostgreSQL can store (no NUL character, NaN or infinity) of at most
+    `most_bytes` as UTF-8."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise ValueError("nested too deeply to store") from None
+    except (TypeError, ValueError) as exc:  # not JSON: NaN, a set, a number of more digits than Python writes
+        raise ValueError(f"must be JSON PostgreSQL can store: {str(exc).partition(';')[0]}") from None
     _storable(text, most_bytes, has_nul="\\u0000" in text, unit="bytes as JSON")
     return value
 
@@ -121,8 +141,9 @@ def expand_bundles(items: Iterable[str], separator: str, example: str) -> list[d
                              f"[Nx]NAME{separator}AMOUNT,...")
         # A count past MAX_BUNDLES is refused before a list that long is built.
         if not bundle or not 0 < int(count) <= MAX_BUNDLES:
-            raise ValueError(f"{item!r}: give 1 to {MAX_BUNDLES} bundles of NAME{separator}AMOUNT,..., e.g. {example}")
+            raise ValueError(f"{quoted(item)}: give 1 to {MAX_BUNDLES} bundles of NAME{separator}AMOUNT,..., e.g. {example}")
         found += [dict(bundle) for _ in range(int(count))]
+        _at_most(found, MAX_BUNDLES, "bundles")
     return found
 
 
@@ -133,8 +154,7 @@ def check_bundles(value: Any) -> list[dict[str, float]] | None:
         return None
     if not isinstance(value, list | tuple) or not value:
         raise ValueError("give at least one bundle, a map of resource name to amount (e.g. CPU=2)")
-    if len(value) > MAX_BUNDLES:
-        raise ValueError(f"at most {MAX_BUNDLES} bundles, got {len(value)}")
+    _at_most(value, MAX_BUNDLES, "bundles")
     bundles = []
     for index, bundle in enumerate(value, 1):
         try:
@@ -157,7 +177,7 @@ def check_bundle_strategy(value: str | None, has_bundles: bool) -> str | None:
     if value is None:
         return "PACK"
     if value not in BUNDLE_STRATEGIES:
-        raise ValueError(f"{value!r} is not a strategy: use {', '.join(BUNDLE_STRATEGIES)}")
+        raise ValueError(f"{quoted(value)} is not a strategy: use {', '.join(BUNDLE_STRATEGIES)}")
     return value
 
 
@@ -219,10 +239,7 @@ class JobSpec(_Spec):
     @field_validator("node_labels", mode="before")
     @classmethod
     def _node_labels(cls, value: Any) -> dict[str, str]:
-        labels = parse_labels(value)
-        if len(labels) > MAX_NODE_LABELS:
-            raise ValueError(f"at most {MAX_NODE_LABELS} labels, got {len(labels)}")
-        return labels
+        return parse_labels(_at_most(value, MAX_NODE_LABELS, "labels"))
 
     @field_validator("not_before", mode="before")
     @classmethod
@@ -237,20 +254,25 @@ class JobSpec(_Spec):
     @field_validator("runtime_env")
     @classmethod
     def _runtime_env(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # Its size first: what is checked key by key is bounded.
+        _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
         # The group's allowance beyond the known keys, where the caller read it (job.api.submit).
         problem = runtime_env_problem(value, (info.context or {}).get("allowed_runtime_env_keys", frozenset()))
         if problem:
             raise ValueError(problem)
-        return _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
+        return value
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_keys(cls, value: Any) -> Any:
+        return _at_most(value, MAX_METADATA_KEYS, "keys")
 
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > MAX_METADATA_KEYS:
-            raise ValueError(f"at most {MAX_METADATA_KEYS} keys, got {len(value)}")
         for key in value:
             if key.startswith(RESERVED_METADATA_PREFIX):
-                raise ValueError(f"{key!r}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
+                raise ValueError(f"{quoted(key)}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
         return _bounded_json(value, MAX_METADATA_BYTES)
 
 
@@ -490,6 +512,6 @@ def validated(model: type[_Spec], fields: dict[str, Any], context: dict[str, Any
         return model.model_validate(fields, context=context)
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"]) or model.__name__
+        field = ".".join(key_named(part) for part in error["loc"]) or model.__name__
         message = error["msg"].removeprefix("Value error, ")
         raise BadInput(f"{field}: {message}") from None

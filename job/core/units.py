@@ -10,7 +10,15 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 
+from job.core.errors import quoted
 from job.core.resources import UNIT
+
+# A bound no run reaches, so that times still hold when one is added to now (a datetime ends at
+# year 9999): every duration is at most this.
+MAX_DURATION_S = 100 * 365 * 86400.0
+# Times are before this: a later start is no plan, and the times a forecast adds run times to
+# still hold.
+LATEST_TIME = datetime(3000, 1, 1, tzinfo=timezone.utc)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -28,9 +36,9 @@ _MEMORY = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTP]i?B?|B)?", re.IGNORECASE)
 
 
 def parse_duration(text: str | float | int) -> float:
-    """Seconds from '90', '90s', '5m', '1h30m', '2d' or a number of seconds."""
+    """Seconds from '90', '90s', '5m', '1h30m', '2d' or a number of seconds, at most MAX_DURATION_S."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        seconds = float(text)
+        seconds = _float(text)
     else:
         text = str(text).strip().lower()
         if re.fullmatch(r"\d+(\.\d+)?", text):
@@ -38,11 +46,26 @@ def parse_duration(text: str | float | int) -> float:
         else:
             parts = _DURATION_PART.findall(text)
             if not parts or "".join(n + u for n, u in parts) != text:
-                raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 5m, 1h30m, 2d)")
+                raise ValueError(f"not a duration: {quoted(text)} (use e.g. 90s, 5m, 1h30m, 2d)")
             seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"a duration must be finite and not negative, got {text!r}")
+    if _negative_or_nan(seconds):
+        raise ValueError(f"a duration must be a number and not negative, got {quoted(text)}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"a duration must be at most 100 years ({MAX_DURATION_S:.0f} s), got {quoted(text)}")
     return seconds
+
+
+def _float(number: object) -> float:
+    """`float(number)`, but an integer too large for a float is infinite (then refused as too large)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf
+
+
+def _negative_or_nan(number: float) -> bool:
+    """Below zero, negative zero (a sign no amount or duration has) or not a number."""
+    return math.isnan(number) or math.copysign(1.0, number) < 0
 
 
 def parse_memory(text: str | float | int) -> int:
@@ -52,18 +75,18 @@ def parse_memory(text: str | float | int) -> int:
     else:
         match = _MEMORY.fullmatch(str(text).strip())
         if not match:
-            raise ValueError(f"not a memory size: {text!r} (use e.g. 512MiB, 4GiB or a number of bytes)")
+            raise ValueError(f"not a memory size: {quoted(text)} (use e.g. 512MiB, 4GiB or a number of bytes)")
         number, unit = match.group(1), (match.group(2) or "b").lower()
         if unit.endswith("i"):
             unit += "b"  # Kubernetes' Ki, Mi, Gi...: KiB, MiB, GiB...
     try:
         amount = Fraction(number) * _BYTES[unit]  # exact: '2.01KB' is 2010 bytes
-    except (ValueError, OverflowError):  # nan, inf
+    except (ValueError, OverflowError):  # nan, inf, more digits than Python reads as a number
         amount = None
     if amount is None or amount < 0 or amount > sys.float_info.max:
-        raise ValueError(f"memory must be finite and not negative, got {text!r}")
+        raise ValueError(f"memory must be finite and not negative, got {quoted(text)}")
     if amount.denominator != 1:
-        raise ValueError(f"memory must be a whole number of bytes, got {text!r}")
+        raise ValueError(f"memory must be a whole number of bytes, got {quoted(text)}")
     return int(amount)
 
 
@@ -78,31 +101,44 @@ def check_ray_range(amount: float) -> None:
 
 def parse_amount(text: str | float | int) -> float:
     """A resource amount: finite, not negative, no finer than Ray's 1/10000."""
+    if isinstance(text, bool):
+        raise ValueError(f"not a number: {text!r}")
     try:
-        amount = float(text)
+        amount = _float(text)
     except (TypeError, ValueError):
-        raise ValueError(f"not a number: {text!r}") from None
-    if not math.isfinite(amount) or amount < 0:
-        raise ValueError(f"must be finite and not negative, got {text!r}")
+        raise ValueError(f"not a number: {quoted(text)}") from None
+    if _negative_or_nan(amount):
+        raise ValueError(f"must be finite and not negative, got {quoted(text)}")
     check_ray_range(amount)
     scaled = amount * UNIT
     if abs(scaled - round(scaled)) > 1e-6:
-        raise ValueError(f"Ray counts resources in steps of 0.0001; {text!r} is finer")
+        raise ValueError(f"Ray counts resources in steps of 0.0001; {quoted(text)} is finer")
     return round(scaled) / UNIT
 
 
 def parse_time(text: str | datetime) -> datetime:
-    """An aware UTC time from ISO 8601 ('2026-11-29T08:00:00Z', '2026-11-29 08:00'); naive means UTC."""
+    """An aware UTC time before LATEST_TIME from ISO 8601 ('2026-11-29T08:00:00Z', '2026-11-29 08:00');
+    naive means UTC."""
     if isinstance(text, datetime):
         moment = text
     else:
+        written = str(text).strip()
         try:
-            moment = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+            # Printable ASCII only: Python's fromisoformat reads a NUL as the end of the text.
+            if not (written.isascii() and written.isprintable()):
+                raise ValueError
+            moment = datetime.fromisoformat(written.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"not a time: {text!r} (use ISO 8601, e.g. 2026-11-29T08:00:00Z)") from None
+            raise ValueError(f"not a time: {quoted(text)} (use ISO 8601, e.g. 2026-11-29T08:00:00Z)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
+        moment = None
+    if moment is None or moment >= LATEST_TIME:
+        raise ValueError(f"{quoted(text)} is out of range: give a time before {LATEST_TIME:%Y-%m-%d} UTC")
+    return moment
 
 
 def format_duration(seconds: float, parts: int = 4) -> str:
@@ -131,8 +167,8 @@ def parse_pairs(items: Iterable[str], separator: str, form: str) -> dict[str, st
     for item in items:
         key, sep, value = item.partition(separator)
         if not sep or not key.strip():
-            raise ValueError(f"expected {form}, got {item!r}")
+            raise ValueError(f"expected {form}, got {quoted(item)}")
         if key.strip() in result:
-            raise ValueError(f"{key.strip()!r} given twice")
+            raise ValueError(f"{quoted(key.strip())} given twice")
         result[key.strip()] = value.strip()
     return result

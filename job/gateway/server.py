@@ -160,8 +160,8 @@ async def _unless(gone: asyncio.Future, work: Awaitable[T]) -> T:
     return task.result()
 
 
-def _job(conn: psycopg.Connection, group: str, submission_id: str) -> dict:
-    row = rows.job_named(conn, group, submission_id)
+def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict:
+    row = rows.job_named(conn, user, group, submission_id)
     if row is None:
         raise NotFound(f"Job {submission_id} does not exist")
     return row
@@ -225,14 +225,14 @@ class Gateway:
 
     async def show(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
-        row = await self._as_user(request, lambda conn, user: _job(conn, group, ident))
+        row = await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
         return web.json_response(translate.details(row))
 
     async def stop(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
 
         def cancel(conn: psycopg.Connection, user: str) -> bool:
-            row = _job(conn, group, ident)
+            row = _job(conn, user, group, ident)
             before, _ = api.cancel([row["id"]], conn=conn)[row["id"]]
             return before is not None and not translate.is_final(before)
 
@@ -244,10 +244,10 @@ class Gateway:
         group, ident = request.match_info["group"], request.match_info["id"]
 
         def forget(conn: psycopg.Connection, user: str) -> dict:
-            row = _job(conn, group, ident)
+            row = _job(conn, user, group, ident)
             if not translate.is_final(row["state"]):
                 raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row['state'])}): stop it first")
-            rows.forget(conn, ident)
+            rows.forget(conn, row["id"])
             return row
 
         row = await self._as_user(request, forget)
@@ -258,7 +258,7 @@ class Gateway:
 
     async def logs(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
-        row = await self._as_user(request, lambda conn, user: _job(conn, group, ident))
+        row = await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
         text = ""
         if row["submission_id"] and row["state"] != "SUBMITTING":
             cluster = await asyncio.to_thread(cluster_of, row["ray_address"], self.ray_timeout_s)
@@ -275,7 +275,7 @@ class Gateway:
         group, ident = request.match_info["group"], request.match_info["id"]
 
         def look() -> Awaitable[dict]:
-            return self._as_user(request, lambda conn, user: _job(conn, group, ident))
+            return self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
 
         row = await look()  # 401 and 404 before the WebSocket opens, as Ray's
         ws = web.WebSocketResponse()

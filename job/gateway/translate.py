@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, key_named, quoted
 
 QUEUE_PREFIX = "queue."
 # Metadata key -> job.api.submit keyword.
@@ -28,7 +28,9 @@ _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
 _REQUEST_FIELDS = frozenset({"entrypoint", "submission_id", "job_id", "runtime_env", "metadata",
                              "entrypoint_resources", "entrypoint_label_selector", *_BUILTIN})
 RAY_COMMIT_KEY = "_ray_commit"
-SUBMISSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+# Not dots alone: `.` and `..` are a URL path's own segments, which Ray's client's requests to
+# /api/jobs/ID never reach the job by (sql/0023_submission_ids.sql holds the same).
+SUBMISSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.-]{1,128}")
 _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
 _CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
@@ -52,7 +54,7 @@ def submission(body: Any) -> Submission:
     body = {key: value for key, value in body.items() if value is not None}
     unknown = sorted(set(body) - _REQUEST_FIELDS)
     if unknown:
-        raise BadInput(f"{unknown[0]}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
+        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
     if not isinstance(body.get("entrypoint"), str):
         raise BadInput("entrypoint: required, a string")
     options: dict[str, Any] = {"entrypoint": body["entrypoint"]}
@@ -87,13 +89,13 @@ def _metadata(metadata: dict) -> dict[str, Any]:
     own = {}
     for key, value in metadata.items():
         if not isinstance(value, str):
-            raise BadInput(f"metadata.{key}: values must be strings, got {type(value).__name__}")
+            raise BadInput(f"metadata.{key_named(key)}: values must be strings, got {type(value).__name__}")
         if not key.startswith(QUEUE_PREFIX):
             own[key] = value
             continue
         name = key.removeprefix(QUEUE_PREFIX)
         if name not in QUEUE_KEYS:
-            raise BadInput(f"metadata.{key}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
+            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
         options[QUEUE_KEYS[name]] = _json_list(key, value) if name == "bundles" else value
     if own:
         options["metadata"] = own
@@ -116,7 +118,8 @@ def _submission_id(body: dict) -> str:
         # Ray's own form, so that tools that show or parse it find what they expect.
         return "raysubmit_" + "".join(secrets.choice(_ALPHABET) for _ in range(16))
     if not isinstance(given, str) or not SUBMISSION_ID.fullmatch(given):
-        raise BadInput(f"submission_id: {given!r} is not a submission id: 1 to 128 letters, digits, '_', '.' or '-'")
+        raise BadInput(f"submission_id: {quoted(given)} is not a submission id: 1 to 128 letters, digits, '_', '.' "
+                       "or '-', not dots alone")
     return given
 
 

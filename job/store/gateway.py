@@ -1,6 +1,6 @@
 """The gateway's statements: the submission ids Ray's clients know queue jobs by
-(sql/0018_tokens.sql gateway_submissions). They run as the token's user: row-level security shows
-it only its own jobs, and only those are named here."""
+(sql/0018_tokens.sql gateway_submissions), each user's own (sql/0023_submission_ids.sql). They run
+as the token's user: row-level security shows it only its own jobs, and only those are named here."""
 
 from __future__ import annotations
 
@@ -17,16 +17,19 @@ _FROM = """gateway_submissions s JOIN jobs j ON j.id = s.job_id JOIN resource_gr
 
 
 def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
+    """The id among the job's user's ids: another user's job of the same id is neither found nor told of."""
     try:
-        conn.execute("INSERT INTO gateway_submissions (submission_id, job_id) VALUES (%s, %s)", (submission_id, job_id))
+        conn.execute("""INSERT INTO gateway_submissions (user_name, submission_id, job_id)
+                        SELECT user_name, %s, id FROM jobs WHERE id = %s""", (submission_id, job_id))
     except psycopg.errors.UniqueViolation:
         conn.rollback()
         raise BadInput(f"submission_id: {submission_id!r} is already the id of another job") from None
 
 
-def job_named(conn: psycopg.Connection, group: str, submission_id: str) -> dict | None:
-    return conn.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE s.submission_id = %s AND j.group_name = %s",
-                        (submission_id, group)).fetchone()
+def job_named(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict | None:
+    return conn.execute(f"""SELECT {_JOB_COLUMNS} FROM {_FROM}
+                            WHERE s.user_name = %s AND s.submission_id = %s AND j.group_name = %s""",
+                        (user, submission_id, group)).fetchone()
 
 
 def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> list[dict]:
@@ -34,10 +37,9 @@ def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) ->
                         (group, limit)).fetchall()
 
 
-def forget(conn: psycopg.Connection, submission_id: str) -> bool:
-    """The job leaves the gateway's view (Ray's `delete`); the queue keeps its history."""
-    return conn.execute("DELETE FROM gateway_submissions WHERE submission_id = %s RETURNING job_id",
-                        (submission_id,)).fetchone() is not None
+def forget(conn: psycopg.Connection, job_id: int) -> bool:
+    """The job leaves the gateway's view (Ray's `delete`), its id free again; the queue keeps its history."""
+    return conn.execute("DELETE FROM gateway_submissions WHERE job_id = %s RETURNING job_id", (job_id,)).fetchone() is not None
 
 
 def ray_address(conn: psycopg.Connection, group: str) -> str | None:

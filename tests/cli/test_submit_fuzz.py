@@ -17,14 +17,16 @@ from job.core.errors import JobError
 FIELDS = ("user", "group", "entrypoint", "resources", "node_labels", "runtime_env", "priority", "not_before",
           "max_runtime", "max_runtime_s", "metadata")
 NASTY = ["", " ", "\x00", "a\x00b", "\ud800", "'; DROP TABLE jobs; --", "$(cat /etc/passwd)", "`id`", "%s%s%n",
-         "\\", "\"", "{}", "null", "é" * 3, "🙂", "x" * 70_000, "CPU", "memory", "1e309", "NaN", "-1", "0"]
+         "\\", "\"", "{}", "null", "é" * 3, "🙂", "x" * 70_000, "CPU", "memory", "1e309", "NaN", "-1", "0", "-0",
+         "9" * 4000, "9999-12-31T23:59:59-14:00", "2026-11-29T08:00:00\x00"]
 any_text = st.one_of(st.sampled_from(NASTY), st.text(alphabet=st.characters(), max_size=40))
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), any_text),
     lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(any_text, inner, max_size=4)),
     max_leaves=12,
 )
-amounts = st.one_of(st.integers(min_value=-3, max_value=2**70), st.floats(), any_text, st.none(), st.booleans())
+amounts = st.one_of(st.integers(min_value=-3, max_value=2**70), st.just(10**3999), st.floats(), any_text, st.none(),
+                    st.booleans())
 submissions = st.fixed_dictionaries(
     {"user": st.one_of(st.just("alice"), any_text), "group": st.one_of(st.just("gpu"), any_text),
      "entrypoint": st.one_of(st.just("python train.py"), any_text)},
@@ -36,7 +38,7 @@ submissions = st.fixed_dictionaries(
                                                                      "working_dir": json_values}), json_values),
         "priority": st.one_of(st.integers(min_value=-2**40, max_value=2**40), any_text),
         "not_before": st.one_of(any_text, st.just("2026-11-29T08:00:00Z")),
-        "max_runtime": st.one_of(any_text, st.floats(), st.just("2h")),
+        "max_runtime": st.one_of(any_text, st.floats(), st.just("2h"), st.just(10**3999)),
         "metadata": st.one_of(st.dictionaries(any_text, any_text, max_size=3), json_values),
     },
 )

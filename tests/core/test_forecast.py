@@ -10,6 +10,7 @@ import pytest
 
 from job.core.forecast import Estimate, among, forecast
 from job.core.planner import Snapshot, plan
+from job.core.units import MAX_DURATION_S
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 
@@ -92,6 +93,15 @@ def test_preemption_is_forecast_too():
         "pending": [{"id": "p1", "user": "b", "resources": {"CPU": 4}, "submitted_at": at(-1), "class": "high"}],
     })
     assert forecast(shot, {"r1": at(1000)}, {"p1": 50}) == [Estimate("p1", 1, at(5))]
+
+
+def test_a_start_past_the_last_time_planned_for_is_not_given():
+    # A line of jobs of the longest max runtime (100 years) each: the 11th would start past 3000
+    # (the 80th past what a datetime holds), and is given no time.
+    shot = snapshot(pending=[(f"p{i}", "a", 4, -100 + i, {}) for i in range(100)])
+    found = forecast(shot, {}, {f"p{i}": MAX_DURATION_S for i in range(100)}, first=100)
+    assert [estimate.start for estimate in found[:10]] == [at(i * MAX_DURATION_S) for i in range(10)]
+    assert all(estimate.start is None and estimate.later for estimate in found[10:])
 
 
 def test_a_snapshot_without_now_is_refused():

@@ -1,13 +1,21 @@
-"""Memory sizes as people type them, and the one way amounts and durations are shown."""
+"""Memory sizes, amounts, durations and times as people type them, each either storable or
+refused with one line; and the one way amounts and durations are shown."""
 
 from __future__ import annotations
 
+import math
 import re
+import sys
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from job.cli.output import format_resources
-from job.core.units import format_duration, parse_duration, parse_memory
+from job.core.errors import quoted
+from job.core.units import (LATEST_TIME, MAX_AMOUNT, MAX_DURATION_S, format_duration, parse_amount, parse_duration,
+                            parse_memory, parse_time)
 
 KIB, MIB, GIB, TIB, PIB = 2**10, 2**20, 2**30, 2**40, 2**50
 
@@ -111,3 +119,76 @@ def test_format_duration(seconds, parts, text):
 @pytest.mark.parametrize("seconds", [0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 10 * 86400 + 1])
 def test_a_duration_shown_reads_back(seconds):
     assert parse_duration(format_duration(seconds)) == seconds
+
+
+HUGE = 10**3999  # 4,000 digits: more than a float holds, fewer than int() refuses to read
+
+
+@pytest.mark.parametrize("parse, text, message", [
+    (parse_time, "9999-12-31T23:59:59-14:00", "'9999-12-31T23:59:59-14:00' is out of range: give a time before 3000-01-01"),
+    (parse_time, "0001-01-01T00:00:00+14:00", "is out of range"),  # before year 1 in UTC
+    (parse_time, "3000-01-01T00:00:00Z", "is out of range"),
+    (parse_time, datetime(9999, 12, 31, tzinfo=timezone(-timedelta(hours=14))), "is out of range"),
+    (parse_time, "2026-11-29T08:00:00\x00", "not a time: '2026-11-29T08:00:00\\x00'"),
+    (parse_time, "9" * 4000, "not a time: '99999999"),
+    (parse_duration, "9" * 4000, "a duration must be at most 100 years (3153600000 s), got '999999"),
+    (parse_duration, HUGE, "a duration must be at most 100 years"),
+    (parse_duration, 10**5000, "got a number too long to show"),  # more digits than Python writes
+    (parse_duration, "1000000000w", "a duration must be at most 100 years"),
+    (parse_duration, 1e308, "a duration must be at most 100 years"),
+    (parse_duration, math.inf, "a duration must be at most 100 years (3153600000 s), got inf"),
+    (parse_duration, math.nan, "a duration must be a number and not negative, got nan"),
+    (parse_duration, -0.0, "a duration must be a number and not negative, got -0.0"),
+    (parse_duration, "-0", "not a duration: '-0'"),
+    (parse_amount, "9" * 4000, "at most 922337203685477 (the most Ray can count), got inf"),
+    (parse_amount, HUGE, "at most 922337203685477"),
+    (parse_amount, "1e400", "at most 922337203685477"),
+    (parse_amount, "nan", "must be finite and not negative, got 'nan'"),
+    (parse_amount, -0.0, "must be finite and not negative, got -0.0"),
+    (parse_amount, "-0", "must be finite and not negative, got '-0'"),
+    (parse_amount, True, "not a number: True"),
+    (parse_amount, [1], "not a number: [1]"),
+    (parse_memory, "9" * 5000, "memory must be finite and not negative, got '9999"),  # more digits than int() reads
+], ids=lambda value: value.__name__ if callable(value) else quoted(value, 30))
+def test_out_of_range_is_refused_in_one_short_line(parse, text, message):
+    with pytest.raises(ValueError) as refused:
+        parse(text)
+    assert message in str(refused.value) and "\n" not in str(refused.value) and len(str(refused.value)) < 200
+
+
+@pytest.mark.parametrize("parse, text, value", [
+    (parse_time, "2999-12-31T23:59:59+14:00", datetime(2999, 12, 31, 9, 59, 59, tzinfo=timezone.utc)),
+    (parse_time, "0001-01-01T00:00:00Z", datetime(1, 1, 1, tzinfo=timezone.utc)),
+    (parse_duration, "5214w", 5214 * 604800.0),
+    (parse_duration, MAX_DURATION_S, MAX_DURATION_S),
+    (parse_amount, MAX_AMOUNT, float(MAX_AMOUNT)),
+    (parse_amount, "0", 0.0),
+])
+def test_the_edges_of_the_ranges_are_taken(parse, text, value):
+    assert parse(text) == value
+
+
+numbers = st.one_of(st.integers(), st.builds(lambda digits: 10**digits, st.integers(0, 4299)), st.floats())
+number_texts = st.from_regex(r"\A[ +-]?[0-9]{0,40}(\.[0-9]{0,5})?(e[+-]?[0-9]{1,4})?( ?[a-zA-Z]{0,3})*\s?\Z")
+times = st.builds(lambda moment, offset: moment.isoformat() + offset, st.datetimes(),
+                  st.sampled_from(["", "Z", "+14:00", "-14:00", "+23:59", "-00:30"]))
+anything = st.one_of(st.text(), number_texts, numbers, times, st.builds(str, numbers),
+                     st.builds(lambda n: "9" * n, st.integers(4000, 5000)))
+
+
+@settings(max_examples=1500)
+@given(text=anything)
+def test_any_amount_duration_or_time_is_storable_or_refused(text):
+    """Whatever a submitter sends, each parse either returns what PostgreSQL stores and the tick can
+    add to, or refuses it (ValueError, named by the caller): never another exception."""
+    for parse, storable in ((parse_amount, lambda v: 0 <= v <= MAX_AMOUNT and math.copysign(1, v) > 0),
+                            (parse_memory, lambda v: type(v) is int and 0 <= v <= sys.float_info.max),
+                            (parse_duration, lambda v: 0 <= v <= MAX_DURATION_S and math.copysign(1, v) > 0),
+                            (parse_time, lambda v: v.utcoffset() == timedelta(0) and v < LATEST_TIME
+                             and v + timedelta(seconds=MAX_DURATION_S) < datetime.max.replace(tzinfo=timezone.utc))):
+        try:
+            value = parse(text)
+        except ValueError as refused:
+            assert "\n" not in str(refused) and len(str(refused)) < 200, (parse.__name__, text)
+            continue
+        assert storable(value), (parse.__name__, text, value)

@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import aiohttp
@@ -122,10 +123,29 @@ def test_a_token_sees_reads_and_stops_only_its_users_jobs(gateway, users, group,
     for call in (bob.get_job_info, bob.stop_job, bob.get_job_logs, bob.delete_job):
         with pytest.raises(RuntimeError, match="status code 404: Job alice-1 does not exist"):
             call(mine)
-    # A job id Bob picks that Alice's job holds is refused as taken, and tells nothing more.
-    with pytest.raises(RuntimeError, match="status code 400: submission_id: 'alice-1' is already the id of another job"):
-        bob.submit_job(entrypoint="python b.py", submission_id="alice-1")
-    assert gateway_rows(conn)["alice-1"]["state"] == "PENDING"
+    # Alice's id is Bob's to use too: his own job; hers untouched, and nothing told of it.
+    assert bob.submit_job(entrypoint="python b2.py", submission_id="alice-1") == "alice-1"
+    assert (bob.get_job_info("alice-1").entrypoint, alice.get_job_info("alice-1").entrypoint) == ("python b2.py", "python a.py")
+    assert sorted(job.submission_id for job in bob.list_jobs()) == ["alice-1", "bob-1"]
+    assert bob.stop_job("alice-1") and bob.delete_job("alice-1")
+    assert alice.get_job_status("alice-1") == JobStatus.PENDING
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 3
+
+
+def test_each_user_reuses_none_of_its_own_submission_ids_and_any_of_anothers(gateway, users, group, conn):
+    def submit(token: str) -> requests.Response:
+        return requests.post(gateway.address() + "/api/jobs/", json={"entrypoint": "python x.py", "submission_id": "run-7"},
+                             headers=headers(token), timeout=30)
+
+    # Ten of each user's submissions of one id at once: one job each, the others refused as taken.
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        answers = list(pool.map(submit, [users[ALICE], users[BOB]] * 10))
+    assert sorted(answer.status_code for answer in answers) == [200] * 2 + [400] * 18
+    refused = {answer.text for answer in answers if answer.status_code == 400}
+    assert refused == {"submission_id: 'run-7' is already the id of another job"}
+    assert conn.execute("SELECT s.user_name, s.submission_id, j.user_name AS owner FROM gateway_submissions s "
+                        "JOIN jobs j ON j.id = s.job_id ORDER BY 1").fetchall() == [
+        {"user_name": ALICE, "submission_id": "run-7", "owner": ALICE}, {"user_name": BOB, "submission_id": "run-7", "owner": BOB}]
     assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 2
 
 
@@ -168,9 +188,19 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     ({"entrypoint": "x", "metadata": {"queue.priority": "high"}}, "metadata.queue.priority: "),
     ({"entrypoint": "x", "metadata": {"queue.class": "urgent"}}, "metadata.queue.class: 'urgent' is not a class of group 'gpu'"),
     ({"entrypoint": "x", "metadata": {"queue.max_runtime": "soon"}}, "metadata.queue.max_runtime: "),
+    # Out of range: each one named, never a 500.
+    ({"entrypoint": "x", "metadata": {"queue.not_before": "9999-12-31T23:59:59-14:00"}},
+     "metadata.queue.not_before: '9999-12-31T23:59:59-14:00' is out of range"),
+    ({"entrypoint": "x", "metadata": {"queue.max_runtime": "1000000000w"}}, "metadata.queue.max_runtime: a duration must be at most"),
+    ({"entrypoint": "x", "entrypoint_num_cpus": 10**3999}, "entrypoint_num_cpus: at most 922337203685477"),
+    ({"entrypoint": "x", "entrypoint_resources": {f"r{i}": 1 for i in range(65)}}, "entrypoint_resources: at most 64 resource names"),
+    ({"entrypoint": "x", "metadata": {"queue.\x1b[2J\n": "1"}}, "metadata.'queue.\\x1b[2J\\n': not one of the queue's keys"),
     ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
     ({"entrypoint": "x", "metadata": {"n": 1}}, "metadata.n: values must be strings"),
     ({"entrypoint": "x", "submission_id": "a b"}, "submission_id: 'a b' is not a submission id"),
+    # Path segments of a URL: Ray's client could never address them.
+    ({"entrypoint": "x", "submission_id": "."}, "submission_id: '.' is not a submission id"),
+    ({"entrypoint": "x", "submission_id": ".."}, "submission_id: '..' is not a submission id"),
     ({"entrypoint": "x", "entrypoint_numcpus": 1}, "entrypoint_numcpus: not a field of Ray's job submission"),
     ([1, 2], "request: must be a JSON object"),
 ])

@@ -84,7 +84,7 @@ def test_api_submit_with_bundles(database_url, conn, capsys):
     (["--bundle", "0xCPU=1"], "--bundle: '0xCPU=1': give 1 to 64 bundles of NAME=AMOUNT,..., e.g. 4xGPU=1,CPU=8"),
     (["--bundle", "65xCPU=1"], "--bundle: '65xCPU=1': give 1 to 64 bundles of NAME=AMOUNT,..., e.g. 4xGPU=1,CPU=8"),
     (["--bundle", "CPU"], "--bundle: expected [Nx]NAME=AMOUNT,..., got 'CPU'"),
-    (["--bundle", "40xCPU=1", "--bundle", "30xCPU=1"], "bundles: at most 64 bundles, got 70"),
+    (["--bundle", "40xCPU=1", "--bundle", "30xCPU=1"], "--bundle: at most 64 bundles, got 70"),
     (["--bundle", "CPU=-2"], "bundles: bundle 1: CPU: must be finite and not negative, got '-2'"),
     (["--bundle", "CPU=1", "--bundle-strategy", "pack"],
      "bundle_strategy: 'pack' is not a strategy: use PACK, SPREAD, STRICT_PACK, STRICT_SPREAD"),

@@ -63,6 +63,9 @@ EXPLAIN = {
         {"p1": RunTime(60, MAX_RUNTIMES), "p2": RunTime(None, "why")},
         0, {"p1": Stored(1, at(60), "from bob's recent run times"),
             "p2": Stored(2, at(120), "from bob's recent run times, max runtimes")}),
+    "unknown: past the last time the queue plans for": (
+        [Estimate("p1", 1, None, later=True)], {}, {"p1": RunTime(5, GROUP)},
+        0, {"p1": Stored(1, None, "unknown: later than 3000-01-01, the last time the queue plans for")}),
     "unknown: names the first job ahead whose run time is not known": (
         [Estimate("p1", 1, None)], {"r1": RunTime(60, MAX_RUNTIMES), "r2": RunTime(None, "no max runtime")}, {"p1": RunTime(5, GROUP)},
         0, {"p1": Stored(1, None, "unknown: waits on job r2, whose run time is not known (no max runtime)")}),
