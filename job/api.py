@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from job.core.errors import BadInput, quoted
-from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
+from job.core.runtime_env import KNOWN_KEYS, controls, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
 from job.store import groups, jobs
@@ -61,18 +61,20 @@ def submit(
                         ("runtime_env", runtime_env), ("metadata", metadata)):
         if value is not None:
             fields[name] = value
-    # Keys beyond the known ones pass here if the group allows them, which only the database knows.
+    # Keys beyond the known ones, and env_vars Ray reads for control, pass here if the group allows
+    # them, which only the database knows.
     unknown = frozenset(runtime_env) - KNOWN_KEYS if isinstance(runtime_env, dict) else frozenset()
-    spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown})
+    spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown,
+                                               "allowed_env_vars": controls(runtime_env)})
     if conn is not None:
-        return _insert(conn, spec, unknown)
+        return _insert(conn, spec)
     with session(database_url or settings().require_database_url()) as own:
-        return _insert(own, spec, unknown)
+        return _insert(own, spec)
 
 
-def _insert(conn: psycopg.Connection, spec: JobSpec, unknown: frozenset[str]) -> int:
-    if unknown:
-        problem = runtime_env_problem(spec.runtime_env, groups.allowed_runtime_env_keys(conn, spec.group))
+def _insert(conn: psycopg.Connection, spec: JobSpec) -> int:
+    if frozenset(spec.runtime_env) - KNOWN_KEYS or controls(spec.runtime_env):
+        problem = runtime_env_problem(spec.runtime_env, *groups.runtime_env_allowance(conn, spec.group))
         if problem:
             raise BadInput(f"runtime_env: {problem}")
     return jobs.insert_job(conn, spec)

@@ -243,12 +243,13 @@ class RayCluster:
 
     def submit(self, *, submission_id: str, entrypoint: str, node_id: str, resources: dict[str, float],
                runtime_env: dict[str, Any], metadata: dict[str, str],
-               allowed_runtime_env_keys: frozenset[str] = frozenset()) -> bool:
+               allowed_runtime_env_keys: frozenset[str] = frozenset(), allowed_env_vars: frozenset[str] = frozenset()
+               ) -> bool:
         """Submit pinned to `node_id`. True: this call created the job; False: Ray already had this
         submission_id (an earlier call of ours got through). Raises RaySubmitRefused or Unavailable.
-        `allowed_runtime_env_keys`: the group's allowance beyond the known runtime_env keys."""
+        `allowed_runtime_env_keys`, `allowed_env_vars`: the group's allowance (runtime_env_problem)."""
         # Checked at submit; a row written around `submit` is refused here, as its own fault.
-        problem = runtime_env_problem(runtime_env, allowed_runtime_env_keys)
+        problem = runtime_env_problem(runtime_env, allowed_runtime_env_keys, allowed_env_vars)
         if problem:
             raise RaySubmitRefused(f"runtime_env.{problem}")
         request: dict[str, Any] = {"entrypoint": entrypoint, "submission_id": submission_id,

@@ -95,7 +95,10 @@ OPTIONS = [
            "requeue a job Ray has not started this long for lack of free resources on its node (default 5m)"),
     Option("--use-head-node", "use_head_node", "switch", None, "place jobs on the Ray head node too"),
     Option("--allow-runtime-env-key", "allowed_runtime_env_keys", "list", "KEY",
-           "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list)"),
+           "a runtime_env key its jobs may use beyond the known ones, unchecked (repeatable; replaces the list; '' clears it)"),
+    Option("--allow-env-var", "allowed_env_vars", "list", "NAME",
+           "a variable Ray reads for control (RAY_*, ...) its jobs may set in runtime_env.env_vars "
+           "(repeatable; replaces the list; '' clears it)"),
     Option("--priority-class", "priority_classes", "list", "NAME=VALUE[:non-preemptible]",
            "a priority class; the highest value goes first (repeatable; replaces the list)", parse_class),
     Option("--default-class", "default_class", "value", "NAME", "the class of jobs submitted without --class"),

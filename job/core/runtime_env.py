@@ -1,5 +1,6 @@
 """What a job's runtime_env may hold: the keys Ray documents, each in the shapes Ray documents for
-it, and nothing that names a file on the machine that submits it.
+it, nothing that names a file on the machine that submits it, and no variable that Ray reads to run
+and stop the job (RAY_CONTROL).
 
 The scheduler posts a job's runtime_env to Ray as it is, so nothing here is ever read locally;
 still, a string `pip` or `conda` is, to Ray's tools, a requirements file or an environment file,
@@ -15,6 +16,21 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 _REMOTE_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+
+ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# env_vars reach a process of Ray's, not only the job's: Ray runs a job's supervisor, the actor that
+# stops its entrypoint (the stop signal, then SIGKILL after RAY_JOB_STOP_WAIT_TIME_S), in the job's
+# runtime_env, started as `bash -c "exec python ..."` with env_vars set (ray/_private/runtime_env/
+# context.py). So refused, unless a group allows them by name: RAY_* (any case), Ray's settings,
+# the supervisor's stop signal and wait and every `RAY_<name>` of the core worker's RayConfig;
+# BASH_ENV, SHELLOPTS and BASHOPTS, which make that bash run code of the job's first; and any name
+# that is not a plain variable name (`BASH_FUNC_exec%%` defines a bash function). Not refused:
+# CUDA_VISIBLE_DEVICES and the like, which Ray sets over the job's value in a worker that holds
+# accelerators and leaves as the node has them in one that holds none (so a job sees no more GPUs by
+# setting them); PYTHONPATH, LD_PRELOAD, LD_LIBRARY_PATH, which have ordinary uses (jemalloc, CUDA
+# libraries) and give nothing that the job's own working_dir, first on the supervisor's PYTHONPATH,
+# does not.
+RAY_CONTROL = re.compile(r"RAY_.*|BASH_ENV|SHELLOPTS|BASHOPTS", re.IGNORECASE | re.DOTALL)
 
 
 def _remote(uri: str) -> str:
@@ -77,9 +93,26 @@ class RuntimeEnvSpec(_Strict):
 KNOWN_KEYS = frozenset(RuntimeEnvSpec.model_fields)
 
 
-def runtime_env_problem(runtime_env: Any, allowed_keys: frozenset[str] = frozenset()) -> str | None:
+def name_problem(name: str) -> str | None:
+    """Why a variable's name is not a plain one, or None."""
+    if ENV_VAR_NAME.fullmatch(name):
+        return None
+    return f"{name[:130]!r} is not a variable name (letters, digits and '_', not first a digit)"
+
+
+def controls(runtime_env: Any) -> frozenset[str]:
+    """The names in its env_vars that only a group's allowance lets through (RAY_CONTROL)."""
+    env_vars = runtime_env.get("env_vars") if isinstance(runtime_env, dict) else None
+    if not isinstance(env_vars, dict):
+        return frozenset()
+    return frozenset(name for name in env_vars if isinstance(name, str) and RAY_CONTROL.fullmatch(name))
+
+
+def runtime_env_problem(runtime_env: Any, allowed_keys: frozenset[str] = frozenset(),
+                        allowed_env_vars: frozenset[str] = frozenset()) -> str | None:
     """What is wrong with a runtime_env, as `pip[0]: ...`, or None. Keys in `allowed_keys` (a
-    group's allowance beyond the known ones) are taken as they are."""
+    group's allowance beyond the known ones) are taken as they are; so are the env_vars named in
+    `allowed_env_vars` (its allowance of RAY_CONTROL names)."""
     if not isinstance(runtime_env, dict):
         return "must be a JSON object"
     checked = {key: value for key, value in runtime_env.items() if key not in allowed_keys - KNOWN_KEYS}
@@ -100,6 +133,12 @@ def runtime_env_problem(runtime_env: Any, allowed_keys: frozenset[str] = frozens
         cause = error.get("ctx", {}).get("error")
         message = str(cause) if isinstance(cause, ValueError) else error["msg"]
         return f"{path}: {message}"
+    for name in runtime_env.get("env_vars") or {}:
+        if problem := name_problem(name):
+            return f"env_vars: {problem}"
+        if RAY_CONTROL.fullmatch(name) and name not in allowed_env_vars:
+            return (f"env_vars.{name}: Ray reads it to run and stop the job, so a job may not set it "
+                    "(an operator may allow it per group)")
     return None
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from job.core.errors import BadInput, key_named, quoted
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
-from job.core.runtime_env import KNOWN_KEYS, runtime_env_problem
+from job.core.runtime_env import KNOWN_KEYS, RAY_CONTROL, name_problem, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_pairs, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -102,6 +102,7 @@ MAX_METADATA_KEYS = 64
 MAX_NODE_LABELS = 32
 # Ray's own resources are a few; a job's custom ones name what its nodes have.
 MAX_RESOURCE_NAMES = 64
+MAX_ALLOWED_ENV_VARS = 64
 
 
 def _storable(text: str, most_bytes: int, has_nul: bool, unit: str) -> None:
@@ -256,8 +257,10 @@ class JobSpec(_Spec):
     def _runtime_env(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         # Its size first: what is checked key by key is bounded.
         _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
-        # The group's allowance beyond the known keys, where the caller read it (job.api.submit).
-        problem = runtime_env_problem(value, (info.context or {}).get("allowed_runtime_env_keys", frozenset()))
+        # The group's allowance, where the caller read it (job.api.submit).
+        context = info.context or {}
+        problem = runtime_env_problem(value, context.get("allowed_runtime_env_keys", frozenset()),
+                                      context.get("allowed_env_vars", frozenset()))
         if problem:
             raise ValueError(problem)
         return value
@@ -356,6 +359,8 @@ class GroupSpec(_Spec):
     start_timeout_s: float = Field(default=300.0, gt=0)
     # runtime_env keys its jobs may use beyond the known ones, taken as they are.
     allowed_runtime_env_keys: list[str] = Field(default_factory=list)
+    # env_vars its jobs may set that Ray reads for control (core/runtime_env.py RAY_CONTROL).
+    allowed_env_vars: list[str] = Field(default_factory=list)
     # Priority classes (highest value first in the queue) and preemption; see docs/planner.md.
     priority_classes: list[dict[str, Any]] = Field(default_factory=lambda: [dict(DEFAULT_CLASS)])
     # Checked against the classes even when not given: new classes without `default` need one named.
@@ -413,12 +418,26 @@ class GroupSpec(_Spec):
     @field_validator("allowed_runtime_env_keys")
     @classmethod
     def _runtime_env_keys(cls, keys: list[str]) -> list[str]:
+        keys = [key for key in keys if key]  # `--allow-runtime-env-key ''` clears the list
         for key in keys:
             if key in KNOWN_KEYS:
                 raise ValueError(f"{key!r} is a runtime_env key the scheduler knows and checks already")
             if not RUNTIME_ENV_KEY.fullmatch(key):
                 raise ValueError(f"{key!r} is not a runtime_env key (lower-case letters, digits and '_')")
         return sorted(set(keys))
+
+    @field_validator("allowed_env_vars")
+    @classmethod
+    def _env_vars(cls, names: list[str]) -> list[str]:
+        names = [name for name in names if name]  # `--allow-env-var ''` clears the list
+        if len(names) > MAX_ALLOWED_ENV_VARS:
+            raise ValueError(f"at most {MAX_ALLOWED_ENV_VARS} names, got {len(names)}")
+        for name in names:
+            if problem := name_problem(name):
+                raise ValueError(problem)
+            if not RAY_CONTROL.fullmatch(name):
+                raise ValueError(f"{name!r}: jobs may set it already; only names Ray reads for control need allowing")
+        return sorted(set(names))
 
     @field_validator("node_types", mode="before")
     @classmethod

@@ -23,9 +23,8 @@ def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent
     if not intents:
         return submitted, refused
     unavailable = None
-    allowed = frozenset(group.allowed_runtime_env_keys)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(intents))) as pool:
-        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent, allowed, group), intents):
+        for intent, exc in pool.map(lambda intent: _submit_one(cluster, intent, group), intents):
             if exc is None:
                 submitted.append(intent.id)
             elif isinstance(exc, RaySubmitRefused):
@@ -45,8 +44,7 @@ def bundles_json(intent: Intent) -> str:
     return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes)])
 
 
-def _submit_one(cluster: RayCluster, intent: Intent, allowed_runtime_env_keys: frozenset[str], group: GroupConfig
-                ) -> tuple[Intent, Exception | None]:
+def _submit_one(cluster: RayCluster, intent: Intent, group: GroupConfig) -> tuple[Intent, Exception | None]:
     job_class = group.job_class(intent.priority_class)
     stoppable = "true" if group.preemptible(intent.priority_class) else "false"
     metadata = {**intent.metadata, f"{PREFIX}job_id": str(intent.id), f"{PREFIX}user": intent.user_name,
@@ -68,7 +66,8 @@ def _submit_one(cluster: RayCluster, intent: Intent, allowed_runtime_env_keys: f
         cluster.submit(submission_id=intent.submission_id, entrypoint=intent.entrypoint,
                        node_id=intent.node, resources=intent.resources,
                        runtime_env=runtime_env, metadata=metadata,
-                       allowed_runtime_env_keys=allowed_runtime_env_keys)
+                       allowed_runtime_env_keys=frozenset(group.allowed_runtime_env_keys),
+                       allowed_env_vars=frozenset(group.allowed_env_vars))
         return intent, None
     except Exception as exc:  # sorted out by the caller; one job's failure must not end the others
         return intent, exc

@@ -113,11 +113,13 @@ def remove_group(conn: psycopg.Connection, name: str) -> int:
     return finished
 
 
-def allowed_runtime_env_keys(conn: psycopg.Connection, name: str) -> frozenset[str]:
-    """The runtime_env keys the group lets its jobs use beyond the known ones (none for a group
-    that does not exist: the job's insert says so)."""
-    row = conn.execute("SELECT allowed_runtime_env_keys AS keys FROM resource_groups WHERE name = %s", (name,)).fetchone()
-    return frozenset(row["keys"]) if row else frozenset()
+def runtime_env_allowance(conn: psycopg.Connection, name: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The runtime_env keys the group lets its jobs use beyond the known ones, and the env_vars Ray
+    reads for control it lets them set (none for a group that does not exist: the job's insert
+    says so)."""
+    row = conn.execute("SELECT allowed_runtime_env_keys AS keys, allowed_env_vars AS env_vars FROM resource_groups "
+                       "WHERE name = %s", (name,)).fetchone()
+    return (frozenset(row["keys"]), frozenset(row["env_vars"])) if row else (frozenset(), frozenset())
 
 
 def installation_id(conn: psycopg.Connection) -> str:

@@ -152,6 +152,7 @@ def test_free_resources_follow_what_runs_on_a_node(cluster, ray_cluster):
     ({"py_modules": ["s3://bucket/m.zip", "."]}, "runtime_env.py_modules[1]: '.' is not a remote URI"),
     ({"pip": "requirements.txt"}, "runtime_env.pip: give a list of requirements"),
     ({"env_vars": {"N": 1}}, "runtime_env.env_vars.N: Input should be a valid string"),
+    ({"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "600"}}, "runtime_env.env_vars.RAY_JOB_STOP_WAIT_TIME_S: Ray reads it"),
 ])
 def test_a_runtime_env_written_around_submit_is_refused_before_ray(cluster, ray_cluster, runtime_env, refusal):
     with pytest.raises(RaySubmitRefused) as refused:

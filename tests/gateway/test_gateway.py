@@ -184,6 +184,8 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     ({"entrypoint": "x", "entrypoint_label_selector": ["pool"]}, "entrypoint_label_selector: must be a JSON object"),
     ({"entrypoint": "x", "runtime_env": {"working_dir": "./src"}}, "runtime_env"),
     ({"entrypoint": "x", "runtime_env": {"no_such_key": 1}}, "runtime_env"),
+    ({"entrypoint": "x", "runtime_env": {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "600"}}},
+     "runtime_env: env_vars.RAY_JOB_STOP_WAIT_TIME_S: Ray reads it to run and stop the job, so a job may not set it"),
     ({"entrypoint": "x", "metadata": {"queue.priorty": "1"}}, "metadata.queue.priorty: not one of the queue's keys"),
     ({"entrypoint": "x", "metadata": {"queue.priority": "high"}}, "metadata.queue.priority: "),
     ({"entrypoint": "x", "metadata": {"queue.class": "urgent"}}, "metadata.queue.class: 'urgent' is not a class of group 'gpu'"),

@@ -5,6 +5,7 @@ nothing twice; a STRICT_SPREAD gang stops a job on each worker and starts whole 
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -13,7 +14,8 @@ from psycopg.types.json import Jsonb
 from cli_helpers import run_process
 from job import log
 from job.adapters.ray_cluster import cluster_for
-from job.api import submit
+from job.api import cancel, submit
+from job.core.errors import BadInput
 from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
 
 pytestmark = pytest.mark.ray
@@ -203,3 +205,45 @@ def test_a_strict_spread_gang_stops_a_job_on_each_worker_and_starts_whole_on_bot
     rows = tick_until(conn, lambda rows: all(rows[i]["state"] in FINAL for i in (gang, *low)))
     assert [rows[i]["state"] for i in (gang, *low)] == ["SUCCEEDED"] * 3
     assert all(rows[victim]["preemptions"] == 1 for victim in low)
+
+
+# Ignores SIGTERM and would run for ever: only Ray's SIGKILL after its stop wait ends it.
+IGNORES_SIGTERM = (f'exec {sys.executable} -c "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '
+                   '[time.sleep(1) for _ in iter(int, 1)]"')
+UNSTOPPABLE = {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "600"}}
+
+
+def test_a_job_that_ignores_sigterm_is_still_stopped_by_cancel_preemption_and_max_runtime(ray, conn):
+    add_classes_group(conn, ray.address, "priority", max_attempts=1)
+    # A stop wait of its own would keep it RUNNING for 600 s after every stop: refused at submit.
+    with pytest.raises(BadInput, match="env_vars.RAY_JOB_STOP_WAIT_TIME_S: "):
+        submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, runtime_env=UNSTOPPABLE)
+    b = {"node_labels": {"pool": "b"}, "priority_class": "high"}
+    victim = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 2}, node_labels={"pool": "a"})
+    cancelled = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 0.5}, **b)
+    limited = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 0.5}, max_runtime="8s", **b)
+    # One written around submit (before this check, or by hand) fails at the tick's submit, never reaching Ray.
+    slipped = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 0.5}, **b)
+    conn.execute("UPDATE jobs SET runtime_env = %s WHERE id = %s", (Jsonb(UNSTOPPABLE), slipped))
+
+    rows = tick_until(conn, lambda rows: running(rows, victim, cancelled) and rows[slipped]["state"] != "PENDING")
+    assert (rows[slipped]["state"], rows[slipped]["reason"]) == ("FAILED", "SubmitRefused")
+    assert "env_vars.RAY_JOB_STOP_WAIT_TIME_S" in rows[slipped]["message"]
+    submit(user="ann", group="main", entrypoint="true", resources={"CPU": 2}, node_labels={"pool": "a"}, priority_class="high")
+    cancel([cancelled])
+
+    def stopped(rows):
+        submissions = ray_submissions(ray.address, conn)
+        return (rows[cancelled]["state"] in FINAL and rows[limited]["state"] in FINAL
+                and submissions[victim].get(first_run) == "STOPPED")
+
+    first_run = rows[victim]["submission_id"]
+    # Ray's own stop wait is 3 s; a tick or two before and after it.
+    rows = tick_until(conn, stopped, timeout=60)
+    assert (rows[cancelled]["state"], rows[cancelled]["reason"]) == ("STOPPED", "Cancelled")
+    assert (rows[limited]["state"], rows[limited]["reason"]) == ("STOPPED", "RuntimeLimit")
+    assert rows[victim]["preemptions"] == 1
+    submissions = ray_submissions(ray.address, conn)
+    assert (submissions[cancelled], submissions[limited]) == ({rows[cancelled]["submission_id"]: "STOPPED"},
+                                                              {rows[limited]["submission_id"]: "STOPPED"})
+    assert slipped not in submissions
