@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from job.core.errors import BadInput, key_named, quoted
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
+from job.core.roles import reserved_role_problem
 from job.core.runtime_env import KNOWN_KEYS, RAY_CONTROL, name_problem, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_pairs, parse_time
 
@@ -491,9 +492,17 @@ class UserSpec(_Spec):
     # Its account (team); None: the root.
     account: str | None = None
 
-    _name = field_validator("name")(lambda value: _check_name(value, USER_NAME, "user"))
     _account = field_validator("account")(lambda value: value if value is None else _check_name(value, NAME, "account"))
     _limits = field_validator("max_resources", mode="before")(lambda value: _limits(value))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        _check_name(value, USER_NAME, "user")
+        problem = reserved_role_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 def _limits(value: Any) -> dict[str, float] | None:

@@ -129,6 +129,9 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
     except Unauthorized:
         log.warning("gateway_unauthorized", method=request.method, path=request.path, remote=request.remote)
         return web.Response(status=401)
+    except tokens.RoleRefused as exc:
+        log.warning("gateway_token_refused", method=request.method, path=request.path, why=str(exc))
+        return _text(403, str(exc))
     except BadInput as exc:
         return _text(400, str(exc))
     except NotFound as exc:

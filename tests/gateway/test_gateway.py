@@ -17,13 +17,16 @@ import psycopg
 
 import pytest
 import requests
+from psycopg import sql
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from cli_helpers import database_contents, run_cli
 from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
+from job.store import tokens
 from tick_helpers import add_group, wait_for
 
 NOWHERE = "http://ray.invalid:8265"
+CAROL = "jobgw_carol"
 
 
 @pytest.fixture
@@ -276,6 +279,33 @@ def test_a_token_never_carries_more_than_a_submitters_rights(conn, capsys):
     result = run_cli(capsys, "token", "create", superuser)
     assert result.status == 2 and "a token acts only as a submitter of its own jobs" in result.err, result
     assert conn.execute("SELECT count(*) AS n FROM tokens").fetchone()["n"] == 0
+
+
+def test_a_token_whose_role_is_later_granted_job_admin_is_refused_at_each_use(gateway, users, group, conn):
+    # A user of this test alone: roles are the server's, and alice's serves concurrent runs.
+    carol = sql.Identifier(CAROL)
+    conn.execute(sql.SQL("""DO $$ BEGIN CREATE ROLE {} NOLOGIN IN ROLE job_submitter;
+                            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$""").format(carol))
+    conn.execute(sql.SQL("REVOKE job_admin FROM {}").format(carol))
+    conn.execute("INSERT INTO users (name) VALUES (%s)", (CAROL,))
+    token = tokens.create_token(conn, CAROL, None)[1]
+    client(gateway, token).submit_job(entrypoint="python c.py", submission_id="carol-1")
+    client(gateway, users[BOB]).submit_job(entrypoint="python b.py", submission_id="bob-1", runtime_env={
+        "env_vars": {"SECRET": "s3"}})
+    conn.execute(sql.SQL("GRANT job_admin TO {}").format(carol))
+    try:
+        refused = f"token of {CAROL} refused: its database role is not exactly a submitter (member of job_admin)"
+        for method, path in (("GET", "/api/jobs/"), ("GET", "/api/jobs/bob-1"), ("POST", "/api/jobs/bob-1/stop")):
+            answer = requests.request(method, gateway.address() + path, headers=headers(token), timeout=10)
+            assert (answer.status_code, answer.text) == (403, refused), (path, answer.text)
+        assert {row["gateway_id"]: row["state"] for row in gateway_rows(conn).values()} == {
+            "carol-1": "PENDING", "bob-1": "PENDING"}
+        warned = [line for line in gateway.log().splitlines() if "gateway_token_refused" in line]
+        assert len(warned) == 3 and "level=warning" in warned[0] and token not in gateway.log(), gateway.log()
+    finally:
+        conn.execute(sql.SQL("REVOKE job_admin FROM {}").format(carol))
+    # A submitter again, and no more: the same token acts again, for its own jobs.
+    assert [job.submission_id for job in client(gateway, token).list_jobs()] == ["carol-1"]
 
 
 def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users, group, conn):
