@@ -17,6 +17,7 @@ structlog is imported at the first line logged: a command that logs nothing does
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from datetime import datetime, timezone
@@ -30,9 +31,14 @@ if TYPE_CHECKING:
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
+# What makes a value quoted: a space, a quote, `=`, and every control character (C0, DEL, C1 and
+# the Unicode line breaks), which json.dumps escapes: a value from outside never writes them raw.
+_NEEDS_QUOTES = re.compile('[ "=\x00-\x1f\x7f-\x9f\u2028\u2029]')
+
+
 def _quote(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
-    if text == "" or any(c in text for c in ' "=\n\t'):
+    if text == "" or _NEEDS_QUOTES.search(text):
         return json.dumps(text)
     return text
 

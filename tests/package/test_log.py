@@ -67,6 +67,27 @@ def test_text_quoting(capsys, value, text):
     assert line.split(" ", 3)[3] == f"value={text}"
 
 
+@pytest.mark.parametrize("value, text", [
+    ("a\x1b[2Jb", r'"a\u001b[2Jb"'),
+    ("nul\x00", r'"nul\u0000"'),
+    ("bell\x07", r'"bell\u0007"'),
+    ("del\x7f", r'"del\u007f"'),
+    ("c1\x9b31m", r'"c1\u009b31m"'),
+    ("line\u2028break", r'"line\u2028break"'),
+    ("\rcarriage", r'"\rcarriage"'),
+])
+def test_control_characters_are_escaped_never_written_raw(capsys, value, text):
+    # Values from outside (a path, a header) reach the log: no byte of theirs may steer a terminal.
+    log.configure("text", "INFO")
+    log.warning("e", value=value)
+    [line] = lines(capsys)
+    assert line.split(" ", 3)[3] == f"value={text}"
+    log.configure("json", "INFO")
+    log.warning("e", value=value)
+    [line] = lines(capsys)
+    assert json.loads(line)["value"] == value and not any(c in line for c in "\x00\x1b\x07\x7f\x9b\u2028\r")
+
+
 def test_json_values_keep_their_types(capsys):
     log.configure("json", "INFO")
     log.event("e", n=3, f=0.25, b=True, none=None, text="a b", items=[1, "x"])
