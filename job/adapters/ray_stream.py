@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from job.core.errors import NotFound, Unavailable
 from job.core.redact import redact_url
@@ -52,7 +53,8 @@ class RayStream:
 
     async def package(self, method: str, protocol: str, name: str, data: bytes | None = None) -> tuple[int, str]:
         """Ray's answer (status, text) to GET (exists?) or PUT (upload) of a package."""
-        url = f"{self.address}/api/packages/{quote(protocol, safe='')}/{quote(name, safe='')}"
+        # Encoded already: yarl would otherwise resolve a `..` of a name as a path's step up.
+        url = URL(f"{self.address}/api/packages/{quote(protocol, safe='')}/{quote(name, safe='')}", encoded=True)
         try:
             async with self._client().request(method, url, data=data) as response:
                 return response.status, await response.text()

@@ -13,15 +13,21 @@ over a WebSocket, for as long as the job waits and runs, and aiohttp (Ray's own 
 installed with ray[default]) serves those without a thread each. A submission is a row, written
 by job.api.submit on a pooled connection in a worker thread.
 
-Every request names a bearer token (`python -m job token create`); the statements run under the
-token's user's role (store/tokens.py act_as), whose row-level security shows it only its own jobs.
-No token or a bad one: 401 and nothing else."""
+Every request but /healthz names a bearer token (`python -m job token create`), checked from its
+headers before a byte of its body is read (no token or a bad one: 401 and nothing else, the
+connection closed if a body was coming); the statements run under the token's user's role
+(store/tokens.py act_as), whose row-level security shows it only its own jobs. What a caller sends
+and what the gateway holds for it are bounded: a body by its route (413), a submission's JSON by its
+depth and size, packages and lists by how many are held at once (README.md, "Ray's own tools")."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import queue
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
@@ -40,9 +46,20 @@ from job.store.connection import connect
 from job.store.migrations import ensure_current
 
 T = TypeVar("T")
-# A package is held in memory while it is forwarded: k8s/gateway.yaml's memory limit leaves room
-# for one this big (Ray's GCS takes up to 512 MiB; its client warns of a file from 10 MiB on).
+# A package is held in memory while it is forwarded, one at a time: k8s/gateway.yaml's memory limit
+# leaves room for it (Ray's GCS takes up to 512 MiB; its client warns of a file from 10 MiB on).
 MAX_PACKAGE_BYTES = 100 * 1024 * 1024
+PACKAGES_AT_ONCE = 1
+# A submission's JSON: well above what a job may hold (job/core/specs.py: entrypoint and runtime_env
+# 64 KiB each, metadata 16 KiB, a character up to 6 bytes as a JSON escape), far below a package.
+MAX_SUBMIT_BYTES = 1024 * 1024
+# A list answer's bytes (the newest jobs first, up to this), and how many are built and sent at once.
+MAX_LIST_BYTES = 8 * 1024 * 1024
+LISTS_AT_ONCE = 2
+# How long a package or a list waits for its turn before it is told to try again (503).
+WAIT_FOR_TURN_S = 30.0
+# How long a list's answer may take to send: a client that reads slower gives its turn up.
+LIST_SEND_S = 60.0
 # How often a log tail looks at a waiting job: Ray's own tail waits 1 s for its driver.
 TAIL_POLL_S = 1.0
 # The Job Submission API's version that Ray's client checks (ray/dashboard/modules/version.py).
@@ -52,6 +69,20 @@ _BEARER = "bearer "
 
 class Unauthorized(Exception):
     """No token, or one that is unknown, revoked or expired."""
+
+
+class TooLarge(Exception):
+    """A body over its route's limit."""
+
+
+class Busy(Exception):
+    """What the request needs is held by others for longer than it may wait."""
+
+
+# Control characters (C0, DEL, C1) in a path part: never a name of ours, and PostgreSQL refuses NUL.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# A path part under the name a refusal gives it.
+_PATH_PARTS = {"id": "submission_id", "name": "package"}
 
 
 class Database:
@@ -74,13 +105,26 @@ class Database:
                 raise
             return conn
 
-    def as_user(self, token: str | None, work: Callable[[psycopg.Connection, str], T]) -> T:
-        """`work(conn, user)` in one transaction under the token's user's role, committed."""
+    def user_of(self, token: str) -> str | None:
+        """The token's user, or None: one statement outside a transaction, so that the request's
+        own work after it takes no more round trips than it did with the check inside."""
+        conn = self._take()
+        try:
+            conn.autocommit = True
+            try:
+                return tokens.user_of(conn, token)
+            finally:
+                conn.autocommit = False
+        finally:
+            if not conn.broken and not conn.closed:
+                self._idle.put(conn)
+            else:
+                conn.close()
+
+    def as_user(self, user: str, work: Callable[[psycopg.Connection, str], T]) -> T:
+        """`work(conn, user)` in one transaction under `user`'s role, committed."""
 
         def acting(conn: psycopg.Connection) -> T:
-            user = tokens.user_of(conn, token) if token else None
-            if user is None:
-                raise Unauthorized
             tokens.act_as(conn, user)
             return work(conn, user)
 
@@ -122,26 +166,47 @@ def _text(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text)
 
 
+async def read_body(request: web.Request, limit: int) -> bytearray:
+    """The request's body, read as it streams in, TooLarge past `limit` (a Content-Length over it
+    before any of it is read)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise TooLarge(limit)
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > limit:
+            raise TooLarge(limit)
+    return body
+
+
 @web.middleware
 async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
     try:
         return await handler(request)
     except Unauthorized:
         log.warning("gateway_unauthorized", method=request.method, path=request.path, remote=request.remote)
-        return web.Response(status=401)
+        answer = web.Response(status=401)
     except tokens.RoleRefused as exc:
         log.warning("gateway_token_refused", method=request.method, path=request.path, why=str(exc))
-        return _text(403, str(exc))
-    except BadInput as exc:
-        return _text(400, str(exc))
+        answer = _text(403, str(exc))
+    except TooLarge as exc:
+        log.warning("gateway_too_large", method=request.method, path=request.path, limit=exc.args[0])
+        answer = _text(413, f"request: the body is over this route's limit of {exc.args[0]} bytes")
+    except Busy as exc:
+        log.warning("gateway_busy", method=request.method, path=request.path, cause=str(exc))
+        answer = _text(503, f"busy: {exc}; try again")
     except NotFound as exc:
-        return _text(404, str(exc))
-    except (Conflict, PermissionDenied) as exc:
-        return _text(400, str(exc))
+        answer = _text(404, str(exc))
+    except (BadInput, Conflict, PermissionDenied) as exc:
+        answer = _text(400, str(exc))
     except (JobError, psycopg.Error) as exc:
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         log.warning("gateway_unavailable", method=request.method, path=request.path, cause=cause)
-        return _text(503, f"unavailable: {cause}")
+        answer = _text(503, f"unavailable: {cause}")
+    # A body that was coming is not read: the connection closes after the answer.
+    if not request.content.is_eof():
+        answer.force_close()
+    return answer
 
 
 class _ClientGone(Exception):
@@ -163,6 +228,31 @@ async def _unless(gone: asyncio.Future, work: Awaitable[T]) -> T:
     return task.result()
 
 
+@contextlib.asynccontextmanager
+async def _turn(slots: asyncio.Semaphore, what: str) -> AsyncIterator[None]:
+    """One of `slots` while the block runs; Busy if none comes free within WAIT_FOR_TURN_S."""
+    try:
+        await asyncio.wait_for(slots.acquire(), WAIT_FOR_TURN_S)
+    except TimeoutError:
+        raise Busy(what) from None
+    try:
+        yield
+    finally:
+        slots.release()
+
+
+def _listed(conn: psycopg.Connection, group: str) -> list[bytes]:
+    """The group's jobs as Ray's JobDetails, newest first, as many as MAX_LIST_BYTES hold."""
+    parts, size = [], 2
+    for row in rows.named_jobs(conn, group):
+        part = json.dumps(translate.details(row)).encode()
+        size += len(part) + 1
+        if size > MAX_LIST_BYTES:
+            break
+        parts.append(part)
+    return parts
+
+
 def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict:
     row = rows.job_named(conn, user, group, submission_id)
     if row is None:
@@ -174,9 +264,33 @@ class Gateway:
     def __init__(self, db: Database, ray_timeout_s: float, keep_packages_s: float):
         self.db, self.ray_timeout_s, self.keep_packages_s = db, ray_timeout_s, keep_packages_s
         self._streams: dict[str, RayStream] = {}
+        # What is held in memory at once beside the requests' bodies (README.md, "Ray's own tools").
+        self._packages = asyncio.Semaphore(PACKAGES_AT_ONCE)
+        self._lists = asyncio.Semaphore(LISTS_AT_ONCE)
+
+    async def _user(self, request: web.Request) -> str:
+        """The user of the request's token, from its headers alone; Unauthorized if none."""
+        token = _token(request)
+        user = await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.user_of, token) if token else None
+        if user is None:
+            raise Unauthorized
+        return user
+
+    @web.middleware
+    async def authenticate(self, request: web.Request,
+                           handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Every route but /healthz: the token first, before the path's parts are looked at or a
+        byte of the body is read."""
+        if request.match_info.http_exception is not None or request.path == "/healthz":
+            return await handler(request)
+        request["user"] = await self._user(request)
+        for part, value in request.match_info.items():
+            if _CONTROL.search(value):
+                raise BadInput(f"{_PATH_PARTS.get(part, part)}: must not contain control characters")
+        return await handler(request)
 
     async def _as_user(self, request: web.Request, work: Callable[[psycopg.Connection, str], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.as_user, _token(request), work)
+        return await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.as_user, request["user"], work)
 
     async def _dashboard(self, ray_address: str) -> str:
         """A group's dashboard URL (a `raycluster://` address resolved through Kubernetes)."""
@@ -203,28 +317,41 @@ class Gateway:
 
     async def submit(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
-        try:
-            body = await request.json()
-        except ValueError:
-            raise BadInput("request: not valid JSON") from None
-        asked = translate.submission(body)
+        body = await read_body(request, MAX_SUBMIT_BYTES)
 
-        def enqueue(conn: psycopg.Connection, user: str) -> int:
+        def enqueue(conn: psycopg.Connection, user: str) -> tuple[translate.Submission, int]:
+            # Parsed by a database worker, not in the event loop: a large body delays no other
+            # request, and no more are parsed at once than there are workers.
+            asked = translate.submission(translate.read_json(body))
             try:
                 job_id = api.submit(conn=conn, user=user, group=group, **asked.options)
             except BadInput as exc:
                 raise translate.in_callers_words(exc) from None
             rows.name_job(conn, asked.submission_id, job_id)
-            return job_id
+            return asked, job_id
 
-        job_id = await self._as_user(request, enqueue)
+        asked, job_id = await self._as_user(request, enqueue)
         log.event("gateway_submitted", group=group, job=job_id, submission_id=asked.submission_id)
         return web.json_response({"job_id": asked.submission_id, "submission_id": asked.submission_id})
 
-    async def listing(self, request: web.Request) -> web.Response:
+    async def listing(self, request: web.Request) -> web.StreamResponse:
         group = request.match_info["group"]
-        found = await self._as_user(request, lambda conn, user: rows.named_jobs(conn, group))
-        return web.json_response([translate.details(row) for row in found])
+        async with _turn(self._lists, "other lists are being answered"):
+            parts = await self._as_user(request, lambda conn, user: _listed(conn, group))
+            response = web.StreamResponse(headers={"Content-Type": "application/json; charset=utf-8"})
+            response.content_length = sum(map(len, parts)) + max(len(parts) - 1, 0) + 2
+            # Sent a job at a time, the turn held meanwhile: a slow reader holds no more than this.
+            try:
+                async with asyncio.timeout(LIST_SEND_S):
+                    await response.prepare(request)
+                    for i, part in enumerate(parts):
+                        await response.write((b"," if i else b"[") + part)
+                    await response.write(b"]" if parts else b"[]")
+            except TimeoutError:
+                log.warning("gateway_list_abandoned", group=group, why=f"not read within {LIST_SEND_S:g} s")
+                if request.transport is not None:
+                    request.transport.abort()
+        return response
 
     async def show(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
@@ -277,8 +404,10 @@ class Gateway:
         leaves ends it at once, whether the job waits or runs."""
         group, ident = request.match_info["group"], request.match_info["id"]
 
-        def look() -> Awaitable[dict]:
-            return self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
+        async def look() -> dict:
+            # The token again at every look: one revoked meanwhile ends the tail.
+            request["user"] = await self._user(request)
+            return await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
 
         row = await look()  # 401 and 404 before the WebSocket opens, as Ray's
         ws = web.WebSocketResponse()
@@ -324,15 +453,20 @@ class Gateway:
         return True
 
     async def package(self, request: web.Request) -> web.Response:
-        group = request.match_info["group"]
+        group, protocol, name = request.match_info["group"], request.match_info["protocol"], request.match_info["name"]
+        if not translate.is_package(protocol, name):
+            raise NotFound(f"{protocol}://{name} is not a package of Ray's")
         address = await self._as_user(request, lambda conn, user: rows.ray_address(conn, group))
         if address is None:
             raise NotFound(f"group {group!r} does not exist")
-        data = await request.read() if request.method == "PUT" else None
-        status, text = await self._stream(await self._dashboard(address)).package(
-            request.method, request.match_info["protocol"], request.match_info["name"], data)
-        if request.method == "PUT":
-            log.event("gateway_package", group=group, package=request.match_info["name"], status=status, size=len(data))
+        stream = self._stream(await self._dashboard(address))
+        if request.method == "GET":
+            return _text(*await stream.package("GET", protocol, name))
+        async with _turn(self._packages, "another package is being forwarded"):
+            data = await read_body(request, MAX_PACKAGE_BYTES)
+            status, text = await stream.package("PUT", protocol, name, data)
+            log.event("gateway_package", group=group, package=name, status=status, size=len(data))
+            del data  # before the next package's turn
         return _text(status, text)
 
     async def keep_packages(self, app: web.Application):
@@ -372,7 +506,7 @@ class Gateway:
 
 def make_app(db: Database, ray_timeout_s: float, keep_packages_s: float) -> web.Application:
     gateway = Gateway(db, ray_timeout_s, keep_packages_s)
-    app = web.Application(client_max_size=MAX_PACKAGE_BYTES, middlewares=[_errors])
+    app = web.Application(middlewares=[_errors, gateway.authenticate])
     base = "/groups/{group}/api"
     routes: list[tuple[str, str, Any]] = [
         ("GET", "/healthz", gateway.healthz),

@@ -14,6 +14,7 @@ import secrets
 import string
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from job.core.errors import BadInput, key_named, quoted
@@ -45,6 +46,37 @@ class Submission:
     submission_id: str
     # The keywords of job.api.submit but user and group, which are the caller's and the URL's.
     options: dict[str, Any]
+
+
+# A submission's JSON: nested at most this deep (Python's parser would recurse past its limit), and
+# at most this many values, so that what it parses to stays within a few times its size.
+MAX_JSON_DEPTH = 32
+MAX_JSON_VALUES = 65536
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b"[]{},"))
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1, ord(","): 0}
+# The packages Ray's client uploads to a dashboard (ray/_private/runtime_env/packaging.py
+# get_uri_for_package and get_uri_for_directory): gcs://_ray_pkg_<hex>.zip (.tar.gz, .tar.xz), or a wheel.
+_PACKAGE_NAME = re.compile(r"_ray_pkg_[0-9a-f]{1,64}\.(?:zip|tar\.gz|tar\.xz)|[A-Za-z0-9][A-Za-z0-9_.+!-]{0,200}\.whl")
+
+
+def read_json(data: bytes) -> Any:
+    """A request's JSON, or BadInput: too deep, too many values, or not JSON. Strings taken out,
+    its structure is counted before it is parsed."""
+    skeleton = _STRINGS.sub(b"", data).translate(None, _NOT_STRUCTURE)
+    if (skeleton.count(b"[") + skeleton.count(b"{") > MAX_JSON_DEPTH
+            and max(accumulate(map(_DEPTH_STEP.__getitem__, skeleton))) > MAX_JSON_DEPTH):
+        raise BadInput(f"request: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if len(skeleton) > MAX_JSON_VALUES:
+        raise BadInput(f"request: more than {MAX_JSON_VALUES} JSON values")
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise BadInput("request: not valid JSON") from None
+
+
+def is_package(protocol: str, name: str) -> bool:
+    return protocol == "gcs" and _PACKAGE_NAME.fullmatch(name) is not None
 
 
 def submission(body: Any) -> Submission:

@@ -4,12 +4,15 @@ as the token's user: row-level security shows it only its own jobs, and only tho
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import psycopg
 
 from job.core.errors import BadInput
 
 # At most this many jobs in a list: Ray's own list only grows, the gateway's stops here.
 LIST_LIMIT = 1000
+LIST_BATCH = 32
 _JOB_COLUMNS = """s.submission_id AS gateway_id, j.id, j.state, j.reason, j.message, j.ray_status, j.ray_message,
                   j.entrypoint, j.runtime_env, j.metadata, j.submitted_at, j.started_at, j.finished_at,
                   j.exit_code, j.node, j.submission_id, g.ray_address"""
@@ -32,9 +35,14 @@ def job_named(conn: psycopg.Connection, user: str, group: str, submission_id: st
                         (user, submission_id, group)).fetchone()
 
 
-def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> list[dict]:
-    return conn.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE j.group_name = %s ORDER BY j.id DESC LIMIT %s",
-                        (group, limit)).fetchall()
+def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> Iterator[dict]:
+    """The group's jobs, newest first, fetched LIST_BATCH at a time (a job may be 150 KB): the
+    caller stops when its answer is full, and no more is read."""
+    with conn.cursor(name="gateway_named_jobs") as cursor:
+        cursor.itersize = LIST_BATCH
+        cursor.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE j.group_name = %s ORDER BY j.id DESC LIMIT %s",
+                       (group, limit))
+        yield from cursor
 
 
 def forget(conn: psycopg.Connection, job_id: int) -> bool:

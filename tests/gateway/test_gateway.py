@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
@@ -19,6 +22,9 @@ import pytest
 import requests
 from psycopg import sql
 from ray.job_submission import JobStatus, JobSubmissionClient
+
+from job import api
+from job.store import gateway as gateway_store
 
 from cli_helpers import database_contents, run_cli
 from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
@@ -388,3 +394,113 @@ def test_the_packages_of_waiting_jobs_stay_pinned_in_ray_while_they_wait(launch,
         assert conn.execute("SELECT * FROM gateway_waiting_packages()").fetchall() == []
     finally:
         dashboard.shutdown()
+
+
+def raw(gateway, head: str, body: bytes) -> tuple[int, bytes]:
+    """`head` and the start of a body sent on one connection, the answer read without sending the
+    rest: a server that waits for the whole body never answers (the socket's timeout fails it)."""
+    address = urlsplit(gateway.url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        status = int(answer.split(b" ", 2)[1])
+        headers_, _, rest = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", headers_).group(1))
+        while len(rest) < length:
+            rest += sock.recv(65536)
+        return status, rest
+
+
+def post_head(gateway, path: str, length: int, token: str | None = None, chunked: bool = False) -> str:
+    host = urlsplit(gateway.url).netloc
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {length}"
+    auth = f"Authorization: Bearer {token}\n" if token else ""
+    return f"POST {path} HTTP/1.1\nHost: {host}\n{auth}Content-Type: application/json\n{framing}\n"
+
+
+def test_without_a_token_nothing_of_the_body_is_read_or_parsed(gateway, users, group, conn):
+    submit_path = "/groups/gpu/api/jobs/"
+    # 30 MB announced, 64 KiB sent: the answer comes before the rest, for no token and a bad one.
+    for token in (None, "jobtok_not-a-token"):
+        assert raw(gateway, post_head(gateway, submit_path, 30_000_000, token), b"[{}," * 16384) == (401, b"")
+    # What a tokenless body holds is never looked at: not JSON, nested deep, it is 401 all the same.
+    for body in ("{not json", "[" * 100_000 + "]" * 100_000):
+        answer = requests.post(gateway.address() + "/api/jobs/", data=body, timeout=10)
+        assert (answer.status_code, answer.text) == (401, "")
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+
+
+def test_a_body_over_its_routes_limit_is_413_and_deep_json_400_in_one_line(gateway, users, group, conn):
+    submit_path = "/groups/gpu/api/jobs/"
+    token = users[ALICE]
+    limit = 1024 * 1024
+    # Announced over the limit: refused before it is read; streamed over it: refused as it passes it.
+    status, text = raw(gateway, post_head(gateway, submit_path, 50_000_000, token), b"{" * 1024)
+    assert (status, text) == (413, f"request: the body is over this route's limit of {limit} bytes".encode())
+    chunk = b'{"entrypoint": "' + b"x" * limit + b'"}'
+    status, text = raw(gateway, post_head(gateway, submit_path, 0, token, chunked=True),
+                       f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+    assert status == 413, text
+    for body, message in (("[" * 100_000 + "]" * 100_000, "request: JSON nested deeper than 32 levels"),
+                          ('{"entrypoint": "x", "runtime_env": {"env_vars": ' + "[" * 40 + "]" * 40 + "}}",
+                           "request: JSON nested deeper than 32 levels"),
+                          ("[" + "[]," * 70_000 + "[]]", "request: more than 65536 JSON values")):
+        answer = requests.post(gateway.address() + "/api/jobs/", data=body, headers=headers(token), timeout=10)
+        assert (answer.status_code, answer.text) == (400, message)
+    assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 0
+    # Refusals are one line each, none a traceback.
+    log = gateway.log()
+    assert "Traceback" not in log and log.count("gateway_too_large") == 2, log
+
+
+def test_control_characters_in_a_path_are_400_never_an_outage(gateway, users, group, conn):
+    token = users[ALICE]
+    for path, message in (("/groups/gpu/api/jobs/a%00b", "submission_id: must not contain control characters"),
+                          ("/groups/gpu/api/jobs/a%1b%5b2J/stop", "submission_id: must not contain control characters"),
+                          ("/groups/g%00pu/api/jobs/", "group: must not contain control characters"),
+                          ("/groups/g%7fpu/api/version", "group: must not contain control characters")):
+        method = "POST" if path.endswith("/stop") else "GET"
+        answer = requests.request(method, gateway.url + path, headers=headers(token), timeout=10)
+        assert (answer.status_code, answer.text) == (400, message), path
+    # Without a token it is 401 first, and what the path held is logged escaped.
+    assert requests.get(gateway.url + "/groups/gpu/api/jobs/a%00%1bb", timeout=10).status_code == 401
+    log = gateway.log()
+    assert "gateway_unavailable" not in log and "\x00" not in log and "\x1b" not in log, log
+    assert r"\u0000\u001bb" in log
+
+
+def test_the_package_proxy_reaches_only_rays_package_routes(launch, users, conn):
+    dashboard = Dashboard()
+    try:
+        add_group(conn, dashboard.url, name=GROUP, users=())
+        gateway = launch()
+        token = users[ALICE]
+        for path in ("%2E%2E/cluster_status", "gcs/%2E%2E", "gcs/..%2Fcluster_status", "gcs/_ray_pkg_0.zip%3Fx",
+                     "http/_ray_pkg_0.zip", "gcs/cluster_status"):
+            answer = requests.get(f"{gateway.address()}/api/packages/{path}", headers=headers(token), timeout=10)
+            assert answer.status_code == 404, path
+        assert dashboard.asked == []
+        # Ray's own shapes pass, as Ray's client names them.
+        answer = requests.get(gateway.address() + "/api/packages/gcs/_ray_pkg_0123456789abcdef.zip",
+                              headers=headers(token), timeout=10)
+        assert answer.status_code == 200 and dashboard.asked == ["/api/packages/gcs/_ray_pkg_0123456789abcdef.zip"]
+    finally:
+        dashboard.shutdown()
+
+
+def test_a_list_answer_is_capped_newest_jobs_first(gateway, users, group, conn):
+    # Each job near the most a job may hold (~150 KB as JSON): 80 of them are 12 MB, over the 8 MiB cap.
+    big = {"entrypoint": "python x.py " + "e" * 60_000, "runtime_env": {"env_vars": {"PAD": "r" * 60_000}},
+           "metadata": {"pad": "m" * 15_000}}
+    for i in range(80):
+        job_id = api.submit(conn=conn, user=ALICE, group=GROUP, **big)
+        gateway_store.name_job(conn, f"big-{i}", job_id)
+    answer = requests.get(gateway.address() + "/api/jobs/", headers=headers(users[ALICE]), timeout=30)
+    assert answer.status_code == 200
+    assert 7 * 1024 * 1024 < len(answer.content) <= 8 * 1024 * 1024
+    listed = [job["submission_id"] for job in answer.json()]
+    assert listed == [f"big-{i}" for i in range(79, 79 - len(listed), -1)] and len(listed) < 80
