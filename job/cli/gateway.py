@@ -60,7 +60,10 @@ def gateway(args: argparse.Namespace) -> int:
     log.event("gateway_serving", host=args.host, port=port, connections=db.size)
     try:
         web.run_app(make_app(db, settings().ray_timeout_s, keep_packages_s), host=args.host, port=port, print=None,
-                    access_log=None, handle_signals=True)
+                    access_log=None, handle_signals=True,
+                    # What a refused request still sends is not read (aiohttp would, for 10 s, to
+                    # keep the connection): the connection closes after the answer.
+                    lingering_time=0)
     except OSError as exc:
         raise BadInput(f"--port: cannot listen on {args.host}:{port}: {exc.strerror}") from None
     finally:

@@ -53,6 +53,8 @@ PACKAGES_AT_ONCE = 1
 # A submission's JSON: well above what a job may hold (job/core/specs.py: entrypoint and runtime_env
 # 64 KiB each, metadata 16 KiB, a character up to 6 bytes as a JSON escape), far below a package.
 MAX_SUBMIT_BYTES = 1024 * 1024
+# Submissions whose bodies did not come whole with their headers, received and parsed at once.
+RECEIVING_AT_ONCE = 4
 # A list answer's bytes (the newest jobs first, up to this), and how many are built and sent at once.
 MAX_LIST_BYTES = 8 * 1024 * 1024
 LISTS_AT_ONCE = 2
@@ -107,7 +109,7 @@ class Database:
 
     def user_of(self, token: str) -> str | None:
         """The token's user, or None: one statement outside a transaction, so that the request's
-        own work after it takes no more round trips than it did with the check inside."""
+        own work after it takes no more round trips than with the lookup inside it."""
         conn = self._take()
         try:
             conn.autocommit = True
@@ -120,15 +122,6 @@ class Database:
                 self._idle.put(conn)
             else:
                 conn.close()
-
-    def as_user(self, user: str, work: Callable[[psycopg.Connection, str], T]) -> T:
-        """`work(conn, user)` in one transaction under `user`'s role, committed."""
-
-        def acting(conn: psycopg.Connection) -> T:
-            tokens.act_as(conn, user)
-            return work(conn, user)
-
-        return self.own(acting)
 
     def own(self, work: Callable[[psycopg.Connection], T]) -> T:
         """`work(conn)` in one transaction as the gateway's own login, committed."""
@@ -203,9 +196,6 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         log.warning("gateway_unavailable", method=request.method, path=request.path, cause=cause)
         answer = _text(503, f"unavailable: {cause}")
-    # A body that was coming is not read: the connection closes after the answer.
-    if not request.content.is_eof():
-        answer.force_close()
     return answer
 
 
@@ -253,6 +243,12 @@ def _listed(conn: psycopg.Connection, group: str) -> list[bytes]:
     return parts
 
 
+def _check_path(request: web.Request) -> None:
+    for part, value in request.match_info.items():
+        if _CONTROL.search(value):
+            raise BadInput(f"{_PATH_PARTS.get(part, part)}: must not contain control characters")
+
+
 def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict:
     row = rows.job_named(conn, user, group, submission_id)
     if row is None:
@@ -264,33 +260,49 @@ class Gateway:
     def __init__(self, db: Database, ray_timeout_s: float, keep_packages_s: float):
         self.db, self.ray_timeout_s, self.keep_packages_s = db, ray_timeout_s, keep_packages_s
         self._streams: dict[str, RayStream] = {}
-        # What is held in memory at once beside the requests' bodies (README.md, "Ray's own tools").
+        # What is held in memory at once beside what aiohttp buffers of each connection (README.md,
+        # "Ray's own tools").
+        self._receiving = asyncio.Semaphore(RECEIVING_AT_ONCE)
         self._packages = asyncio.Semaphore(PACKAGES_AT_ONCE)
         self._lists = asyncio.Semaphore(LISTS_AT_ONCE)
-
-    async def _user(self, request: web.Request) -> str:
-        """The user of the request's token, from its headers alone; Unauthorized if none."""
-        token = _token(request)
-        user = await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.user_of, token) if token else None
-        if user is None:
-            raise Unauthorized
-        return user
 
     @web.middleware
     async def authenticate(self, request: web.Request,
                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
-        """Every route but /healthz: the token first, before the path's parts are looked at or a
-        byte of the body is read."""
+        """Every route but /healthz: without a token, 401 at once. With a body still coming, the
+        token is looked up before a byte more of it is read. Without one (no body, or all of it
+        came with the headers, which aiohttp holds anyway), in the request's own transaction
+        (_as_user), before its path or body are looked at: one lookup either way, and no more
+        round trips than a request took with it."""
         if request.match_info.http_exception is not None or request.path == "/healthz":
             return await handler(request)
-        request["user"] = await self._user(request)
-        for part, value in request.match_info.items():
-            if _CONTROL.search(value):
-                raise BadInput(f"{_PATH_PARTS.get(part, part)}: must not contain control characters")
+        token = _token(request)
+        if token is None:
+            raise Unauthorized
+        request["token"] = token
+        if not request.content.is_eof():
+            user = await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.user_of, token)
+            if user is None:
+                raise Unauthorized
+            _check_path(request)
+            request["user"] = user
         return await handler(request)
 
     async def _as_user(self, request: web.Request, work: Callable[[psycopg.Connection, str], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.as_user, request["user"], work)
+        """`work(conn, user)` in one transaction under the caller's role, committed; the token's
+        user looked up first in it, unless `authenticate` did."""
+        known = request.get("user")
+
+        def acting(conn: psycopg.Connection) -> T:
+            user = known or tokens.user_of(conn, request["token"])
+            if user is None:
+                raise Unauthorized
+            if known is None:
+                _check_path(request)
+            tokens.act_as(conn, user)
+            return work(conn, user)
+
+        return await asyncio.get_running_loop().run_in_executor(self.db.executor, self.db.own, acting)
 
     async def _dashboard(self, ray_address: str) -> str:
         """A group's dashboard URL (a `raycluster://` address resolved through Kubernetes)."""
@@ -316,12 +328,18 @@ class Gateway:
                                   "session_name": f"job-gateway/{group}"})
 
     async def submit(self, request: web.Request) -> web.Response:
+        if request.content.is_eof():
+            return await self._submit(request)
+        async with _turn(self._receiving, "other large submissions are being received"):
+            return await self._submit(request)
+
+    async def _submit(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
         body = await read_body(request, MAX_SUBMIT_BYTES)
 
         def enqueue(conn: psycopg.Connection, user: str) -> tuple[translate.Submission, int]:
-            # Parsed by a database worker, not in the event loop: a large body delays no other
-            # request, and no more are parsed at once than there are workers.
+            # Parsed once the token is known, by a database worker, not in the event loop: a large
+            # body delays no other request, and no more are parsed at once than there are workers.
             asked = translate.submission(translate.read_json(body))
             try:
                 job_id = api.submit(conn=conn, user=user, group=group, **asked.options)
@@ -405,8 +423,8 @@ class Gateway:
         group, ident = request.match_info["group"], request.match_info["id"]
 
         async def look() -> dict:
-            # The token again at every look: one revoked meanwhile ends the tail.
-            request["user"] = await self._user(request)
+            # The token looked up again at every look: one revoked meanwhile ends the tail.
+            request.pop("user", None)
             return await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
 
         row = await look()  # 401 and 404 before the WebSocket opens, as Ray's
@@ -454,11 +472,11 @@ class Gateway:
 
     async def package(self, request: web.Request) -> web.Response:
         group, protocol, name = request.match_info["group"], request.match_info["protocol"], request.match_info["name"]
-        if not translate.is_package(protocol, name):
-            raise NotFound(f"{protocol}://{name} is not a package of Ray's")
         address = await self._as_user(request, lambda conn, user: rows.ray_address(conn, group))
         if address is None:
             raise NotFound(f"group {group!r} does not exist")
+        if not translate.is_package(protocol, name):
+            raise NotFound(f"{protocol}://{name} is not a package of Ray's")
         stream = self._stream(await self._dashboard(address))
         if request.method == "GET":
             return _text(*await stream.package("GET", protocol, name))

@@ -51,7 +51,7 @@ class Submission:
 # A submission's JSON: nested at most this deep (Python's parser would recurse past its limit), and
 # at most this many values, so that what it parses to stays within a few times its size.
 MAX_JSON_DEPTH = 32
-MAX_JSON_VALUES = 65536
+MAX_JSON_VALUES = 16384
 _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b"[]{},"))
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1, ord(","): 0}
@@ -64,10 +64,11 @@ def read_json(data: bytes) -> Any:
     """A request's JSON, or BadInput: too deep, too many values, or not JSON. Strings taken out,
     its structure is counted before it is parsed."""
     skeleton = _STRINGS.sub(b"", data).translate(None, _NOT_STRUCTURE)
-    if (skeleton.count(b"[") + skeleton.count(b"{") > MAX_JSON_DEPTH
-            and max(accumulate(map(_DEPTH_STEP.__getitem__, skeleton))) > MAX_JSON_DEPTH):
+    opened = skeleton.count(b"[") + skeleton.count(b"{")
+    if opened > MAX_JSON_DEPTH and max(accumulate(map(_DEPTH_STEP.__getitem__, skeleton))) > MAX_JSON_DEPTH:
         raise BadInput(f"request: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    if len(skeleton) > MAX_JSON_VALUES:
+    # Each object and list, and each item of one after its first (a comma).
+    if opened + skeleton.count(b",") > MAX_JSON_VALUES:
         raise BadInput(f"request: more than {MAX_JSON_VALUES} JSON values")
     try:
         return json.loads(data)
