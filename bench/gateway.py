@@ -1,15 +1,29 @@
 """Load test of `python -m job gateway`: submissions as Ray's JobSubmissionClient posts them, from
-concurrent clients, each its own user with its own token.
+concurrent clients, each its own user with its own token; then the same beside hostile callers.
 
-    python bench/gateway.py                          # 1,000 submissions from 8 clients
-    python bench/gateway.py --submissions 5000 --clients 16 --connections 8
+    python bench/gateway.py                          # 1,000 submissions from 8 clients, then hostile
+    python bench/gateway.py --vs-tree /tmp/before --rounds 3
+    python bench/gateway.py --submissions 5000 --clients 16 --connections 8 --no-hostile
 
 A real gateway process, logged in as a login of job_gateway, answers POST /groups/bench/api/jobs/
 (each with its own submission id); the clients are aiohttp sessions in this process, each sending
 its share one after the other. A submission is a row (job.api.submit under the token's user's
 role), never a Ray call: no Ray cluster is needed. Printed: submissions per second over the whole
-run, the latency seen by the clients (median, p99, max), the gateway's peak RSS, and the check
-that every submission is in the queue exactly once, as its own user's.
+run, the latency seen by the clients (median, p99, max), the gateway's peak RSS (VmHWM), and the
+check that every submission is in the queue exactly once, as its own user's.
+
+--vs-tree PATH: the code before in a checkout of its own (`git worktree add /tmp/before 65ea32e`);
+its gateway takes the same load, alternately with this code's, `--rounds` times each, each round
+in a fresh database; printed: both, and this code's throughput and p99 as ratios of the code
+before's (medians), within 10% or not.
+
+The hostile part (this code only): 8 callers at once, for as long as a healthy load of
+`--submissions` runs beside them, send what a tenant without a token might: a 30 MB body of
+`[{},{},...]` to submit, the same to a package's PUT, JSON nested a million deep; and, with a
+token, 1 MiB of JSON values (as many as a submission may hold, parsed, then refused). They run in a
+process of their own, so that what they cost this one is not counted in the healthy latency.
+Printed: the answers they got, the healthy clients' figures, and the gateway's peak RSS against
+its bound (README.md, "Ray's own tools").
 
 PostgreSQL: JOB_DATABASE_URL's server (a superuser or a login with CREATEROLE: it makes the
 gateway's login), else an embedded one.
@@ -19,6 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import statistics
 import subprocess
@@ -35,11 +52,19 @@ import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from job.devtools.local_postgres import start_embedded  # noqa: E402
+from job.gateway.server import MEMORY_BOUND_MIB  # noqa: E402
 from job.store import tokens  # noqa: E402
 from serve import free_port  # noqa: E402  (bench/serve.py)
 from tick import fresh_database  # noqa: E402  (bench/tick.py)
 
 LOGIN = "bench_gateway"
+# The gateway pod's memory limit (k8s/gateway.yaml).
+POD_LIMIT_MIB = 384
+HOSTILE_CALLERS = 8
+_BIG = b"[" + b"{}," * 10_000_000 + b"{}]"
+_DEEP = b"[" * 1_000_000 + b"]" * 1_000_000
+# 1 MiB of JSON, nearly as many values as a submission may hold: parsed, then refused (not an object).
+_WIDE = b"[" + (b'"' + b"v" * 60 + b'",') * 16_000 + b'"x"]'
 
 
 def prepare(url: str, clients: int) -> list[str]:
@@ -58,14 +83,17 @@ def prepare(url: str, clients: int) -> list[str]:
         return found
 
 
-def start_gateway(url: str, connections: int) -> tuple[subprocess.Popen, str]:
+def start_gateway(url: str, connections: int, tree: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """This code's gateway, or the one of the checkout at `tree`."""
     port = free_port()
     parts = urlsplit(url)
     login_url = urlunsplit(parts._replace(netloc=f"{LOGIN}@{parts.netloc.rpartition('@')[2]}"))
+    env = {**os.environ, "JOB_DATABASE_URL": login_url, "JOB_LOG_LEVEL": "WARNING"}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     process = subprocess.Popen([sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port),
                                 "--connections", str(connections)],
-                               env={**os.environ, "JOB_DATABASE_URL": login_url, "JOB_LOG_LEVEL": "WARNING"},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -109,6 +137,56 @@ async def load(base: str, tokens_: list[str], submissions: int) -> tuple[float, 
     return time.perf_counter() - began, [t for took in results for t in took]
 
 
+async def hostile(base: str, token: str, index: int, stop: asyncio.Event, answers: collections.Counter) -> None:
+    """One hostile caller: its kind of request again and again until `stop`."""
+    method, path, body, auth = [
+        ("POST", "/groups/bench/api/jobs/", _BIG, False),
+        ("PUT", "/groups/bench/api/packages/gcs/_ray_pkg_0123456789abcdef.zip", _BIG, False),
+        ("POST", "/groups/bench/api/jobs/", _DEEP, False),
+        ("POST", "/groups/bench/api/jobs/", _WIDE, True),
+    ][index % 4]
+    headers = {"Authorization": f"Bearer {token}"} if auth else {}
+    async with aiohttp.ClientSession() as session:
+        while not stop.is_set():
+            try:
+                async with session.request(method, base + path, data=body, headers=headers) as response:
+                    await response.read()
+                    answers[str(response.status)] += 1
+            except aiohttp.ClientError:
+                answers["closed while sending"] += 1
+
+
+def hostile_callers(base: str, token: str, stop: multiprocessing.synchronize.Event, answers: multiprocessing.Queue) -> None:
+    """HOSTILE_CALLERS at once until `stop`, in a process of their own: what they cost this
+    process's event loop is not counted in the healthy clients' latency. Their answers, counted,
+    onto `answers`."""
+    async def callers() -> collections.Counter:
+        counted: collections.Counter = collections.Counter()
+        done = asyncio.Event()
+        tasks = [asyncio.ensure_future(hostile(base, token, i, done, counted)) for i in range(HOSTILE_CALLERS)]
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        done.set()
+        await asyncio.gather(*tasks)
+        return counted
+    answers.put(asyncio.run(callers()))
+
+
+def load_beside_hostile(base: str, tokens_: list[str], submissions: int
+                        ) -> tuple[float, list[float], collections.Counter]:
+    forked = multiprocessing.get_context("fork")
+    stop, answers = forked.Event(), forked.Queue()
+    process = forked.Process(target=hostile_callers, args=(base, tokens_[0], stop, answers))
+    process.start()
+    try:
+        seconds, took = asyncio.run(load(base, tokens_, submissions))
+    finally:
+        stop.set()
+        counted = answers.get(timeout=120)
+        process.join()
+    return seconds, took, counted
+
+
 def check(url: str, submissions: int) -> str:
     with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
         rows = conn.execute(
@@ -124,39 +202,79 @@ def check(url: str, submissions: int) -> str:
     return f"{total} jobs in the queue, each submission exactly once, each as its client's user"
 
 
+def run(server_url: str, args: argparse.Namespace, tree: Path | None = None, hostile_too: bool = False) -> dict:
+    """One round in a fresh database: the load (beside hostile callers), its figures."""
+    url = fresh_database(server_url, "bench_gateway")
+    client_tokens = prepare(url, args.clients)
+    process, base = start_gateway(url, args.connections, tree)
+    answers: collections.Counter = collections.Counter()
+    try:
+        asyncio.run(wait_ready(base, process))
+        if hostile_too:
+            seconds, took, answers = load_beside_hostile(base, client_tokens, args.submissions)
+        else:
+            seconds, took = asyncio.run(load(base, client_tokens, args.submissions))
+        peak = next(line.split()[1] for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+                    if line.startswith("VmHWM:"))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    took_ms = sorted(t * 1000 for t in took)
+    return {"rate": args.submissions / seconds, "seconds": seconds, "median": statistics.median(took_ms),
+            "p99": took_ms[min(len(took_ms) - 1, int(len(took_ms) * 0.99))], "max": took_ms[-1],
+            "peak_mib": int(peak) / 1024, "check": check(url, args.submissions), "answers": answers}
+
+
+def figures(runs: list[dict]) -> str:
+    rate, p99 = (statistics.median(run[key] for run in runs) for key in ("rate", "p99"))
+    each = ", ".join(f"{run['rate']:.0f}/s p99 {run['p99']:.1f} ms" for run in runs)
+    return f"{rate:.0f} submissions/s, p99 {p99:.1f} ms" + (f" (medians of {each})" if len(runs) > 1 else "")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--submissions", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--connections", type=int, default=8, help="the gateway's --connections")
+    parser.add_argument("--vs-tree", type=Path, metavar="PATH", help="a checkout of the code before, run alternately")
+    parser.add_argument("--rounds", type=int, default=1, help="healthy loads of each code (default 1)")
+    parser.add_argument("--no-hostile", action="store_true", help="the healthy load only")
     args = parser.parse_args()
     server_url = os.environ.get("JOB_DATABASE_URL")
     embedded = None
     if not server_url:
         server_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="benchpg")) / "data")
+    ours: list[dict] = []
+    before: list[dict] = []
     try:
-        url = fresh_database(server_url, "bench_gateway")
-        client_tokens = prepare(url, args.clients)
-        process, base = start_gateway(url, args.connections)
-        try:
-            asyncio.run(wait_ready(base, process))
-            seconds, took = asyncio.run(load(base, client_tokens, args.submissions))
-            peak = next(line.split()[1] for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
-                        if line.startswith("VmHWM:"))
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-        verdict = check(url, args.submissions)
+        for _ in range(args.rounds):
+            ours.append(run(server_url, args))
+            if args.vs_tree is not None:
+                before.append(run(server_url, args, tree=args.vs_tree.resolve()))
+        hostile_run = None if args.no_hostile else run(server_url, args, hostile_too=True)
     finally:
         if embedded is not None:
             embedded.cleanup()
-    took_ms = sorted(t * 1000 for t in took)
-    p99 = took_ms[min(len(took_ms) - 1, int(len(took_ms) * 0.99))]
     print(f"{args.submissions} submissions from {args.clients} clients, gateway --connections {args.connections}:")
-    print(f"  {args.submissions / seconds:.0f} submissions/s ({seconds:.2f} s)")
-    print(f"  latency: median {statistics.median(took_ms):.1f} ms, p99 {p99:.1f} ms, max {took_ms[-1]:.1f} ms")
-    print(f"  gateway peak RSS {int(peak) / 1024:.0f} MiB")
-    print(f"  {verdict}")
+    print(f"  this code: {figures(ours)}")
+    last = ours[-1]
+    print(f"    last round: {last['seconds']:.2f} s, latency median {last['median']:.1f} ms, max {last['max']:.1f} ms; "
+          f"gateway peak RSS {last['peak_mib']:.0f} MiB")
+    print(f"    {last['check']}")
+    if before:
+        print(f"  code before ({args.vs_tree}): {figures(before)}")
+        rate = statistics.median(run["rate"] for run in ours) / statistics.median(run["rate"] for run in before)
+        p99 = statistics.median(run["p99"] for run in ours) / statistics.median(run["p99"] for run in before)
+        verdict = "within 10%" if rate >= 0.9 and p99 <= 1.1 else "NOT within 10%"
+        print(f"  this code's throughput {rate:.2f}x the code before's, p99 {p99:.2f}x: {verdict}")
+    if hostile_run is not None:
+        answered = ", ".join(f"{what} x{n}" for what, n in sorted(hostile_run["answers"].items()))
+        print(f"beside {HOSTILE_CALLERS} hostile callers at once (tokenless 30 MB submits and package PUTs, "
+              f"JSON a million deep; 1 MiB of JSON values with a token): {answered}")
+        print(f"  healthy: {figures([hostile_run])}; {hostile_run['check']}")
+        peak = hostile_run["peak_mib"]
+        verdict = "within" if peak <= MEMORY_BOUND_MIB else "OVER"
+        print(f"  gateway peak RSS {peak:.0f} MiB, bound {MEMORY_BOUND_MIB} MiB (pod limit {POD_LIMIT_MIB} Mi): {verdict}")
     return 0
 
 

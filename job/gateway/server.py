@@ -58,6 +58,11 @@ RECEIVING_AT_ONCE = 4
 # A list answer's bytes (the newest jobs first, up to this), and how many are built and sent at once.
 MAX_LIST_BYTES = 8 * 1024 * 1024
 LISTS_AT_ONCE = 2
+# What the gateway holds at once, at most, whatever arrives (README.md, "Ray's own tools"): about
+# 70 MiB at rest, a package (100 MiB, in a buffer grown an eighth over), the submissions being
+# received (1 MiB each and what it parses to) and parsed, two lists (8 MiB each, their rows a batch
+# at a time); beside it aiohttp's buffer of each open connection.
+MEMORY_BOUND_MIB = 256
 # How long a package or a list waits for its turn before it is told to try again (503).
 WAIT_FOR_TURN_S = 30.0
 # How long a list's answer may take to send: a client that reads slower gives its turn up.
