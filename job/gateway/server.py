@@ -227,7 +227,8 @@ async def _unless(gone: asyncio.Future, work: Awaitable[T]) -> T:
 async def _turn(slots: asyncio.Semaphore, what: str) -> AsyncIterator[None]:
     """One of `slots` while the block runs; Busy if none comes free within WAIT_FOR_TURN_S."""
     try:
-        await asyncio.wait_for(slots.acquire(), WAIT_FOR_TURN_S)
+        async with asyncio.timeout(WAIT_FOR_TURN_S):
+            await slots.acquire()
     except TimeoutError:
         raise Busy(what) from None
     try:
@@ -370,6 +371,8 @@ class Gateway:
                     for i, part in enumerate(parts):
                         await response.write((b"," if i else b"[") + part)
                     await response.write(b"]" if parts else b"[]")
+            except ConnectionError:
+                log.event("gateway_list_abandoned", group=group, why="client left")
             except TimeoutError:
                 log.warning("gateway_list_abandoned", group=group, why=f"not read within {LIST_SEND_S:g} s")
                 if request.transport is not None:
