@@ -1,0 +1,125 @@
+"""What the loop waits for between its ticks: a NOTIFY from PostgreSQL (sql/0024_wake.sql: a
+submit, a cancel, a group's, user's or account's change, whoever wrote it), a job of ours that
+starts or ends in Ray, or its timer, whichever comes first.
+
+PostgreSQL: one autocommit connection LISTENs on job_wake; it sends nothing while it waits. A burst
+of submits is gathered for GATHER_S after its first NOTIFY, and every NOTIFY already received is
+drained, so that one tick serves the whole burst. A connection that fails (the database restarted)
+is dropped: the timer alone wakes the loop until it connects again, tried at most once a RECONNECT_S.
+
+Ray has no callbacks: while a tick left jobs of ours in a cluster, that cluster's alive job
+supervisors (one per running job, `RayCluster.supervisors`) are polled every POLL_S, one request of
+a few milliseconds, and any change (a job started or ended, ours or not) wakes the loop. Nothing
+is polled while nothing of ours is in Ray: an idle loop sends Ray and PostgreSQL exactly what its
+timer's ticks send, as before."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import psycopg
+
+from job import log
+from job.core.errors import DatabaseUnavailable, Unavailable
+from job.store.connection import connect
+
+CHANNEL = "job_wake"
+# After a first NOTIFY, how long to wait for the rest of a burst: a client submitting 20 jobs one
+# transaction each sends them within a few milliseconds of each other.
+GATHER_S = 0.02
+# How often the clusters of our running jobs are polled for a job's start or end.
+POLL_S = 0.5
+# How soon to try a lost LISTEN connection again.
+RECONNECT_S = 5.0
+# The longest a wait blocks at once, so that SIGTERM (which only sets a flag) ends it promptly.
+SLICE_S = 0.2
+
+
+class Wakes:
+    """The loop's waits. `wait(until, over)` returns why it woke: "notify", "ray" or "timer"
+    ("over" when `over()` ended the wait: the loop's deadline or SIGTERM)."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url
+        self._conn: psycopg.Connection | None = None
+        self._tried = -RECONNECT_S
+        # The clusters watched since the last tick, each with the supervisors it had when last
+        # polled (None: not polled yet).
+        self._watched: dict[Any, frozenset[str] | None] = {}
+        self._next_poll = 0.0
+
+    def listen(self) -> None:
+        """(Re)connect and LISTEN, unless it failed less than RECONNECT_S ago."""
+        if self._conn is not None or time.monotonic() - self._tried < RECONNECT_S:
+            return
+        self._tried = time.monotonic()
+        try:
+            conn = connect(self.url, autocommit=True)
+        except DatabaseUnavailable:
+            return
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error:
+            conn.close()
+            return
+        self._conn = conn
+        log.debug("wake_listening", channel=CHANNEL)
+
+    def watch(self, clusters: list[Any]) -> None:
+        """After a tick: the clusters that hold jobs of ours, polled from now on. One watched
+        before the tick keeps what it had then, so that a job that started or ended during the
+        tick wakes the loop; a new one is compared with its first poll."""
+        self._watched = {cluster: self._watched.get(cluster) for cluster in clusters}
+        self._next_poll = time.monotonic()
+
+    def wait(self, until: float, over: Callable[[], bool]) -> str:
+        self.listen()
+        while not over():
+            now = time.monotonic()
+            if now >= until:
+                return "timer"
+            if self._watched and now >= self._next_poll:
+                if self._changed():
+                    return "ray"
+                self._next_poll = now + POLL_S
+            end = min(until, self._next_poll if self._watched else until, now + SLICE_S)
+            if self._notified(max(0.0, end - time.monotonic())):
+                return "notify"
+        return "over"
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _notified(self, timeout: float) -> bool:
+        """Whether a NOTIFY came within `timeout`, the rest of its burst gathered and drained."""
+        if self._conn is None:
+            time.sleep(timeout)
+            return False
+        try:
+            if not any(True for _ in self._conn.notifies(timeout=timeout, stop_after=1)):
+                return False
+            for _ in self._conn.notifies(timeout=GATHER_S):
+                pass
+            return True
+        except psycopg.Error as exc:
+            log.warning("wake_listen_lost", cause=str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                        message="waking on the timer alone until PostgreSQL answers again")
+            self.close()
+            return False
+
+    def _changed(self) -> bool:
+        """Whether a watched cluster's supervisors changed. A cluster that does not answer is no
+        longer polled: the next tick finds out what became of it, with its own retries."""
+        changed = False
+        for cluster, before in list(self._watched.items()):
+            try:
+                now = cluster.supervisors()
+            except Unavailable:
+                del self._watched[cluster]
+                continue
+            changed = changed or (before is not None and now != before)
+            self._watched[cluster] = now
+        return changed
