@@ -6,6 +6,7 @@ own writes. Ray is the table-driven fake: what is tested is when the loop ticks.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -13,6 +14,7 @@ import time
 import psycopg
 import pytest
 
+from cli_helpers import run_cli
 from fake_ray import FakeRay, finished
 from tick_helpers import wait_for
 from job import api, log
@@ -32,7 +34,7 @@ def group(conn):
     conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
 
 
-def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, database_url, group, monkeypatch):
+def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, database_url, group, monkeypatch, capsys):
     ray = FakeRay()
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
     finished_lines = []
@@ -48,7 +50,7 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
         try:
             wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
             began = time.monotonic()
-            job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
+            seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
             row = wait_for(lambda: (r := state(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S)
             seen["placed_s"] = time.monotonic() - began
             began = time.monotonic()
@@ -70,6 +72,15 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
     [line] = finished_lines
     assert line["reason"] == "sigterm" and line["woken_by_notify"] >= 1 and line["woken_by_ray"] >= 1, line
     assert line["woken_by_timer"] == 0, line
+    # Where the job's time went: submitted, placed by a tick, taken by Ray.
+    row = conn.execute("SELECT submitted_at, placed_at, accepted_at FROM jobs WHERE id = %s", (seen["job"],)).fetchone()
+    assert row["submitted_at"] < row["placed_at"] <= row["accepted_at"], row
+    shown = run_cli(capsys, "show", str(seen["job"])).out
+    assert re.search(r"after submit:\s+placed \+\d+\.\d\ds, in Ray \+\d+\.\d\ds\n", shown), shown
+    listed = run_cli(capsys, "jobs").out.splitlines()
+    assert listed[0].split()[11:13] == ["PLACED", "IN_RAY"] and re.search(r" \+\d+\.\d\ds +\+\d+\.\d\ds ", listed[1]), listed
+    history = run_cli(capsys, "events", str(seen["job"])).out
+    assert re.search(r"\+\d+\.\d\ds\s+placed", history), history
 
 
 def _notified(listener, sender) -> list[str]:
