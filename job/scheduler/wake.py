@@ -11,7 +11,8 @@ Ray has no callbacks: while a tick left jobs of ours in a cluster, that cluster'
 supervisors (one per running job, `RayCluster.supervisors`) are polled every POLL_S, one request of
 a few milliseconds, and any change (a job started or ended, ours or not) wakes the loop. Nothing
 is polled while nothing of ours is in Ray: an idle loop sends Ray and PostgreSQL exactly what its
-timer's ticks send, as before."""
+timer's ticks send, as before. Two loops that overlap (a CronJob pod and the next) hear each other's
+ticks (job_ticked) and put back their timers: together they tick on the timer as one does."""
 
 from __future__ import annotations
 
@@ -25,11 +26,16 @@ from job.core.errors import DatabaseUnavailable, Unavailable
 from job.store.connection import connect
 
 CHANNEL = "job_wake"
+# Where every loop's recorded ticks are told (sql/0024_wake.sql): a loop that hears another's tick
+# puts its own timer back, so that two overlapping loops tick on their timers as one.
+TICKED = "job_ticked"
 # After a first NOTIFY, how long to wait for the rest of a burst: a client submitting 20 jobs one
 # transaction each sends them within a few milliseconds of each other.
 GATHER_S = 0.02
-# How often the clusters of our running jobs are polled for a job's start or end.
-POLL_S = 0.5
+# How often the clusters of our running jobs are polled for a job's start or end: an ended job's
+# room waits half of this on average, once per wave of a burst (bench/latency.py). Four small
+# requests a second, and none while nothing of ours runs.
+POLL_S = 0.25
 # How soon to try a lost LISTEN connection again.
 RECONNECT_S = 5.0
 # The longest a wait blocks at once, so that SIGTERM (which only sets a flag) ends it promptly.
@@ -40,8 +46,9 @@ class Wakes:
     """The loop's waits. `wait(until, over)` returns why it woke: "notify", "ray" or "timer"
     ("over" when `over()` ended the wait: the loop's deadline or SIGTERM)."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, every_s: float) -> None:
         self.url = database_url
+        self.every_s = every_s
         self._conn: psycopg.Connection | None = None
         self._tried = -RECONNECT_S
         # The clusters watched since the last tick, each with the supervisors it had when last
@@ -59,7 +66,7 @@ class Wakes:
         except DatabaseUnavailable:
             return
         try:
-            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(f"LISTEN {CHANNEL}; LISTEN {TICKED}")
         except psycopg.Error:
             conn.close()
             return
@@ -74,6 +81,8 @@ class Wakes:
         self._next_poll = time.monotonic()
 
     def wait(self, until: float, over: Callable[[], bool]) -> str:
+        """Until `until` at most; a tick of any loop (this one's too) puts it back to `every_s`
+        from then."""
         self.listen()
         while not over():
             now = time.monotonic()
@@ -84,8 +93,11 @@ class Wakes:
                     return "ray"
                 self._next_poll = now + POLL_S
             end = min(until, self._next_poll if self._watched else until, now + SLICE_S)
-            if self._notified(max(0.0, end - time.monotonic())):
+            heard = self._notified(max(0.0, end - time.monotonic()))
+            if CHANNEL in heard:
                 return "notify"
+            if TICKED in heard:
+                until = max(until, time.monotonic() + self.every_s)
         return "over"
 
     def close(self) -> None:
@@ -93,22 +105,22 @@ class Wakes:
             self._conn.close()
             self._conn = None
 
-    def _notified(self, timeout: float) -> bool:
-        """Whether a NOTIFY came within `timeout`, the rest of its burst gathered and drained."""
+    def _notified(self, timeout: float) -> set[str]:
+        """The channels of the NOTIFYs that came within `timeout`, the rest of a burst gathered
+        and every one received drained."""
         if self._conn is None:
             time.sleep(timeout)
-            return False
+            return set()
         try:
-            if not any(True for _ in self._conn.notifies(timeout=timeout, stop_after=1)):
-                return False
-            for _ in self._conn.notifies(timeout=GATHER_S):
-                pass
-            return True
+            heard = {notify.channel for notify in self._conn.notifies(timeout=timeout, stop_after=1)}
+            if heard:
+                heard.update(notify.channel for notify in self._conn.notifies(timeout=GATHER_S))
+            return heard
         except psycopg.Error as exc:
             log.warning("wake_listen_lost", cause=str(exc).strip().splitlines()[0] if str(exc).strip() else "",
                         message="waking on the timer alone until PostgreSQL answers again")
             self.close()
-            return False
+            return set()
 
     def _changed(self) -> bool:
         """Whether a watched cluster's supervisors changed. A cluster that does not answer is no

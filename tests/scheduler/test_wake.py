@@ -20,7 +20,7 @@ from tick_helpers import wait_for
 from job import api, log
 from job.scheduler import loop as loop_module, tick
 from job.scheduler.config import TickConfig
-from job.scheduler.wake import CHANNEL
+from job.scheduler.wake import CHANNEL, TICKED, Wakes
 
 # The loop's timer: no tick in a test's waits can be the timer's.
 EVERY_S = 60.0
@@ -83,14 +83,15 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
     assert re.search(r"\+\d+\.\d\ds\s+placed", history), history
 
 
-def _notified(listener, sender) -> list[str]:
-    """The payloads received until a marker sent now: every NOTIFY committed before it."""
+def _notified(listener, sender, channel=CHANNEL) -> list[str]:
+    """The payloads on `channel` received until a marker sent now: every NOTIFY committed before it."""
     sender.execute(f"NOTIFY {CHANNEL}, 'marker'")
     payloads = []
     for notify in listener.notifies(timeout=30):
         if notify.payload == "marker":
             return payloads
-        payloads.append(notify.payload)
+        if notify.channel == channel:
+            payloads.append(notify.payload)
     raise AssertionError(f"the marker never came; got {payloads}")
 
 
@@ -99,7 +100,7 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
     ray = FakeRay()
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
     with psycopg.connect(database_url, autocommit=True) as listener:
-        listener.execute(f"LISTEN {CHANNEL}")
+        listener.execute(f"LISTEN {CHANNEL}; LISTEN {TICKED}")
         assert _notified(listener, conn) == []
         first = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
         api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
@@ -116,9 +117,12 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
         [result] = [r for r in tick.run_tick(config) if r.group == "main"]
         assert result.placed == 4 and result.busy_cluster is ray, result
-        # The tick's writes (intents, submits, usage charged, waiting reasons) wake nothing.
+        # The tick's writes (intents, submits, usage charged, waiting reasons) wake nothing; its
+        # record tells the other loops that it ticked.
         tick.run_tick(config)
         assert _notified(listener, conn) == []
+        tick.run_tick(config)
+        assert _notified(listener, conn, TICKED) == [""]
 
         api.cancel([first], database_url=database_url)
         assert _notified(listener, conn) == ["main"]
@@ -126,3 +130,18 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         assert _notified(listener, conn) == ["main"]
         conn.execute("UPDATE users SET shares = 2 WHERE name = 'alice'")
         assert _notified(listener, conn) == [""]
+
+
+def test_a_loop_that_hears_another_tick_puts_its_timer_back(database_url):
+    """Two overlapping loops (CronJob pods handing over) tick on their timers as one."""
+    wakes = Wakes(database_url, every_s=EVERY_S)
+    try:
+        wakes.listen()
+        with psycopg.connect(database_url, autocommit=True) as other:
+            other.execute(f"NOTIFY {TICKED}")
+        began = time.monotonic()
+        # Due in a second; heard another loop's tick: not due before EVERY_S, so only `over` ends it.
+        assert wakes.wait(began + 1.0, lambda: time.monotonic() > began + 3.0) == "over"
+        assert wakes.wait(time.monotonic() + 0.5, lambda: False) == "timer"
+    finally:
+        wakes.close()
