@@ -81,9 +81,13 @@ class Wakes:
         self._next_poll = time.monotonic()
 
     def wait(self, until: float, over: Callable[[], bool]) -> str:
-        """Until `until` at most; a tick of any loop (this one's too) puts it back to `every_s`
-        from then."""
+        """Until `until` at most. Another loop's tick heard meanwhile puts it back to half as
+        much again as `every_s` from then: that loop, due `every_s` after its tick, ticks first,
+        and this one only if it stops (its pod ended). The ticks heard at once were this loop's
+        own (recorded as its tick ended, just before this wait)."""
         self.listen()
+        if CHANNEL in self._notified(0.0):
+            return "notify"
         while not over():
             now = time.monotonic()
             if now >= until:
@@ -97,7 +101,7 @@ class Wakes:
             if CHANNEL in heard:
                 return "notify"
             if TICKED in heard:
-                until = max(until, time.monotonic() + self.every_s)
+                until = max(until, time.monotonic() + 1.5 * self.every_s)
         return "over"
 
     def close(self) -> None:

@@ -132,16 +132,26 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         assert _notified(listener, conn) == [""]
 
 
-def test_a_loop_that_hears_another_tick_puts_its_timer_back(database_url):
-    """Two overlapping loops (CronJob pods handing over) tick on their timers as one."""
+def test_a_loop_that_hears_another_tick_puts_its_timer_back_and_not_for_its_own(database_url):
+    """Two overlapping loops (CronJob pods handing over) tick on their timers as one: the loop that
+    hears another's tick puts its timer back; the ticks it hears as its wait begins are its own,
+    recorded as its tick ended, and leave its timer as it is."""
     wakes = Wakes(database_url, every_s=EVERY_S)
     try:
         wakes.listen()
         with psycopg.connect(database_url, autocommit=True) as other:
-            other.execute(f"NOTIFY {TICKED}")
-        began = time.monotonic()
-        # Due in a second; heard another loop's tick: not due before EVERY_S, so only `over` ends it.
-        assert wakes.wait(began + 1.0, lambda: time.monotonic() > began + 3.0) == "over"
-        assert wakes.wait(time.monotonic() + 0.5, lambda: False) == "timer"
+            other.execute(f"NOTIFY {TICKED}")  # this loop's own tick, before its wait
+            began = time.monotonic()
+            assert wakes.wait(began + 1.0, lambda: time.monotonic() > began + EVERY_S / 2) == "timer"
+            sent = []
+
+            def another_ticks_meanwhile() -> bool:
+                if not sent:
+                    sent.append(other.execute(f"NOTIFY {TICKED}"))
+                return time.monotonic() > began + 3.0
+
+            began = time.monotonic()
+            # Due in a second; heard another loop's tick: not due before EVERY_S, so only `over` ends it.
+            assert wakes.wait(began + 1.0, another_ticks_meanwhile) == "over"
     finally:
         wakes.close()
