@@ -68,22 +68,4 @@ DROP TRIGGER IF EXISTS accounts_wake ON accounts;
 CREATE TRIGGER accounts_wake AFTER INSERT OR UPDATE OR DELETE ON accounts FOR EACH STATEMENT
     EXECUTE FUNCTION job_wake_all();
 
--- A tick done, on the channel job_ticked: two loops that overlap (one CronJob pod handing over to
--- the next) put back their timers at each other's ticks, so that an idle minute costs one loop's
--- ticks. In the statement that records the ticks: no statement more.
-CREATE OR REPLACE FUNCTION job_ticked() RETURNS trigger
-    LANGUAGE plpgsql
-AS $ticked$
-BEGIN
-    IF EXISTS (SELECT 1 FROM new_ticks WHERE outcome = 'ticked') THEN
-        PERFORM pg_notify('job_ticked', '');
-    END IF;
-    RETURN NULL;
-END
-$ticked$;
-
-DROP TRIGGER IF EXISTS ticks_ticked ON ticks;
-CREATE TRIGGER ticks_ticked AFTER INSERT ON ticks
-    REFERENCING NEW TABLE AS new_ticks FOR EACH STATEMENT EXECUTE FUNCTION job_ticked();
-
-REVOKE EXECUTE ON FUNCTION job_wake_inserted(), job_wake_group(), job_wake_all(), job_ticked() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION job_wake_inserted(), job_wake_group(), job_wake_all() FROM PUBLIC;

@@ -107,7 +107,7 @@ def _sleeper(window: _Window):
 
 def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None = None) -> int:
     """Tick until `run_for_s` has passed: at once on a wake (wake.py: a NOTIFY, a job of ours that
-    starts or ends in Ray), else `every_s` after the last tick of any loop. A tick is started only if it
+    starts or ends in Ray), else `every_s` after its last tick (wake.py: one loop's timer of two). A tick is started only if it
     can finish before the deadline, judging by the longest tick so far; SIGTERM ends the loop after
     the current tick. Returns 0 if some tick scheduled (or none was started), else 1."""
     stopping: list = []
@@ -116,9 +116,14 @@ def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None
     window = _Window(start + run_for_s, stopping)
     longest, ticks, good, bad = 0.0, 0, 0, 0
     pending = PendingRows()
-    wakes = Wakes(config.database_url, every_s)
+    wakes = Wakes(config.database_url, every_s, group)
     woke: Counter = Counter()
     try:
+        wakes.listen()
+        if not wakes.leads():
+            # Started while another loop runs (the last pod, handing over): that loop ticks on its
+            # timer, and this one's first tick waits for a change or for that loop's end.
+            woke[wakes.wait(start + every_s, window.over)] += 1
         while not stopping:
             began = time.monotonic()
             if began + longest > window.deadline:

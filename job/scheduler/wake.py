@@ -11,8 +11,13 @@ Ray has no callbacks: while a tick left jobs of ours in a cluster, that cluster'
 supervisors (one per running job, `RayCluster.supervisors`) are polled every POLL_S, one request of
 a few milliseconds, and any change (a job started or ended, ours or not) wakes the loop. Nothing
 is polled while nothing of ours is in Ray: an idle loop sends Ray and PostgreSQL exactly what its
-timer's ticks send, as before. Two loops that overlap (a CronJob pod and the next) hear each other's
-ticks (job_ticked) and put back their timers: together they tick on the timer as one does."""
+timer's ticks send, as before.
+
+Two loops that overlap (a CronJob pod and the next) tick on the timer as one: the loop whose
+LISTEN connection holds the timer's advisory lock ticks when its timer is due; another tries the
+lock when its own is (one statement), and ticks only once it has it, that is once the first loop
+ended and its connection let the lock go. Both wake on changes; a loop without its connection
+ticks on its timer."""
 
 from __future__ import annotations
 
@@ -26,9 +31,9 @@ from job.core.errors import DatabaseUnavailable, Unavailable
 from job.store.connection import connect
 
 CHANNEL = "job_wake"
-# Where every loop's recorded ticks are told (sql/0024_wake.sql): a loop that hears another's tick
-# puts its own timer back, so that two overlapping loops tick on their timers as one.
-TICKED = "job_ticked"
+# Advisory lock namespace of the timer, pg_try_advisory_lock(int, int) with the hash of the loop's
+# --group ('' for all): apart from the groups' tick locks (store/groups.py).
+TIMER_LOCK_CLASS = 0x6A6F6274  # "jobt"
 # After a first NOTIFY, how long to wait for the rest of a burst: a client submitting 20 jobs one
 # transaction each sends them within a few milliseconds of each other.
 GATHER_S = 0.02
@@ -43,13 +48,16 @@ SLICE_S = 0.2
 
 
 class Wakes:
-    """The loop's waits. `wait(until, over)` returns why it woke: "notify", "ray" or "timer"
+    """The loop's waits (of its --group, if any). `wait(until, over)` returns why it woke:
+    "notify", "ray" or "timer"
     ("over" when `over()` ended the wait: the loop's deadline or SIGTERM)."""
 
-    def __init__(self, database_url: str, every_s: float) -> None:
+    def __init__(self, database_url: str, every_s: float, group: str | None = None) -> None:
         self.url = database_url
         self.every_s = every_s
+        self.group = group or ""
         self._conn: psycopg.Connection | None = None
+        self._timer = False
         self._tried = -RECONNECT_S
         # The clusters watched since the last tick, each with the supervisors it had when last
         # polled (None: not polled yet).
@@ -66,11 +74,13 @@ class Wakes:
         except DatabaseUnavailable:
             return
         try:
-            conn.execute(f"LISTEN {CHANNEL}; LISTEN {TICKED}")
+            conn.execute(f"LISTEN {CHANNEL}")
+            self._conn = conn
+            self._timer = self._take_timer()
         except psycopg.Error:
             conn.close()
+            self._conn = None
             return
-        self._conn = conn
         log.debug("wake_listening", channel=CHANNEL)
 
     def watch(self, clusters: list[Any]) -> None:
@@ -81,50 +91,65 @@ class Wakes:
         self._next_poll = time.monotonic()
 
     def wait(self, until: float, over: Callable[[], bool]) -> str:
-        """Until `until` at most. Another loop's tick heard meanwhile puts it back to half as
-        much again as `every_s` from then: that loop, due `every_s` after its tick, ticks first,
-        and this one only if it stops (its pod ended). The ticks heard at once were this loop's
-        own (recorded as its tick ended, just before this wait)."""
+        """Until a change, or `until` for the loop that holds the timer (else `every_s` more, as
+        long as another loop holds it)."""
         self.listen()
-        if CHANNEL in self._notified(0.0):
-            return "notify"
         while not over():
             now = time.monotonic()
             if now >= until:
-                return "timer"
+                if self.leads():
+                    return "timer"
+                until = now + self.every_s
             if self._watched and now >= self._next_poll:
                 if self._changed():
                     return "ray"
                 self._next_poll = now + POLL_S
             end = min(until, self._next_poll if self._watched else until, now + SLICE_S)
-            heard = self._notified(max(0.0, end - time.monotonic()))
-            if CHANNEL in heard:
+            if self._notified(max(0.0, end - time.monotonic())):
                 return "notify"
-            if TICKED in heard:
-                until = max(until, time.monotonic() + 1.5 * self.every_s)
         return "over"
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._timer = False
 
-    def _notified(self, timeout: float) -> set[str]:
-        """The channels of the NOTIFYs that came within `timeout`, the rest of a burst gathered
-        and every one received drained."""
+    def leads(self) -> bool:
+        """Whether this loop ticks on its timer: it holds the timer's lock (taken now if free),
+        or it has no connection to tell."""
+        if self._conn is not None and not self._timer:
+            self._timer = self._take_timer()
+        return self._timer or self._conn is None
+
+    def _take_timer(self) -> bool:
+        """Whether this loop's connection took the timer's lock (kept until it closes)."""
+        try:
+            return self._conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS taken",
+                                      (TIMER_LOCK_CLASS, self.group)).fetchone()["taken"]
+        except psycopg.Error as exc:
+            self._lost(exc)
+            return False
+
+    def _lost(self, exc: psycopg.Error) -> None:
+        log.warning("wake_listen_lost", cause=str(exc).strip().splitlines()[0] if str(exc).strip() else "",
+                    message="waking on the timer alone until PostgreSQL answers again")
+        self.close()
+
+    def _notified(self, timeout: float) -> bool:
+        """Whether a NOTIFY came within `timeout`, the rest of its burst gathered and drained."""
         if self._conn is None:
             time.sleep(timeout)
-            return set()
+            return False
         try:
-            heard = {notify.channel for notify in self._conn.notifies(timeout=timeout, stop_after=1)}
-            if heard:
-                heard.update(notify.channel for notify in self._conn.notifies(timeout=GATHER_S))
-            return heard
+            if not any(True for _ in self._conn.notifies(timeout=timeout, stop_after=1)):
+                return False
+            for _ in self._conn.notifies(timeout=GATHER_S):
+                pass
+            return True
         except psycopg.Error as exc:
-            log.warning("wake_listen_lost", cause=str(exc).strip().splitlines()[0] if str(exc).strip() else "",
-                        message="waking on the timer alone until PostgreSQL answers again")
-            self.close()
-            return set()
+            self._lost(exc)
+            return False
 
     def _changed(self) -> bool:
         """Whether a watched cluster's supervisors changed. A cluster that does not answer is no

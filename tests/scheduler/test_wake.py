@@ -20,7 +20,7 @@ from tick_helpers import wait_for
 from job import api, log
 from job.scheduler import loop as loop_module, tick
 from job.scheduler.config import TickConfig
-from job.scheduler.wake import CHANNEL, TICKED, Wakes
+from job.scheduler.wake import CHANNEL, Wakes
 
 # The loop's timer: no tick in a test's waits can be the timer's.
 EVERY_S = 60.0
@@ -83,15 +83,14 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
     assert re.search(r"\+\d+\.\d\ds\s+placed", history), history
 
 
-def _notified(listener, sender, channel=CHANNEL) -> list[str]:
-    """The payloads on `channel` received until a marker sent now: every NOTIFY committed before it."""
+def _notified(listener, sender) -> list[str]:
+    """The payloads received until a marker sent now: every NOTIFY committed before it."""
     sender.execute(f"NOTIFY {CHANNEL}, 'marker'")
     payloads = []
     for notify in listener.notifies(timeout=30):
         if notify.payload == "marker":
             return payloads
-        if notify.channel == channel:
-            payloads.append(notify.payload)
+        payloads.append(notify.payload)
     raise AssertionError(f"the marker never came; got {payloads}")
 
 
@@ -100,7 +99,7 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
     ray = FakeRay()
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
     with psycopg.connect(database_url, autocommit=True) as listener:
-        listener.execute(f"LISTEN {CHANNEL}; LISTEN {TICKED}")
+        listener.execute(f"LISTEN {CHANNEL}")
         assert _notified(listener, conn) == []
         first = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
         api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
@@ -117,12 +116,9 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
         [result] = [r for r in tick.run_tick(config) if r.group == "main"]
         assert result.placed == 4 and result.busy_cluster is ray, result
-        # The tick's writes (intents, submits, usage charged, waiting reasons) wake nothing; its
-        # record tells the other loops that it ticked.
+        # The tick's writes (intents, submits, usage charged, waiting reasons) wake nothing.
         tick.run_tick(config)
         assert _notified(listener, conn) == []
-        tick.run_tick(config)
-        assert _notified(listener, conn, TICKED) == [""]
 
         api.cancel([first], database_url=database_url)
         assert _notified(listener, conn) == ["main"]
@@ -132,26 +128,18 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         assert _notified(listener, conn) == [""]
 
 
-def test_a_loop_that_hears_another_tick_puts_its_timer_back_and_not_for_its_own(database_url):
-    """Two overlapping loops (CronJob pods handing over) tick on their timers as one: the loop that
-    hears another's tick puts its timer back; the ticks it hears as its wait begins are its own,
-    recorded as its tick ended, and leave its timer as it is."""
-    wakes = Wakes(database_url, every_s=EVERY_S)
+def test_of_two_overlapping_loops_one_ticks_on_its_timer_until_it_ends(database_url):
+    """A CronJob pod and the next tick on their timers as one: the first to listen holds the timer,
+    the other's timer comes due only once the first has let it go (its pod ended)."""
+    first, second = Wakes(database_url, every_s=0.5), Wakes(database_url, every_s=0.5)
     try:
-        wakes.listen()
-        with psycopg.connect(database_url, autocommit=True) as other:
-            other.execute(f"NOTIFY {TICKED}")  # this loop's own tick, before its wait
-            began = time.monotonic()
-            assert wakes.wait(began + 1.0, lambda: time.monotonic() > began + EVERY_S / 2) == "timer"
-            sent = []
-
-            def another_ticks_meanwhile() -> bool:
-                if not sent:
-                    sent.append(other.execute(f"NOTIFY {TICKED}"))
-                return time.monotonic() > began + 3.0
-
-            began = time.monotonic()
-            # Due in a second; heard another loop's tick: not due before EVERY_S, so only `over` ends it.
-            assert wakes.wait(began + 1.0, another_ticks_meanwhile) == "over"
+        first.listen()
+        second.listen()
+        began = time.monotonic()
+        assert first.wait(began + 0.5, lambda: False) == "timer"
+        assert second.wait(began + 0.5, lambda: time.monotonic() > began + 3.0) == "over"
+        first.close()
+        assert second.wait(time.monotonic() + 0.5, lambda: False) == "timer"
     finally:
-        wakes.close()
+        first.close()
+        second.close()
