@@ -29,4 +29,4 @@ RUN python -m compileall -q /app/job \
 USER 10001:10001
 
 ENTRYPOINT ["python", "-m", "job"]
-CMD ["loop", "--for", "55s", "--every", "5s"]
+CMD ["loop", "--for", "75s", "--every", "5s"]

@@ -36,6 +36,10 @@ class FakeRay:
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
         return {i: self.known[i] for i in submission_ids if i in self.known}
 
+    def supervisors(self) -> frozenset[str]:
+        """One per job Ray has not ended, as Ray's alive job supervisors."""
+        return frozenset(i for i, job in self.known.items() if job.status in (states.RAY_PENDING, states.RAY_RUNNING))
+
     def work(self) -> ClusterWork:
         return ClusterWork()
 

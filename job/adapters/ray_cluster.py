@@ -70,6 +70,12 @@ _WORK_LISTS = {
     "tasks": [("state", "=", "RUNNING"), ("type", "=", "NORMAL_TASK")],
     "placement_groups": [("state", "!=", "REMOVED")],
 }
+# What the loop polls between its ticks (`supervisors`): Ray's job supervisor actors, one per job
+# from its start to its end, whoever submitted it.
+_SUPERVISORS = {"limit": LIST_LIMIT, "filter_keys": ["class_name", "state"], "filter_predicates": ["=", "="],
+                "filter_values": ["JobSupervisor", "ALIVE"]}
+# A poll is one try, answered within this or given up: the next tick is the one that retries.
+POLL_TIMEOUT_S = 2.0
 # Lookups of our active jobs in flight at once: one request each, so tens to thousands of active
 # jobs cost a few round trips of wall time, whatever Ray's history holds.
 LOOKUP_CONCURRENCY = 16
@@ -197,6 +203,17 @@ class RayCluster:
         return {node_id: {name: total - used for name, (used, total) in resources.items()}
                 for node_id, resources in (report.get("usageByNode") or {}).items()}
 
+    def supervisors(self) -> frozenset[str]:
+        """The ids of the alive job supervisors: which jobs run in Ray, for the loop that waits for
+        one to start or end between its ticks. One state API list of one actor per running job,
+        filtered by Ray, a few milliseconds; it changes within about 0.1 s of a job's start or end,
+        where the free resources of `free` are Ray's status report, refreshed every 5 s. One try."""
+        body = self._call("list supervisors", "GET", "/api/v0/actors", params=_SUPERVISORS, once=True)
+        try:
+            return frozenset(actor["actor_id"] for actor in body["data"]["result"]["result"])
+        except (KeyError, TypeError) as exc:
+            raise Unavailable(f"ray at {self.shown_address}: state API answer listing supervisors lacks {exc}") from None
+
     def work(self) -> ClusterWork:
         """The cluster's alive actors, running tasks and placement groups: three lists, read at once,
         whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
@@ -314,9 +331,9 @@ class RayCluster:
 
     def _call(self, what: str, method: str, path: str, *, handle: Callable[[_HttpError], T] | None = None,
               params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
-              **fields: object) -> Any:
+              once: bool = False, **fields: object) -> Any:
         """One request's JSON answer (what `decoder` keeps of it, when given), retried on connection
-        errors and 5xx for up to retry_s. An HTTP error that is not retried goes to `handle` when
+        errors and 5xx for up to retry_s (`once`: one try, within POLL_TIMEOUT_S). An HTTP error that is not retried goes to `handle` when
         given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
@@ -328,7 +345,8 @@ class RayCluster:
             # API's lists of 10,000 records are tens of MiB, which requests' `content` reads 10 KiB
             # at a time, in 5 to 10 times the CPU (bench/observe.py).
             with self._session.request(method, self.address + path, params=params, json=json,
-                                       timeout=self.timeout_s, stream=decoder is not None) as response:
+                                       timeout=min(self.timeout_s, POLL_TIMEOUT_S) if once else self.timeout_s,
+                                       stream=decoder is not None) as response:
                 if response.status_code != 200:
                     raise _HttpError(response.status_code, response.text)
                 try:
@@ -342,7 +360,7 @@ class RayCluster:
 
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(5) | stop_after_delay(self.retry_s),
+            stop=stop_after_attempt(1 if once else 5) | stop_after_delay(self.retry_s),
             wait=wait_exponential(multiplier=0.25, max=2),
             before_sleep=log_retry,
             reraise=True,

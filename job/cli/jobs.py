@@ -78,6 +78,9 @@ def job_json(row: dict) -> dict:
         "ray_message": row["ray_message"],
         "exit_code": row["exit_code"],
         "submitted_at": iso(row["submitted_at"]),
+        # When a tick placed the current attempt (its intent), and when Ray took its submission.
+        "placed_at": iso(row["placed_at"]),
+        "accepted_at": iso(row["accepted_at"]),
         "not_before": iso(row["not_before"]),
         "max_runtime_s": row["max_runtime_s"],
         "started_at": iso(row["started_at"]),
@@ -94,6 +97,26 @@ def job_json(row: dict) -> dict:
         # Only for a row written past the CLI with a value no command writes.
         **({"problem": problem} if (problem := row_problem(row)) else {}),
     }
+
+
+def _after(since: datetime | None, moment: datetime | None) -> str | None:
+    """How long after `since` a moment came, e.g. `+0.31s`: where a job's time went before it ran."""
+    if since is None or moment is None:
+        return None
+    return f"+{max(0.0, (moment - since).total_seconds()):.2f}s"
+
+
+def timeline(row: dict, running_seen: datetime | None) -> str | None:
+    """A job's way to Ray, each step after the one before: `placed +0.31s, in Ray +0.05s,
+    running +0.80s` (running: when a tick saw it run, within a poll of it). None before placed."""
+    steps = [("placed", row["placed_at"]), ("in Ray", row["accepted_at"]), ("running", running_seen)]
+    said, last = [], row["submitted_at"]
+    for name, moment in steps:
+        if moment is None:
+            break
+        said.append(f"{name} {_after(last, moment)}")
+        last = moment
+    return ", ".join(said) or None
 
 
 def _reserved(row: dict) -> bool:
@@ -202,9 +225,11 @@ def list_jobs(args: argparse.Namespace) -> int:
         [{**row, "user": row["user_name"], "group": row["group_name"],
           "resources": "?" if problems[row["id"]] else format_footprint(row),
           "class": row["priority_class"] or "-", "why": _why(row, problems[row["id"]]), "pos": _estimate(row)[0],
-          "reserved": (_reservation(row) or {}).get("nodes"), "est_start": _est_start(row, now)} for row in rows],
+          "reserved": (_reservation(row) or {}).get("nodes"), "est_start": _est_start(row, now),
+          "placed": _after(row["submitted_at"], row["placed_at"]),
+          "in_ray": _after(row["submitted_at"], row["accepted_at"])} for row in rows],
         ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "reserved", "submitted_at",
-         "pos", "est_start", "why"],
+         "placed", "in_ray", "pos", "est_start", "why"],
     )
     return 0
 
@@ -233,6 +258,7 @@ def _why(row: dict, problem: str | None = None) -> str:
 def show(args: argparse.Namespace) -> int:
     with database() as conn:
         row = job_rows.get_job(conn, job_id(args.id))
+        running_seen = job_rows.running_seen(conn, row)
     job = job_json(row)
     if args.json or "problem" in job:
         # A malformed row as it is stored, with what is wrong with it: nothing of it to format.
@@ -249,6 +275,7 @@ def show(args: argparse.Namespace) -> int:
     if row["max_runtime_s"] is not None:
         job["max_runtime_s"] = format_duration(row["max_runtime_s"])
     job["why"] = _why(row)
+    job["after submit"] = timeline(row, running_seen) or "-"
     del job["position"], job["estimated_start_at"], job["estimate_basis"], job["reservation"], job["expected_start"]
     if _reserved(row):
         job["reserved"] = _reserved_words(row)

@@ -127,10 +127,12 @@ def job_events(args: argparse.Namespace) -> int:
     print(f"job {ident}: {job['user_name']} in {job['group_name']}, {format_resources(job['resources'])}, "
           f"now {job['state']}")
     # Ray's node ids are 56 hex digits: the first 12 tell them apart (--json has them whole).
+    # `after`: since the event before, so that the way from queued to started reads as its steps.
     print_table([{**row, "state": (f"{row['from_state']}>{row['state']}" if row["from_state"] not in (None, row["state"])
                                    else row["state"]), "node": row["node"] and row["node"][:12],
-                  "what": describe_event(row)} for row in rows],
-                ["at", "kind", "state", "reason", "node", "attempt", "what"])
+                  "after": None if index == 0 else f"+{(row['at'] - rows[index - 1]['at']).total_seconds():.2f}s",
+                  "what": describe_event(row)} for index, row in enumerate(rows)],
+                ["at", "after", "kind", "state", "reason", "node", "attempt", "what"])
     return 0
 
 

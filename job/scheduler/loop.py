@@ -1,5 +1,6 @@
-"""The CronJob's loop: a tick every few seconds until a deadline, riding out a database that goes
-away meanwhile (a restart, a managed server's fail-over).
+"""The CronJob's loop: a tick on every change (a submit, a cancel, a job's end in Ray: wake.py)
+and every few seconds at least, until a deadline, riding out a database that goes away meanwhile
+(a restart, a managed server's fail-over).
 
 A tick that loses PostgreSQL midway is safe by construction: its intents were committed before Ray
 was called, and a group's advisory lock goes with its connection, so nothing is written without it
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import psycopg
@@ -27,11 +29,14 @@ from job.scheduler.config import TickConfig
 from job.scheduler.pending import PendingRows
 from job.scheduler.report import GroupResult
 from job.scheduler.tick import run_tick
+from job.scheduler.wake import Wakes
 from job.store.connection import answers
 
 # The longest wait between two tries of a database that went away: a try is one connection
 # attempt, and the loop resumes at most this long after the database is back.
 RETRY_MAX_S = 2.0
+# How soon a loop tries again a group another loop held.
+LOCKED_RETRY_S = 1.0
 
 
 def exit_status(results: list[GroupResult]) -> int:
@@ -58,10 +63,11 @@ class _Window:
         return max(0.0, self.deadline - time.monotonic())
 
 
-def _tick(config: TickConfig, group: str | None, window: _Window, pending: PendingRows) -> bool | None:
-    """One tick: whether it scheduled, or None when PostgreSQL did not answer (waited for)."""
+def _tick(config: TickConfig, group: str | None, window: _Window, pending: PendingRows
+          ) -> list[GroupResult] | None:
+    """One tick's results, or None when PostgreSQL did not answer (waited for)."""
     try:
-        return scheduled(run_tick(config, group, pending=pending))
+        return run_tick(config, group, pending=pending)
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         _wait_for_database(config.database_url, str(exc).strip().splitlines()[0] if str(exc).strip() else "", window)
         return None
@@ -100,36 +106,54 @@ def _sleeper(window: _Window):
 
 
 def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None = None) -> int:
-    """Tick every `every_s` until `run_for_s` has passed. A tick is started only if it can finish
-    before the deadline, judging by the longest tick so far; SIGTERM ends the loop after the
-    current tick. Returns 0 if some tick scheduled (or none was started), else 1."""
+    """Tick until `run_for_s` has passed: at once on a wake (wake.py: a NOTIFY, a job of ours that
+    starts or ends in Ray), else `every_s` after its last tick (wake.py: one loop's timer of two). A tick is started only if it
+    can finish before the deadline, judging by the longest tick so far; SIGTERM ends the loop after
+    the current tick. Returns 0 if some tick scheduled (or none was started), else 1."""
     stopping: list = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     start = time.monotonic()
     window = _Window(start + run_for_s, stopping)
     longest, ticks, good, bad = 0.0, 0, 0, 0
-    next_start = start
     pending = PendingRows()
-    while not stopping:
-        began = time.monotonic()
-        if began + longest > window.deadline:
-            break
-        outcome = _tick(config, group, window, pending)
-        ticks += 1
-        if outcome is None:
-            # The database that answers again may not be the one that went away (a fail-over to
-            # a replica behind it): none of the rows kept from before is trusted.
-            pending = PendingRows()
-            bad += 1
-            next_start = time.monotonic()  # back (or out of time): tick at once
-        else:
+    wakes = Wakes(config.database_url, every_s, group)
+    woke: Counter = Counter()
+    try:
+        wakes.listen()
+        if not wakes.leads():
+            # Started while another loop runs (the last pod, handing over): that loop ticks on its
+            # timer, and this one's first tick waits for a change or for that loop's end.
+            woke[wakes.wait(start + every_s, window.over)] += 1
+        while not stopping:
+            began = time.monotonic()
+            if began + longest > window.deadline:
+                break
+            results = _tick(config, group, window, pending)
+            ticks += 1
+            if results is None:
+                # The database that answers again may not be the one that went away (a fail-over to
+                # a replica behind it): none of the rows kept from before is trusted.
+                pending = PendingRows()
+                bad += 1
+                if window.over():
+                    break
+                continue  # back: tick at once
+            outcome = scheduled(results)
             good, bad = good + outcome, bad + (not outcome)
             longest = max(longest, time.monotonic() - began)
-            next_start += every_s
-        _sleeper(window)(next_start - time.monotonic())
-        if window.over():
-            break
+            wakes.watch(list(dict.fromkeys(r.busy_cluster for r in results if r.busy_cluster is not None)))
+            until = began + every_s
+            if any(result.cause == "locked" for result in results):
+                # Another loop holds the group (the last pod, handing over): try again soon, not
+                # only at the next wake, since that loop may end before it ticks what woke both.
+                until = min(until, time.monotonic() + LOCKED_RETRY_S)
+            woke[wakes.wait(until, window.over)] += 1
+            if window.over():
+                break
+    finally:
+        wakes.close()
     status = 0 if good or not ticks else 1
     log.event("loop_finished", ticks=ticks, scheduled=good, unscheduled=bad,
-              reason="sigterm" if stopping else "deadline", longest_tick_s=round(longest, 2), status=status)
+              reason="sigterm" if stopping else "deadline", longest_tick_s=round(longest, 2), status=status,
+              woken_by_notify=woke["notify"], woken_by_ray=woke["ray"], woken_by_timer=woke["timer"])
     return status

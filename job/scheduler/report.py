@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from job import log
 
@@ -36,6 +37,9 @@ class GroupResult:
     # Why the tick counted its running jobs as declared rather than as observed (a list Ray truncated,
     # the state API unavailable).
     observed_fallback: str | None = None
+    # The Ray cluster the tick spoke to, while jobs of ours are in it (some running, or placed by
+    # this tick): the loop watches it for a job's start or end until its next tick.
+    busy_cluster: Any = field(default=None, repr=False, compare=False)
 
 
 class Steps:

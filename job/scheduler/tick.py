@@ -160,6 +160,8 @@ class _GroupTick:
                         self.result, self.steps)
             self.steps.done("autoscale")
         self.steps.record(self.result, self.conn.statements)
+        if self.result.running or intents:
+            self.result.busy_cluster = seen.cluster
         summary(self.result)
         return self.result
 

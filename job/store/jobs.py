@@ -6,6 +6,7 @@ job_cancel, which a submitter may call though it may not update jobs."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -108,6 +109,15 @@ def get_job(conn: psycopg.Connection, job_id: int) -> dict:
         me = own_jobs_only(conn)
         raise NotFound(f"job {job_id} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
     return row
+
+
+def running_seen(conn: psycopg.Connection, row: dict) -> datetime | None:
+    """When a tick first saw the job's current attempt run (its `started` event), if it did."""
+    if row["placed_at"] is None:
+        return None
+    seen = conn.execute("SELECT min(at) AS at FROM job_events WHERE job_id = %s AND kind = 'started' AND attempt = %s",
+                        (row["id"], row["attempt"])).fetchone()
+    return seen["at"]
 
 
 def own_jobs_only(conn: psycopg.Connection) -> str | None:

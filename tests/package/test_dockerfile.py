@@ -75,9 +75,9 @@ def test_base_is_a_pinned_slim_python():
 def test_entrypoint_is_the_cli_and_the_default_command_is_the_cronjob_loop():
     assert json.loads(only("ENTRYPOINT")) == ["python", "-m", "job"]
     command = json.loads(only("CMD"))
-    assert command == ["loop", "--for", "55s", "--every", "5s"]
+    assert command == ["loop", "--for", "75s", "--every", "5s"]
     args = build_parser().parse_args(command)
-    assert (args.command, args.for_, args.every) == ("loop", "55s", "5s")
+    assert (args.command, args.for_, args.every) == ("loop", "75s", "5s")
 
 
 def test_runs_as_a_numeric_non_root_user():

@@ -176,7 +176,9 @@ def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, dat
     assert shown.status == 0, shown.err
     lines = shown.out.splitlines()
     assert lines[0] == f"job {jobs[0]}: alice in main, CPU=3, now SUBMITTED"
-    assert [line.split()[2] for line in lines[2:]] == ["queued", "placed", "submitted"]
+    assert [line.split()[3] for line in lines[2:]] == ["queued", "placed", "submitted"]
+    # AFTER: the time since the event before.
+    assert [line.split()[2][:1] for line in lines[2:]] == ["-", "+", "+"], lines
     assert "fairshare: score 0 (shares 1, usage 0, dominant share 0), lowest first" in lines[3]
     waiting = run_cli(capsys, "events", str(jobs[1]), "--json")
     assert [e["kind"] for e in json.loads(waiting.out)["events"]] == ["queued", "waiting"]
