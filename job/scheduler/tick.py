@@ -48,11 +48,22 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
              pending: PendingRows | None = None) -> list[GroupResult]:
     """Ticks the group named, else every group. `pending`: the pending rows kept by a process that
     ticks again (the loop); without it, each group's are all read."""
+    # One connection for the groups' list and the ticks' record, kept idle between them: a
+    # connection costs PostgreSQL a transaction of its own (an idle minute, bench/latency.py).
     with session(config.database_url) as conn:
         chosen = groups.groups(conn, group_name)
         installation = groups.installation_id(conn)
-    if group_name is not None and not chosen:
-        raise NotFound(f"group {group_name!r} does not exist (see `python -m job group list`)")
+        conn.commit()
+        if group_name is not None and not chosen:
+            raise NotFound(f"group {group_name!r} does not exist (see `python -m job group list`)")
+        results = _tick_groups(config, chosen, installation, dry_run, pending)
+        if not dry_run:
+            record_ticks(conn, results)
+        return results
+
+
+def _tick_groups(config: TickConfig, chosen: list[GroupConfig], installation: str, dry_run: bool,
+                 pending: PendingRows | None) -> list[GroupResult]:
     results = []
     for group in chosen:
         began = time.perf_counter()
@@ -71,8 +82,6 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
             log.error("group_failed", group=group.name, cause=result.cause, error=type(exc).__name__)
         result.seconds = time.perf_counter() - began
         results.append(result)
-    if not dry_run:
-        record_ticks(config.database_url, results)
     return results
 
 

@@ -5,13 +5,14 @@ stands: the queue matters more than its record."""
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 import psycopg
 
 from job import log
 from job.core.errors import JobError
 from job.scheduler.report import GroupResult
 from job.store import events, ticks
-from job.store.connection import connect
 
 
 def tick_row(result: GroupResult) -> dict:
@@ -24,10 +25,14 @@ def tick_row(result: GroupResult) -> dict:
     }
 
 
-def record_ticks(database_url: str, results: list[GroupResult]) -> None:
+def record_ticks(conn: psycopg.Connection, results: list[GroupResult]) -> None:
+    """On the tick's own connection, committed here. One lost meanwhile (the database restarted
+    during the groups' ticks) loses this record, not the tick."""
     try:
-        with connect(database_url) as conn:
-            ticks.record(conn, [tick_row(result) for result in results])
-            events.fold_counts(conn)
+        ticks.record(conn, [tick_row(result) for result in results])
+        events.fold_counts(conn)
+        conn.commit()
     except (JobError, psycopg.Error) as exc:
         log.warning("ticks_not_recorded", groups=len(results), cause=str(exc).strip().splitlines()[0] if str(exc) else "")
+        with suppress(psycopg.Error):
+            conn.rollback()

@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 
 from job.core.errors import DatabaseUnavailable
 from job.core.redact import redact_url
-from job.store.migrations import ensure_current
+from job.store.migrations import check_current
 
 CONNECT_TIMEOUT_S = 5
 
@@ -60,9 +60,10 @@ def _first_line(exc: Exception) -> str:
 
 @contextmanager
 def session(url: str) -> Iterator[psycopg.Connection]:
-    """A connection to a migrated database; commits on success, rolls back on error."""
+    """A connection to a migrated database, checked in its first transaction; commits on success,
+    rolls back on error."""
     with connect(url) as conn:
-        ensure_current(conn)
+        check_current(conn)
         yield conn
 
 

@@ -51,8 +51,16 @@ def pending(conn: psycopg.Connection) -> list[Traversable]:
 
 
 def ensure_current(conn: psycopg.Connection) -> None:
-    missing = pending(conn)
+    """Raises NotMigrated unless every migration is applied; the check's transaction is ended, for
+    a connection kept idle after it (the gateway's and the metrics server's)."""
+    check_current(conn)
     conn.commit()
+
+
+def check_current(conn: psycopg.Connection) -> None:
+    """The same check, inside the caller's first transaction: a connection per command, or per
+    tick, then costs PostgreSQL no transaction of its own for it (an idle minute of the loop)."""
+    missing = pending(conn)
     if missing:
         names = ", ".join(path.name for path in missing)
         raise NotMigrated(f"the database schema is not current (pending: {names}): run `python -m job migrate`")
