@@ -16,10 +16,13 @@ same database serves), it measures:
   Ray's first RUNNING (polled every 20 ms), `--samples` times a few seconds apart; p50 and p90;
 - the makespan of a burst: `--burst` 1-CPU `sleep 3` jobs submitted at once, from the first submit
   to the last end Ray records;
+- Ray's own CLI, as teams submit: `ray job submit --no-wait` of the same job, from the command's
+  start to RUNNING, straight to Ray's dashboard (Ray alone) and through this code's gateway
+  (`python -m job gateway`, alice's token in `--headers`): the CLI's own start is in both;
 - for the queue, what an idle minute costs: Ray requests through the proxy and PostgreSQL
   transactions and connections (pg_stat_database) over `--idle` seconds, per minute.
-The last lines are the budgets (README, Performance): at most +0.3 s at p50 and +1 s at p90 over Ray
-alone, a makespan at most 1.05x Ray alone, and an idle minute no dearer than the code before.
+The last lines are the budgets (bench/README.md): at most +0.3 s at p50 and +1 s at p90 over Ray
+alone (through the gateway: over Ray alone with the same CLI), a makespan at most 1.05x Ray alone, and an idle minute no dearer than the code before.
 
 The machine is shared: run it once, and read its figures beside the load at the time."""
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +53,7 @@ from job import api  # noqa: E402
 from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
 from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec  # noqa: E402
 from job.store.migrations import migrate  # noqa: E402
+from job.store.tokens import create_token  # noqa: E402
 
 HERE = Path(__file__).resolve().parent.parent
 BUDGET_P50_S, BUDGET_P90_S, BUDGET_MAKESPAN = 0.3, 1.0, 1.05
@@ -164,6 +169,8 @@ class Bench:
         self.db.execute("INSERT INTO resource_groups (name, ray_address, policy, use_head_node) "
                         "VALUES ('main', %s, 'fifo', true)", (self.proxy.url,))
         self.installation = self.db.execute("SELECT id FROM installation").fetchone()["id"]
+        self.token = create_token(self.db, "alice", None)[1]
+        self.gateway = ""
 
     # --- Ray's side --------------------------------------------------------------------------
 
@@ -210,6 +217,44 @@ class Bench:
     def submit_to_queue(self, entrypoint: str) -> str:
         job_id = api.submit(user="alice", group="main", entrypoint=entrypoint, resources={"CPU": 1}, conn=self.db)
         return f"{self.installation}-{job_id}-1"
+
+    def cli_to_ray(self, entrypoint: str) -> str:
+        return self._ray_cli(self.dashboard, [], f"cli-{uuid.uuid4().hex[:12]}", entrypoint)
+
+    def cli_to_gateway(self, entrypoint: str) -> str:
+        given = self._ray_cli(f"{self.gateway}/groups/main",
+                              ["--headers", json.dumps({"Authorization": f"Bearer {self.token}"})],
+                              f"gw-{uuid.uuid4().hex[:12]}", entrypoint)
+        job_id = self.db.execute("SELECT job_id FROM gateway_submissions WHERE submission_id = %s",
+                                 (given,)).fetchone()["job_id"]
+        return f"{self.installation}-{job_id}-1"
+
+    def _ray_cli(self, address: str, extra: list[str], submission_id: str, entrypoint: str) -> str:
+        subprocess.run([str(Path(sys.executable).parent / "ray"), "job", "submit", "--address", address, *extra,
+                        "--submission-id", submission_id, "--entrypoint-num-cpus", "1", "--no-wait", "--",
+                        *entrypoint.split()], check=True, capture_output=True, timeout=TIMEOUT_S)
+        return submission_id
+
+    def start_gateway(self, code: Path, stack: ExitStack) -> None:
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        out = stack.enter_context(open(self.folder / "gateway.log", "wb"))
+        process = subprocess.Popen([sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port)],
+                                   cwd=code, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "JOB_DATABASE_URL": self.url, "PYTHONPATH": str(code)})
+        stack.callback(process.wait, 30)
+        stack.callback(process.terminate)
+        self.gateway = f"http://127.0.0.1:{port}"
+
+        def healthy():
+            """the gateway answering"""
+            try:
+                return self.http.get(f"{self.gateway}/healthz", timeout=2).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        self.until(healthy, timeout=60)
 
     # --- the measures ------------------------------------------------------------------------
 
@@ -258,10 +303,15 @@ class Bench:
             time.sleep(5.0)
             latencies = self.latencies(self.submit_to_queue, args.samples)
             makespan = self.makespan(self.submit_to_queue, args.burst)
+            cli = None
+            if name == "this code":
+                with ExitStack() as gateway:
+                    self.start_gateway(code, gateway)
+                    cli = self.latencies(self.cli_to_gateway, args.samples)
             idle = self.idle(args.idle)
         finally:
             cron.stop()
-        return {"latencies": latencies, "makespan": makespan, "idle": idle, "pods": len(cron.pods)}
+        return {"latencies": latencies, "makespan": makespan, "cli": cli, "idle": idle, "pods": len(cron.pods)}
 
 
 def p(values: list[float], q: float) -> float:
@@ -292,6 +342,13 @@ def report(results: dict) -> None:
                          f"<= before's Ray {before['ray_requests']:g}, PostgreSQL {before['pg_transactions']:g}",
                          now["ray_requests"] <= before["ray_requests"] * 1.1
                          and now["pg_transactions"] <= before["pg_transactions"] * 1.1))
+    cli, alone_cli = figures.get("cli"), alone.get("cli")
+    if cli and alone_cli:
+        print(f"ray job submit: Ray alone p50 {p(alone_cli, 0.5):.2f}s p90 {p(alone_cli, 0.9):.2f}s, "
+              f"through the gateway p50 {p(cli, 0.5):.2f}s p90 {p(cli, 0.9):.2f}s")
+        cli50, cli90 = p(cli, 0.5) - p(alone_cli, 0.5), p(cli, 0.9) - p(alone_cli, 0.9)
+        verdicts += [("gateway p50", f"+{cli50:.2f} s", f"+{BUDGET_P50_S} s", cli50 <= BUDGET_P50_S),
+                     ("gateway p90", f"+{cli90:.2f} s", f"+{BUDGET_P90_S} s", cli90 <= BUDGET_P90_S)]
     for what, value, budget, held in verdicts:
         print(f"{what:13} {value:>28}  budget {budget:<44} {'within' if held else 'OVER'}")
 
@@ -307,7 +364,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="latency-", dir="/tmp") as folder, ExitStack() as stack:
         bench = Bench(stack, Path(folder))
         results["Ray alone"] = {"latencies": bench.latencies(bench.submit_to_ray, args.samples),
-                                "makespan": bench.makespan(bench.submit_to_ray, args.burst)}
+                                "makespan": bench.makespan(bench.submit_to_ray, args.burst),
+                                "cli": bench.latencies(bench.cli_to_ray, args.samples)}
         print(json.dumps({"Ray alone": results["Ray alone"]}), flush=True)
         for name, code in (("code before", args.before), ("this code", HERE)):
             if code is None:
