@@ -18,7 +18,7 @@ same database serves), it measures:
   to the last end Ray records;
 - for the queue, what an idle minute costs: Ray requests through the proxy and PostgreSQL
   transactions and connections (pg_stat_database) over `--idle` seconds, per minute.
-The last lines are the budgets (README, Performance): at most +0.3 s at p50 and +1 s at p90 over Ray
+The last lines are the budgets (bench/README.md): at most +0.3 s at p50 and +1 s at p90 over Ray
 alone, a makespan at most 1.05x Ray alone, and an idle minute no dearer than the code before.
 
 The machine is shared: run it once, and read its figures beside the load at the time."""
