@@ -1,5 +1,5 @@
 # The scheduler image: `python -m job COMMAND`; with no arguments it runs the CronJob's loop.
-# Build: docker build -t REGISTRY/job-scheduler:TAG .   (README: "Deploy on Kubernetes")
+# Build: docker build -t REGISTRY/job-scheduler:TAG .   (docs/operations/kubernetes.md)
 #
 # Pinned to the patch release so a rebuild gets the same interpreter; requirements.lock is made
 # for CPython 3.11 on Linux x86_64, so a move to another minor version regenerates it too.

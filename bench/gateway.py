@@ -24,7 +24,7 @@ The hostile part (this code only): 8 callers at once, for as long as a healthy l
 token, 1 MiB of JSON values (as many as a submission may hold, parsed, then refused). They run in a
 process of their own, so that what they cost this one is not counted in the healthy latency.
 Printed: the answers they got, the healthy clients' figures, and the gateway's peak RSS against
-its bound (README.md, "Ray's own tools").
+its bound (docs/guides/gateway.md).
 
 PostgreSQL: JOB_DATABASE_URL's server (a superuser or a login with CREATEROLE: it makes the
 gateway's login), else an embedded one.

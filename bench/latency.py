@@ -22,7 +22,8 @@ same database serves), it measures:
 - for the queue, what an idle minute costs: Ray requests through the proxy and PostgreSQL
   transactions and connections (pg_stat_database) over `--idle` seconds, per minute.
 The last lines are the budgets (bench/README.md): at most +0.3 s at p50 and +1 s at p90 over Ray
-alone (through the gateway: over Ray alone with the same CLI), a makespan at most 1.05x Ray alone, and an idle minute no dearer than the code before.
+alone (through the gateway: over Ray alone with the same CLI), a makespan at most 1.05x Ray alone,
+and an idle minute no dearer than the code before.
 
 The machine is shared: run it once, and read its figures beside the load at the time."""
 

@@ -46,7 +46,7 @@ from job.core.resources import Resources  # noqa: E402
 RECORDS = json.loads((Path(__file__).resolve().parent / "ray_state_records.json").read_text())
 JOBS = 100
 NODES = 100
-# The observe step of a group with 10,000 running actors and tasks (README, Performance).
+# The observe step of a group with 10,000 running actors and tasks (bench/README.md).
 BUDGET_S = 0.200
 
 

@@ -14,7 +14,7 @@ paused as `python -m job plan` pauses it, the peak memory of one plan (tracemall
 process's max RSS. Times are wall and, in brackets, the
 process's CPU time, which the load of a shared machine does not inflate. Last, over the sizes: the
 largest one's slowest plan, its growth from the size before and its validation per million jobs
-(of the loaded dict; from JSON, parsing included, beside json.loads) against the budgets (README, Performance: for
+(of the loaded dict; from JSON, parsing included, beside json.loads) against the budgets (bench/README.md: for
 1,000,000 jobs after 100,000), and a line saying which budgets hold.
 
 With --accounts, each policy and selector also plans the same snapshot with its 1,000 users in a
@@ -50,7 +50,7 @@ from job.core.planner import Snapshot, plan  # noqa: E402
 POLICIES = ("fifo", "lifo", "drf", "fairshare")
 SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")
 GIB = 2**30
-# For 1,000,000 pending jobs (README, Performance): the plan, its growth from 100,000, the
+# For 1,000,000 pending jobs (bench/README.md): the plan, its growth from 100,000, the
 # snapshot's validation per million jobs, the process's peak memory.
 PLAN_BUDGET_S = 4.0
 GROWTH_BUDGET = 11.0

@@ -10,8 +10,8 @@ generated beforehand, the figures computed after), the events simulated (arrival
 per second, the ticks and plans run, the time per plan, and the ratio of the time to the smallest
 size's. Times are given as elapsed and as the process's CPU time: on a machine shared with other
 work, the CPU time is the figure that says what the simulation costs; ratios and rates use it.
-Last, the largest size's slowest policy against the budget (BUDGET_S, for 100,000 jobs: README,
-Performance).
+Last, the largest size's slowest policy against the budget (BUDGET_S, for 100,000 jobs:
+bench/README.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Each round runs the bare interpreter (`python -c pass`, the floor no command can
 then each command, one after the other, so that the load of the machine weighs on all alike.
 Printed per command: the median wall time and the median CPU time of its process (user + system,
 from the child's rusage: what the command itself costs, which a shared machine's load does not
-inflate), their ratio to the bare interpreter's, and the budget (BUDGET_S: README, Performance).
+inflate), their ratio to the bare interpreter's, and the budget (BUDGET_S: bench/README.md).
 
 PostgreSQL: JOB_DATABASE_URL's server (a fresh database `bench_start` is made there), else an
 embedded one.

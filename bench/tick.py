@@ -13,7 +13,7 @@ waiting reason, the later ones are the steady state. Printed per size: the media
 of each step, the time outside Ray calls (reconcile, plan, commit, and the database part of the
 observe step), and the SQL statements per tick; then the planner alone (`plan`) on the snapshot of
 the last steady tick, timed again by itself, and the steady tick outside Ray against it and against
-the budget (TICK_BUDGET_S, TICK_BUDGET_RATIO: README, Performance). Wall times, as the tick reports
+the budget (TICK_BUDGET_S, TICK_BUDGET_RATIO: bench/README.md). Wall times, as the tick reports
 its steps; the process's CPU time of the tick and of the planner alone beside them (the load of a
 shared machine inflates the wall times, not these; PostgreSQL's own time is in the wall time only).
 

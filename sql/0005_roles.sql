@@ -1,5 +1,5 @@
 -- Who may do what: the database is the security boundary. Four group roles without login; an
--- operator grants a login role membership in one of them (README.md, "Roles and logins").
+-- operator grants a login role membership in one of them (docs/operations/roles-and-logins.md).
 --
 --   job_admin      groups, users and every job: read, add, change, remove (rows, not the schema)
 --   job_scheduler  what a tick and `prune` need, no more: read the queue's tables, update jobs,

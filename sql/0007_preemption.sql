@@ -1,4 +1,4 @@
--- Priority classes and preemption (docs/architecture.md, "Priority classes and preemption").
+-- Priority classes and preemption (docs/planner.md, "Priority classes and preemption").
 --
 -- A group lists its classes, each a name, an integer value and whether its jobs may be stopped to
 -- make room; one is its default. A job names its class at submit (NULL: the group's default).

@@ -1,4 +1,4 @@
--- One installation cannot act in another on the same server (README.md, "Roles and logins").
+-- One installation cannot act in another on the same server (docs/operations/roles-and-logins.md, "On a shared server").
 --
 -- Roles belong to the server: job_gateway is one role for every installation, and `token create`
 -- in any of them makes it a member of that installation's users. What keeps installation A's

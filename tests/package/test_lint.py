@@ -34,7 +34,7 @@ _CITED = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.md)\b")
 
 def _citations(root: Path) -> dict[str, set[str]]:
     """Every Markdown file the code and docs name, with where: README.md, docs/planner.md, or,
-    inside docs/, a file of docs/ by its own name."""
+    inside docs/, a file of docs/ or of the citing page's folder by its own name."""
     found: dict[str, set[str]] = {}
     for folder in ("job", "docs", "tests", "bench", "k8s", "sql"):
         for path in (root / folder).rglob("*"):
@@ -47,8 +47,13 @@ def _citations(root: Path) -> dict[str, set[str]]:
 
 
 def _missing(root: Path) -> list[str]:
+    def found_from(name: str, w: str) -> bool:
+        """From the root, from the citing file's own folder, or, inside docs/, from docs/."""
+        return any((folder / name).is_file() for folder in
+                   (root, (root / w).parent, *((root / "docs",) if w.startswith("docs/") else ())))
+
     def exists(name: str, where: set[str]) -> bool:
-        return (root / name).is_file() or all(w.startswith("docs/") and (root / "docs" / name).is_file() for w in where)
+        return all(found_from(name, w) for w in where)
     return sorted(f"{name} (cited in {', '.join(sorted(where))})" for name, where in _citations(root).items()
                   if not exists(name, where) and name != "docs/a/b.md")
 

@@ -141,7 +141,7 @@ def test_two_installations_on_one_server_are_apart(installations):
     (url_a, gateway_a), (url_b, gateway_b) = installations["a"], installations["b"]
     alice = f"jobtok_alice_{os.getpid()}"
     with psycopg.connect(url_a, autocommit=True, row_factory=dict_row) as owner:
-        # A's submitter, with a login of her own on A, as README.md's "Roles and logins" makes one.
+        # A's submitter, with a login of her own on A, as docs/operations/roles-and-logins.md makes one.
         owner.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE job_submitter").format(sql.Identifier(alice)))
         owner.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
             sql.Identifier(owner.info.dbname), sql.Identifier(alice)))
