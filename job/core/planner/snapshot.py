@@ -38,6 +38,7 @@ from typing_extensions import NotRequired, TypedDict
 from job.core import group_defaults
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
 from job.core.resources import to_units
+from job.core.states import PLANNER_REASONS
 
 # msgspec has no allow_inf_nan: an upper bound refuses inf, and any bound refuses nan.
 _FINITE = sys.float_info.max
@@ -49,8 +50,7 @@ Policy = Literal[POLICY_NAMES]
 SelectorName = Literal[SELECTOR_NAMES]
 # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
 # that a node type of an autoscaling cluster can hold.
-Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "AccountJobLimit",
-                 "AccountResourceLimit", "NotBefore", "Priority", "Preempting", "Reserved", "ScalingUp"]
+Reason = Literal[PLANNER_REASONS]
 Preemption = Literal[PREEMPTION_NAMES]
 # Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
 BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
