@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from job.core import group_defaults
 from job.core.errors import BadInput, key_named, quoted
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
@@ -346,8 +347,8 @@ class GroupSpec(_Spec):
     node_labels: dict[str, str] = Field(default_factory=dict)
     policy: Policy = "fairshare"
     selector: SelectorName = "dispersed"
-    resource_priority: list[str] = Field(default_factory=lambda: list(BUILTIN_RESOURCES))
-    half_life_s: float = 3600.0
+    resource_priority: list[str] = Field(default_factory=lambda: list(group_defaults.RESOURCE_PRIORITY))
+    half_life_s: float = group_defaults.HALF_LIFE_S
     max_running_per_user: int | None = Field(default=None, gt=0, le=INT32_MAX)
     max_resources_per_user: dict[str, float] | None = None
     strict_order: bool = False
@@ -363,16 +364,16 @@ class GroupSpec(_Spec):
     # env_vars its jobs may set that Ray reads for control (core/runtime_env.py RAY_CONTROL).
     allowed_env_vars: list[str] = Field(default_factory=list)
     # Priority classes (highest value first in the queue) and preemption; see docs/planner.md.
-    priority_classes: list[dict[str, Any]] = Field(default_factory=lambda: [dict(DEFAULT_CLASS)])
+    priority_classes: list[dict[str, Any]] = Field(default_factory=lambda: [dict(group_defaults.DEFAULT_CLASS)])
     # Checked against the classes even when not given: new classes without `default` need one named.
-    default_class: str = Field(default="default", validate_default=True)
+    default_class: str = Field(default=group_defaults.DEFAULT_CLASS["name"], validate_default=True)
     preemption: Preemption = "off"
-    min_runtime_s: float = Field(default=600.0, ge=0)
-    max_preemptions: int = Field(default=10, ge=0, le=10_000)
+    min_runtime_s: float = Field(default=group_defaults.MIN_RUNTIME_S, ge=0)
+    max_preemptions: int = Field(default=group_defaults.MAX_PREEMPTIONS, ge=0, le=10_000)
     # The job first in line of its class that waited this long for resources reserves where it
     # fits soonest; at most max_reservations at a time, 0 for none (docs/planner.md).
-    reserve_after_s: float = Field(default=300.0, ge=0)
-    max_reservations: int = Field(default=1, ge=0, le=1000)
+    reserve_after_s: float = Field(default=group_defaults.RESERVE_AFTER_S, ge=0)
+    max_reservations: int = Field(default=group_defaults.MAX_RESERVATIONS, ge=0, le=1000)
     # Tell Ray's autoscaler what the queue needs (job/core/autoscale.py).
     autoscale: bool = False
     # The nodes an http:// group's cluster can add; a raycluster:// group's come from its RayCluster.
@@ -479,9 +480,6 @@ class GroupSpec(_Spec):
     @classmethod
     def _limits(cls, value: Any) -> dict[str, float] | None:
         return None if value is None else parse_resources(value) or None
-
-
-DEFAULT_CLASS = {"name": "default", "value": 0, "preemptible": True}
 
 
 class UserSpec(_Spec):

@@ -70,7 +70,7 @@ class Reason(StrEnum):
     STOPPED = "Stopped"
     FAILED = "Failed"
     SUCCEEDED = "Succeeded"
-    # The planner's.
+    # The planner's (PLANNER_REASONS below).
     RESOURCES = "Resources"
     UNSCHEDULABLE = "Unschedulable"
     USER_JOB_LIMIT = "UserJobLimit"
@@ -82,6 +82,13 @@ class Reason(StrEnum):
     PREEMPTING = "Preempting"
     RESERVED = "Reserved"
     SCALING_UP = "ScalingUp"
+
+
+# The planner's waiting reasons, as its plan names them: the type of core/planner/snapshot.py `Reason`.
+PLANNER_REASONS = tuple(reason.value for reason in (
+    Reason.RESOURCES, Reason.UNSCHEDULABLE, Reason.USER_JOB_LIMIT, Reason.USER_RESOURCE_LIMIT, Reason.ACCOUNT_JOB_LIMIT,
+    Reason.ACCOUNT_RESOURCE_LIMIT, Reason.NOT_BEFORE, Reason.PRIORITY, Reason.PREEMPTING, Reason.RESERVED,
+    Reason.SCALING_UP))
 
 # Known to Ray: an intent committed (SUBMITTING) or a submission Ray has.
 ACTIVE = (SUBMITTING, SUBMITTED, RUNNING)

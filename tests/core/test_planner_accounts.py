@@ -13,8 +13,7 @@ from pydantic import ValidationError
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
 from planner_helpers import PROPERTY, snapshot, snapshots
-import test_planner_preemption
-from test_planner_preemption import ago, preempting_snapshots
+from preemption_helpers import CLASSES, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 
 
 def placed_users(accounts: dict, users: dict, cpus: int, policy: str = "drf", jobs: int = 8, **group) -> list[str]:
@@ -226,7 +225,7 @@ def team_reclaims(draw):
                     "usage": draw(st.sampled_from([0, 900]))} for user in TEAM_USERS}
     return {
         "group": {"policy": draw(st.sampled_from(["drf", "fairshare"])), "half_life_s": 3600, "selector": "dispersed",
-                  "preemption": "fairshare", "priority_classes": test_planner_preemption.CLASSES, "default_class": "low",
+                  "preemption": "fairshare", "priority_classes": CLASSES, "default_class": "low",
                   "min_runtime_s": 0, "max_preemptions": draw(st.integers(1, 4))},
         "now": ago(0), "nodes": [{"id": ident, "resources": resources} for ident, resources in nodes.items()],
         "running": running, "pending": pending, "users": users, "accounts": accounts,
@@ -236,4 +235,4 @@ def team_reclaims(draw):
 @PROPERTY
 @given(team_reclaims())
 def test_reclaim_across_teams_never_ping_pongs(document):
-    test_planner_preemption.test_fairshare_reclaim_never_ping_pongs.hypothesis.inner_test(document)
+    check_reclaim_never_ping_pongs(document)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -94,3 +96,36 @@ def test_a_long_function_is_found(tmp_path):
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     (tmp_path / "pkg" / "m.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}")
     assert _long_functions(tmp_path / "pkg") == [f"pkg/m.py:5 long ({MAX_FUNCTION_LINES + 1} lines)"]
+
+
+def _imported_test_modules(tests: Path) -> list[str]:
+    """Each import, in a module of `tests`, of one of its test modules (`test_*.py`): pytest would
+    collect the imported one twice over, and its tests then depend on one another. Shared helpers
+    live in `*_helpers.py` or a conftest."""
+    test_modules = {path.stem for path in tests.rglob("test_*.py")}
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if any(part in test_modules for name in names for part in name.split(".")):
+                found.append(f"{path.relative_to(tests.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_test_module_imports_another():
+    assert _imported_test_modules(ROOT / "tests") == []
+
+
+@pytest.mark.parametrize("line", ["import test_a", "from test_a import helper", "from tests.core.test_a import helper",
+                                  "from tests.core import test_a", "from . import test_a"])
+def test_an_import_of_a_test_module_is_found(tmp_path, line):
+    (tmp_path / "tests" / "core").mkdir(parents=True)
+    (tmp_path / "tests" / "core" / "test_a.py").write_text("def helper():\n    pass\n")
+    (tmp_path / "tests" / "core" / "a_helpers.py").write_text("def other():\n    pass\n")
+    (tmp_path / "tests" / "core" / "test_b.py").write_text(f"from a_helpers import other\n{line}\n")
+    assert _imported_test_modules(tmp_path / "tests") == ["tests/core/test_b.py:2"]

@@ -35,8 +35,10 @@ from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator,
                       ValidationInfo, ValidatorFunctionWrapHandler, field_serializer, field_validator, model_validator, with_config)
 from typing_extensions import NotRequired, TypedDict
 
+from job.core import group_defaults
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
 from job.core.resources import to_units
+from job.core.states import PLANNER_REASONS
 
 # msgspec has no allow_inf_nan: an upper bound refuses inf, and any bound refuses nan.
 _FINITE = sys.float_info.max
@@ -48,8 +50,7 @@ Policy = Literal[POLICY_NAMES]
 SelectorName = Literal[SELECTOR_NAMES]
 # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
 # that a node type of an autoscaling cluster can hold.
-Reason = Literal["Resources", "Unschedulable", "UserJobLimit", "UserResourceLimit", "AccountJobLimit",
-                 "AccountResourceLimit", "NotBefore", "Priority", "Preempting", "Reserved", "ScalingUp"]
+Reason = Literal[PLANNER_REASONS]
 Preemption = Literal[PREEMPTION_NAMES]
 # Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
 BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
@@ -81,8 +82,6 @@ def _as_msgspec_reads(value: Any) -> Any:
 
 Time = Annotated[datetime, AwareDatetime, BeforeValidator(_as_msgspec_reads), msgspec.Meta(tz=True)]
 
-DEFAULT_RESOURCE_PRIORITY = ("GPU", "CPU", "memory")
-
 
 class _Strict(BaseModel):
     # A misspelt option silently ignored would plan with its default: refuse it instead.
@@ -95,27 +94,27 @@ class PriorityClass(_Strict):
     preemptible: bool = True
 
 
-DEFAULT_CLASSES = (PriorityClass(name="default", value=0),)
+DEFAULT_CLASSES = (PriorityClass(**group_defaults.DEFAULT_CLASS),)
 
 
 class Group(_Strict):
     name: Name = "default"
     policy: Policy
     selector: SelectorName
-    resource_priority: list[Name] = Field(default_factory=lambda: list(DEFAULT_RESOURCE_PRIORITY))
-    half_life_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+    resource_priority: list[Name] = Field(default_factory=lambda: list(group_defaults.RESOURCE_PRIORITY))
+    half_life_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = group_defaults.HALF_LIFE_S
     max_running_per_user: Annotated[int, Field(ge=1)] | None = None
     max_resources_per_user: ResourceMap | None = None
     strict_order: bool = False
     priority_classes: list[PriorityClass] = Field(default_factory=lambda: list(DEFAULT_CLASSES), min_length=1)
-    default_class: Name = "default"
+    default_class: Name = group_defaults.DEFAULT_CLASS["name"]
     preemption: Preemption = "off"
-    min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 600
-    max_preemptions: Annotated[int, Field(ge=0)] = 10
+    min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = group_defaults.MIN_RUNTIME_S
+    max_preemptions: Annotated[int, Field(ge=0)] = group_defaults.MAX_PREEMPTIONS
     # The job first in line of its class that has waited this long for resources reserves the
     # node(s) where it will fit soonest; at most max_reservations at a time (0: none).
-    reserve_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300
-    max_reservations: Annotated[int, Field(ge=0)] = 1
+    reserve_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = group_defaults.RESERVE_AFTER_S
+    max_reservations: Annotated[int, Field(ge=0)] = group_defaults.MAX_RESERVATIONS
 
 
 @with_config(ConfigDict(extra="forbid"))
