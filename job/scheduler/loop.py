@@ -18,6 +18,7 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import psycopg
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -35,6 +36,8 @@ from job.store.connection import answers
 # The longest wait between two tries of a database that went away: a try is one connection
 # attempt, and the loop resumes at most this long after the database is back.
 RETRY_MAX_S = 2.0
+# How long after a job's due instant (tick.due_at) the loop ticks for it.
+DUE_MARGIN_S = 0.05
 # How soon a loop tries again a group another loop held.
 LOCKED_RETRY_S = 1.0
 
@@ -105,6 +108,11 @@ def _sleeper(window: _Window):
     return sleep
 
 
+def _monotonic(at: datetime) -> float:
+    """`at` on the loop's clock, a little after: a max_runtime counts as passed once exceeded."""
+    return time.monotonic() + (at - datetime.now(timezone.utc)).total_seconds() + DUE_MARGIN_S
+
+
 def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None = None) -> int:
     """Tick until `run_for_s` has passed: at once on a wake (wake.py: a NOTIFY, a job of ours that
     starts or ends in Ray), else `every_s` after its last tick (wake.py: one loop's timer of two). A tick is started only if it
@@ -142,7 +150,7 @@ def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None
             good, bad = good + outcome, bad + (not outcome)
             longest = max(longest, time.monotonic() - began)
             wakes.watch(list(dict.fromkeys(r.busy_cluster for r in results if r.busy_cluster is not None)))
-            until = began + every_s
+            until = min([began + every_s, *(_monotonic(r.due_at) for r in results if r.due_at is not None)])
             if any(result.cause == "locked" for result in results):
                 # Another loop holds the group (the last pod, handing over): try again soon, not
                 # only at the next wake, since that loop may end before it ticks what woke both.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from job import log
@@ -40,6 +41,8 @@ class GroupResult:
     # The Ray cluster the tick spoke to, while jobs of ours are in it (some running, or placed by
     # this tick): the loop watches it for a job's start or end until its next tick.
     busy_cluster: Any = field(default=None, repr=False, compare=False)
+    # When the group has something to do that no event announces (tick.due_at), if ever.
+    due_at: datetime | None = None
 
 
 class Steps:

@@ -10,12 +10,13 @@ import re
 import signal
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
 
 from cli_helpers import run_cli
-from fake_ray import FakeRay, finished
+from fake_ray import FakeRay, finished, running
 from tick_helpers import wait_for
 from job import api, log
 from job.scheduler import loop as loop_module, tick
@@ -143,3 +144,44 @@ def test_of_two_overlapping_loops_one_ticks_on_its_timer_until_it_ends(database_
     finally:
         first.close()
         second.close()
+
+
+def test_the_loop_wakes_when_a_not_before_passes_and_when_a_max_runtime_ends(conn, database_url, group, monkeypatch):
+    """No event announces either instant: the tick tells the loop when the next is due, and the
+    loop wakes then, not at its timer (a minute here)."""
+    ray = FakeRay()
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    seen: dict = {}
+
+    def row(job_id):
+        return conn.execute("SELECT state, submission_id, node, placed_at, reason FROM jobs WHERE id = %s",
+                            (job_id,)).fetchone()
+
+    def meanwhile():
+        try:
+            wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
+            not_before = datetime.now(timezone.utc) + timedelta(seconds=3)
+            seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", not_before=not_before,
+                                              max_runtime=2, database_url=database_url)
+            placed = wait_for(lambda: (r := row(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S + 3)
+            seen["placed_late_s"] = (placed["placed_at"] - not_before).total_seconds()
+            started = datetime.now(timezone.utc)
+            ray.known[placed["submission_id"]] = running(placed["submission_id"], placed["node"], minutes=0)
+            # A submit wakes a tick, which finds the job RUNNING and its max runtime due in 2 s.
+            api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
+            wait_for(lambda: placed["submission_id"] in ray.stopped, timeout=WOKEN_WITHIN_S + 2)
+            seen["stopped_late_s"] = (datetime.now(timezone.utc) - started).total_seconds() - 2
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            seen["error"] = exc
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    helper = threading.Thread(target=meanwhile)
+    helper.start()
+    config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
+    loop_module.loop(config, 3 * WOKEN_WITHIN_S + 60, EVERY_S)
+    helper.join()
+    assert "error" not in seen, seen
+    assert 0 <= seen["placed_late_s"] < WOKEN_WITHIN_S, seen
+    assert seen["stopped_late_s"] < WOKEN_WITHIN_S, seen
+    assert row(seen["job"])["reason"] == "RuntimeLimit", row(seen["job"])
