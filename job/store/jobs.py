@@ -7,36 +7,29 @@ job_cancel, which a submitter may call though it may not update jobs."""
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING
 
 import psycopg
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
+from job.core.job import SUBMITTED
 from job.store.params import json_param
 
 if TYPE_CHECKING:
     from job.core.specs import JobSpec
 
-# JobSpec's fields under their column names, where the two differ.
-_COLUMN_OF = {"user": "user_name", "group": "group_name"}
 
-
-@cache
 def submit_columns() -> tuple[str, ...]:
-    """What a submit writes: a column per JobSpec field, and the new job's state and first reason.
-    They are all a submitter may insert: migrations.migrate grants these columns and no other."""
-    # Imported here: pydantic's models are for a submit, not for every command that reads jobs.
-    from job.core.specs import JobSpec
-
-    return (*(_COLUMN_OF.get(field, field) for field in JobSpec.model_fields), "state", "reason", "message")
+    """What a submit writes: a column per field a submit takes, and the new job's state and first
+    reason. They are all a submitter may insert: migrations.migrate grants these columns and no other."""
+    return (*(field.column for field in SUBMITTED), "state", "reason", "message")
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
-    values = [*(json_param(field, getattr(spec, field)) for field in type(spec).model_fields),
+    values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
               states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
         row = conn.execute(
@@ -71,7 +64,7 @@ def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
         raise NotFound(f"group: {group!r} does not exist (see `python -m job group list`)")
     names = [c["name"] for c in row["priority_classes"]]
     if name not in names:
-        raise BadInput(f"class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
+        raise BadInput(f"priority_class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
