@@ -14,6 +14,7 @@ from job.core.units import MAX_DURATION_S
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
+    from job.core.job import Job
     from job.core.jobs import ActiveJob
 
 
@@ -50,11 +51,13 @@ def _shapes() -> dict[str, TypeAdapter]:
     }
 
 
-def row_problem(row: Mapping[str, Any]) -> str | None:
+def row_problem(row: Mapping[str, Any] | Job) -> str | None:
     """What is wrong with the row's first malformed field, as `field.key: message (value)`, or None;
     of the fields the row has (a report reads a few)."""
     from pydantic import ValidationError  # at the first row checked, as _shapes's
 
+    if not isinstance(row, Mapping):
+        row = {name: getattr(row, name) for name in (*_shapes(), "bundles")}
     for field, shape in _shapes().items():
         if field not in row:
             continue

@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
-from job.core.job import SUBMITTED
+from job.core.job import COLUMNS, SUBMITTED, Job
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -84,10 +85,18 @@ def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str
     return {job_id: result.get(job_id, (None, None)) for job_id in ids}
 
 
+# Job's columns by name: a column added by a migration and not to Job is not read.
+_JOB = ", ".join(COLUMNS)
+
+
+def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[Job]:
+    return conn.cursor(row_factory=class_row(Job))
+
+
 def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
-              states: list[str] | None, limit: int) -> list[dict]:
-    return conn.execute(
-        """SELECT * FROM jobs
+              states: list[str] | None, limit: int) -> list[Job]:
+    return _jobs(conn).execute(
+        f"""SELECT {_JOB} FROM jobs
            WHERE (%(user)s::text IS NULL OR user_name = %(user)s)
              AND (%(group)s::text IS NULL OR group_name = %(group)s)
              AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))
@@ -96,20 +105,20 @@ def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
     ).fetchall()
 
 
-def get_job(conn: psycopg.Connection, job_id: int) -> dict:
-    row = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+def get_job(conn: psycopg.Connection, job_id: int) -> Job:
+    row = _jobs(conn).execute(f"SELECT {_JOB} FROM jobs WHERE id = %s", (job_id,)).fetchone()
     if row is None:
         me = own_jobs_only(conn)
         raise NotFound(f"job {job_id} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
     return row
 
 
-def running_seen(conn: psycopg.Connection, row: dict) -> datetime | None:
+def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
     """When a tick first saw the job's current attempt run (its `started` event), if it did."""
-    if row["placed_at"] is None:
+    if job.placed_at is None:
         return None
     seen = conn.execute("SELECT min(at) AS at FROM job_events WHERE job_id = %s AND kind = 'started' AND attempt = %s",
-                        (row["id"], row["attempt"])).fetchone()
+                        (job.id, job.attempt)).fetchone()
     return seen["at"]
 
 
