@@ -31,14 +31,14 @@ from job.store.connection import session
 
 
 def submit(*, conn: psycopg.Connection | None = None, database_url: str | None = None, **options: Any) -> int:
-    """Enqueue one job and return its id. Its keywords are the fields a submit takes (core/job.py
-    FIELDS): user, group and entrypoint, then resources (a job that names none asks for CPU 1;
-    memory in bytes or a size such as '4GiB'), node_labels, runtime_env, metadata, priority,
-    priority_class, not_before (a datetime or ISO 8601), max_runtime (seconds or a duration such as
-    '2h'), bundles and bundle_strategy. `bundles`: what its work needs beside the driver (Ray Train
-    workers, actors), resource maps read as `resources` is, placed all or nothing by
-    `bundle_strategy` (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD; default PACK); the driver may then
-    ask for nothing (`resources={"CPU": 0}`). None for a field that has a default is its default."""
+    """Enqueue one job and return its id. Its keywords are the fields a submit takes, as core/job.py
+    FIELDS names them (`api_keyword`): user, group and entrypoint, then what the job asks for and
+    when. A job that names no resource asks for CPU 1; memory is in bytes or a size such as
+    '4GiB', a time a datetime or ISO 8601, a duration seconds or a text such as '2h'. `bundles`:
+    what its work needs beside the driver (Ray Train workers, actors), resource maps read as
+    `resources` is, placed all or nothing by `bundle_strategy` (PACK, SPREAD, STRICT_PACK,
+    STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`).
+    None for a field that has a default is its default."""
     fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
     if options:
         raise TypeError(f"submit() got an unexpected keyword argument {next(iter(options))!r}")

@@ -245,8 +245,9 @@ def show(args: argparse.Namespace) -> int:
     del shown["bundle_nodes"]
     if job.observed is not None:
         shown.update(_observed(job.observed))
-    if job.max_runtime_s is not None:
-        shown["max_runtime_s"] = format_duration(job.max_runtime_s)
+    for field in SHOWN:
+        if field.check == "duration" and getattr(job, field.column) is not None:
+            shown[field.shown] = format_duration(getattr(job, field.column))
     shown["why"] = _why(job)
     shown["after submit"] = timeline(job, running_seen) or "-"
     del shown["position"], shown["estimated_start_at"], shown["estimate_basis"], shown["reservation"], shown["expected_start"]

@@ -233,7 +233,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
         if isinstance(request, str) or isinstance(label_map, str):
             invalid[row.id] = request if isinstance(request, str) else label_map
             continue
-        bundles = strategy = klass = msgspec.UNSET
+        bundles = strategy = priority_class = msgspec.UNSET
         if row.bundles is not None:
             bundles = _checked(_BUNDLES, row.bundles, "bundles")
             if isinstance(bundles, str):
@@ -242,15 +242,15 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
             strategy = row.bundle_strategy or "PACK"
         if row.priority_class is not None:
             if row.priority_class not in classes:
-                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
+                invalid[row.id] = (f"priority_class: {row.priority_class!r} is no longer a class of group {group.name!r} "
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
-            klass = row.priority_class
+            priority_class = row.priority_class
         if row.max_runtime_s is not None and (problem := runtime_problem(row.max_runtime_s)):
             invalid[row.id] = problem
             continue
         job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
-                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=klass,
+                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=priority_class,
                       bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
                       # A job whose wait for resources has not begun before this tick begins it now.
                       waiting_since=row.waiting_since or now)

@@ -4,7 +4,7 @@ Ray's `JobDetails` (pydantic_models.py), the fields Ray's unmodified client pars
 
 The queue's own options travel in metadata keys (README.md, "Ray's own tools"), taken out of the
 job's metadata: each field of core/job.py FIELDS that has a `gateway` key (`queue.class`,
-`queue.max_runtime`, ...; a list, `queue.bundles`, as JSON)."""
+`queue.priority`, ...; a list, `queue.bundles`, as JSON)."""
 
 from __future__ import annotations
 
