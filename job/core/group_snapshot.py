@@ -18,6 +18,7 @@ from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
 from job.core.job_row import runtime_problem
 from job.core.jobs import ActiveJob
+from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import Bundles, Pending, ResourceMap
@@ -282,8 +283,8 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
-                   users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None, accounts: list[dict] = (),
+                   users: list[Member], state: dict, ended: list[tuple[str, dict]] = (),
+                   use: Observed | None = None, accounts: list[AccountRow] = (),
                    run_times: RunTimes | None = None, made: MadeJobs | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
@@ -323,10 +324,10 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
                      "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j, now, run_times),
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
-        "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
-                              "max_resources": u["max_resources"], "account": u.get("account")} for u in users},
-        "accounts": {a["name"]: {"parent": a["parent"], "shares": a["shares"], "max_running": a["max_running"],
-                                 "max_resources": a["max_resources"]} for a in accounts},
+        "users": {u.name: {"shares": u.shares, "usage": u.usage, "max_running": u.max_running,
+                           "max_resources": u.max_resources, "account": u.account} for u in users},
+        "accounts": {a.name: {"parent": a.parent, "shares": a.shares, "max_running": a.max_running,
+                              "max_resources": a.max_resources} for a in accounts},
         "state": state,
     })
     snapshot.pending = jobs

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core.errors import BadInput, Conflict, NotFound
+from job.core.members import AccountRow
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -68,9 +70,10 @@ def list_accounts(conn: psycopg.Connection) -> list[dict]:
            FROM accounts a ORDER BY a.name""").fetchall()
 
 
-def tree(conn: psycopg.Connection) -> list[dict]:
+def tree(conn: psycopg.Connection) -> list[AccountRow]:
     """What the planner needs of every account (a tick reads it once per group)."""
-    return conn.execute("SELECT name, parent, shares, max_running, max_resources FROM accounts ORDER BY name").fetchall()
+    return conn.cursor(row_factory=class_row(AccountRow)).execute(
+        "SELECT name, parent, shares, max_running, max_resources FROM accounts ORDER BY name").fetchall()
 
 
 def remove_account(conn: psycopg.Connection, name: str) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import NotFound
+from job.core.members import Member
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ def list_users(conn: psycopg.Connection) -> list[dict]:
     ).fetchall()
 
 
-def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
+def users_of_group(conn: psycopg.Connection, group: str) -> list[Member]:
     """Every user with jobs waiting or active in the group, or with usage there.
 
     A tick sends this: it must read only the group's unfinished jobs, never a user's history. Each
@@ -69,7 +71,7 @@ def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
     the reconciliation's time), the group's few active jobs read through jobs_active. One condition
     on all unfinished states would match neither, and PostgreSQL would read every job of each user
     (jobs_user) or the whole table (tests/store/test_history.py)."""
-    return conn.execute(
+    return conn.cursor(row_factory=class_row(Member)).execute(
         """SELECT u.name, u.shares, u.max_running, u.max_resources, u.account, coalesce(uu.usage, 0) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
            WHERE uu.usage > 0
