@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
-from job.core.job_row import runtime_problem
+from job.core.job_row import stored_problem
 from job.core.jobs import ActiveJob
 from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
@@ -247,7 +247,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
             priority_class = row.priority_class
-        if row.max_runtime_s is not None and (problem := runtime_problem(row.max_runtime_s)):
+        if row.max_runtime_s is not None and (problem := stored_problem("max_runtime_s", row.max_runtime_s)):
             invalid[row.id] = problem
             continue
         job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,

@@ -97,6 +97,8 @@ class JobField:
     needs: tuple[str, ...] = ()
     bounds: tuple[tuple[str, float], ...] = ()
     default: Any = None
+    # How people's reads check its stored value (core/job_row.py: a row written past the CLI).
+    stored: str | None = None
     # Whether the planner reads it: its snapshot job carries it (core/group_snapshot.py).
     planned: bool = False
 
@@ -123,6 +125,10 @@ class JobField:
     def is_time(self) -> bool:
         return datetime in getattr(self.type, "__args__", (self.type,))
 
+    @property
+    def optional(self) -> bool:
+        return type(None) in getattr(self.type, "__args__", ())
+
 
 @cache
 def _hints() -> dict[str, Any]:
@@ -143,17 +149,18 @@ FIELDS: tuple[JobField, ...] = (
              check="entrypoint", default=REQUIRED),
     JobField("resources", "resources", spec="resources", option="--resource", read="resources", metavar="NAME=AMOUNT",
              help="any Ray resource (repeatable)", check="resources", needs=("bundles",), default={"CPU": 1.0},
-             planned=True),
+             stored="resources", planned=True),
     # Its work beside the driver, and the node planned for each bundle once placed (else None).
     JobField("bundles", "bundles", spec="bundles", option="--bundle", read="bundles", metavar="[Nx]NAME=AMOUNT,...",
              help="what its work needs beside the driver, e.g. 4xGPU=1,CPU=8 (four bundles; repeatable)",
-             gateway="queue.bundles", check="bundles", planned=True),
+             gateway="queue.bundles", check="bundles", stored="bundles", planned=True),
     JobField("bundle_strategy", "bundle_strategy", spec="bundle_strategy", option="--bundle-strategy",
              metavar="STRATEGY", help="how its bundles are spread: PACK (default), SPREAD, STRICT_PACK or STRICT_SPREAD",
              gateway="queue.bundle_strategy", check="bundle strategy", needs=("bundles",), planned=True),
-    JobField("bundle_nodes", "bundle_nodes"),
+    JobField("bundle_nodes", "bundle_nodes", stored="nodes"),
     JobField("node_labels", "node_labels", spec="node_labels", option="--node-label", read="pairs", metavar="K=V",
-             help="run only on nodes with this label (repeatable)", check="labels", default={}, planned=True),
+             help="run only on nodes with this label (repeatable)", check="labels", default={}, stored="labels",
+             planned=True),
     JobField("runtime_env", "runtime_env", spec="runtime_env", option="--runtime-env", read="json",
              metavar="JSON|@FILE", help="Ray runtime_env, as JSON or @file", check="runtime_env", default={}),
     JobField("metadata", "metadata", spec="metadata", option="--metadata", read="pairs", metavar="K=V",
@@ -181,7 +188,7 @@ FIELDS: tuple[JobField, ...] = (
              help="do not start before this time (ISO 8601)", gateway="queue.not_before", check="time", planned=True),
     JobField("max_runtime_s", "max_runtime_s", spec="max_runtime_s", keyword="max_runtime", option="--max-runtime",
              metavar="DURATION", help="stop the job after this long, e.g. 2h", gateway="queue.max_runtime",
-             check="duration", bounds=(("gt", 0),), planned=True),
+             check="duration", bounds=(("gt", 0),), stored="duration", planned=True),
     JobField("started_at", "started_at"),
     JobField("finished_at", "finished_at"),
     JobField("cancel_requested_at", "cancel_requested_at"),
@@ -196,7 +203,7 @@ FIELDS: tuple[JobField, ...] = (
     JobField("queue_position"),
     JobField("estimated_start_at"),
     JobField("estimate_basis"),
-    JobField("observed"),
+    JobField("observed", stored="observed"),
     JobField("reserved_kind"),
     JobField("reserved_bundle_nodes"),
     JobField("reserved_start"),
@@ -206,4 +213,5 @@ FIELDS: tuple[JobField, ...] = (
 
 SUBMITTED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.submitted)
 SHOWN: tuple[JobField, ...] = tuple(field for field in FIELDS if field.shown)
+STORED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.stored)
 COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
