@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -9,7 +10,7 @@ from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import NotFound
-from job.core.members import Member
+from job.core.members import ListedUser, Member, UserRow
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -32,8 +33,13 @@ def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
         raise NotFound(f"account: {spec.account!r} does not exist (add it with `python -m job account add {spec.account}`)") from None
 
 
-def get_user(conn: psycopg.Connection, name: str) -> dict | None:
-    return conn.execute("SELECT * FROM users WHERE name = %s", (name,)).fetchone()
+def _selected(alias: str = "") -> str:
+    return ", ".join(alias + field.name for field in fields(UserRow))
+
+
+def get_user(conn: psycopg.Connection, name: str) -> UserRow | None:
+    return conn.cursor(row_factory=class_row(UserRow)).execute(
+        f"SELECT {_selected()} FROM users WHERE name = %s", (name,)).fetchone()
 
 
 def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
@@ -52,9 +58,9 @@ def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
     ).fetchall()
 
 
-def list_users(conn: psycopg.Connection) -> list[dict]:
-    return conn.execute(
-        """SELECT u.*, count(j.id) FILTER (WHERE j.state = %s) AS pending,
+def list_users(conn: psycopg.Connection) -> list[ListedUser]:
+    return conn.cursor(row_factory=class_row(ListedUser)).execute(
+        f"""SELECT {_selected("u.")}, count(j.id) FILTER (WHERE j.state = %s) AS pending,
                   count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
            FROM users u LEFT JOIN jobs j ON j.user_name = u.name
            GROUP BY u.name ORDER BY u.name""",
