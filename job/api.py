@@ -16,12 +16,13 @@ not found by `cancel`. What a role may not do at all raises PostgreSQL's `Insuff
 
 from __future__ import annotations
 
-from datetime import datetime
+import inspect
 from typing import Any
 
 import psycopg
 
 from job.core.errors import BadInput, quoted
+from job.core.job import REQUIRED, SUBMITTED
 from job.core.runtime_env import KNOWN_KEYS, controls, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
@@ -29,40 +30,22 @@ from job.store import groups, jobs
 from job.store.connection import session
 
 
-def submit(
-    *,
-    user: str,
-    group: str,
-    entrypoint: str,
-    resources: dict[str, Any] | None = None,
-    node_labels: dict[str, str] | None = None,
-    runtime_env: dict[str, Any] | None = None,
-    priority: int = 0,
-    not_before: datetime | str | None = None,
-    max_runtime: float | str | None = None,
-    metadata: dict[str, str] | None = None,
-    priority_class: str | None = None,
-    bundles: list[dict[str, Any]] | None = None,
-    bundle_strategy: str | None = None,
-    conn: psycopg.Connection | None = None,
-    database_url: str | None = None,
-) -> int:
-    """Enqueue one job and return its id. A job that names no resource asks for CPU 1;
-    memory is in bytes or a size such as '4GiB'; max_runtime in seconds or a duration such as '2h'.
-    `bundles`: what its work needs beside the driver (Ray Train workers, actors), resource maps read
-    as `resources` is, placed all or nothing by `bundle_strategy` (PACK, SPREAD, STRICT_PACK,
-    STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`)."""
-    fields = {
-        "user": user, "group": group, "entrypoint": entrypoint, "priority": priority,
-        "not_before": not_before, "max_runtime_s": max_runtime, "priority_class": priority_class,
-        "bundles": bundles, "bundle_strategy": bundle_strategy,
-    }
-    for name, value in (("resources", resources), ("node_labels", node_labels),
-                        ("runtime_env", runtime_env), ("metadata", metadata)):
-        if value is not None:
-            fields[name] = value
+def submit(*, conn: psycopg.Connection | None = None, database_url: str | None = None, **options: Any) -> int:
+    """Enqueue one job and return its id. Its keywords are the fields a submit takes, as core/job.py
+    FIELDS names them (`api_keyword`): user, group and entrypoint, then what the job asks for and
+    when. A job that names no resource asks for CPU 1; memory is in bytes or a size such as
+    '4GiB', a time a datetime or ISO 8601, a duration seconds or a text such as '2h'. `bundles`:
+    what its work needs beside the driver (Ray Train workers, actors), resource maps read as
+    `resources` is, placed all or nothing by `bundle_strategy` (PACK, SPREAD, STRICT_PACK,
+    STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`).
+    None for a field that has a default is its default."""
+    fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
+    if options:
+        raise TypeError(f"submit() got an unexpected keyword argument {next(iter(options))!r}")
+    fields = {name: value for name, value in fields.items() if value is not None or _DEFAULTS[name] is REQUIRED}
     # Keys beyond the known ones, and env_vars Ray reads for control, pass here if the group allows
     # them, which only the database knows.
+    runtime_env = fields.get("runtime_env")
     unknown = frozenset(runtime_env) - KNOWN_KEYS if isinstance(runtime_env, dict) else frozenset()
     spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown,
                                                "allowed_env_vars": controls(runtime_env)})
@@ -70,6 +53,16 @@ def submit(
         return _insert(conn, spec)
     with session(database_url or settings().require_database_url()) as own:
         return _insert(own, spec)
+
+
+_DEFAULTS = {field.spec: field.default for field in SUBMITTED}
+# What help() and an editor show: the table's keywords.
+submit.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter(field.api_keyword, inspect.Parameter.KEYWORD_ONLY,
+                       **({} if field.default is REQUIRED else {"default": field.default}))
+     for field in SUBMITTED]
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("conn", "database_url")],
+    return_annotation=int)
 
 
 def _insert(conn: psycopg.Connection, spec: JobSpec) -> int:

@@ -1,15 +1,17 @@
 """The commands on accounts (teams above users): account add, set, show, list, remove. An account's
-spec (job.core.specs, pydantic's models) is imported where an account is written or shown in full:
-`account list`'s table reads the rows alone."""
+spec (job.core.specs, pydantic's models) is imported where an account is written: the rows shown
+are core/members.py's."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, pairs, parser_of
 from job.core.accounts import walk
+from job.core.members import AccountRow, ListedAccount, settings_of
 from job.store import accounts
 
 if TYPE_CHECKING:
@@ -38,10 +40,8 @@ def _options(parser: argparse.ArgumentParser, adding: bool) -> None:
                         help="at most this much held by its users together, per group (repeatable)")
 
 
-def _fields(args: argparse.Namespace, current: dict) -> dict:
-    from job.core.specs import AccountSpec
-
-    fields = {field: current[field] for field in AccountSpec.model_fields if field in current}
+def _fields(args: argparse.Namespace, current: AccountRow | None) -> dict:
+    fields = settings_of(current) if current else {}
     fields["name"] = args.name
     for option in ("parent", "shares", "max_running"):
         if getattr(args, option) is not None:
@@ -60,7 +60,7 @@ def _said(spec: AccountSpec) -> str:
 def add(args: argparse.Namespace) -> int:
     from job.core.specs import AccountSpec, validated
 
-    spec = validated(AccountSpec, _fields(args, {}))
+    spec = validated(AccountSpec, _fields(args, None))
     with database() as conn:
         accounts.insert_account(conn, spec)
     print(f"account {spec.name} added: {_said(spec)}")
@@ -77,17 +77,15 @@ def update(args: argparse.Namespace) -> int:
     return 0
 
 
-def _account_json(row: dict) -> dict:
-    from job.core.specs import AccountSpec
-
-    return {**{field: row[field] for field in AccountSpec.model_fields}, "users": row["users"],
-            "children": row["children"], "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
+def _account_json(account: ListedAccount) -> dict:
+    return {**settings_of(account), "users": account.users, "children": account.children,
+            "created_at": iso(account.created_at), "updated_at": iso(account.updated_at)}
 
 
 def show(args: argparse.Namespace) -> int:
     with database() as conn:
         accounts.get_account(conn, args.name)
-        row = next(row for row in accounts.list_accounts(conn) if row["name"] == args.name)
+        row = next(row for row in accounts.list_accounts(conn) if row.name == args.name)
     account = _account_json(row)
     if args.json:
         print_json(account)
@@ -99,12 +97,12 @@ def show(args: argparse.Namespace) -> int:
 
 def list_accounts(args: argparse.Namespace) -> int:
     with database() as conn:
-        rows = {row["name"]: row for row in accounts.list_accounts(conn)}
-    ordered = [(depth, rows[name]) for depth, name, _ in walk({name: row["parent"] for name, row in rows.items()})]
+        rows = {row.name: row for row in accounts.list_accounts(conn)}
+    ordered = [(depth, rows[name]) for depth, name, _ in walk({name: row.parent for name, row in rows.items()})]
     if args.json:
         print_json([_account_json(row) for _, row in ordered])
         return 0
-    print_table([{**row, "account": "  " * depth + row["name"], "max_resources": format_resources(row["max_resources"])}
+    print_table([{**asdict(row), "account": "  " * depth + row.name, "max_resources": format_resources(row.max_resources)}
                  for depth, row in ordered], ["account", "shares", "max_running", "max_resources", "users"])
     return 0
 

@@ -124,8 +124,7 @@ def job_events(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"job": ident, "events": [event_json(row) for row in rows]})
         return 0
-    print(f"job {ident}: {job['user_name']} in {job['group_name']}, {format_resources(job['resources'])}, "
-          f"now {job['state']}")
+    print(f"job {ident}: {job.user_name} in {job.group_name}, {format_resources(job.resources)}, now {job.state}")
     # Ray's node ids are 56 hex digits: the first 12 tell them apart (--json has them whole).
     # `after`: since the event before, so that the way from queued to started reads as its steps.
     print_table([{**row, "state": (f"{row['from_state']}>{row['state']}" if row["from_state"] not in (None, row["state"])

@@ -53,16 +53,16 @@ def format_resources(resources: dict[str, float] | None) -> str:
     return ",".join(f"{name}={format_amount(name, to_units(amount))}" for name, amount in resources.items())
 
 
-def format_footprint(row: dict) -> str:
+def format_footprint(resources: dict[str, float], bundles: list[dict[str, float]] | None, strategy: str | None) -> str:
     """A job's driver request and its bundles, equal ones in a row counted as `--bundle` takes them:
     `CPU=1 + 2x{CPU=2} STRICT_SPREAD`."""
-    if not row.get("bundles"):
-        return format_resources(row["resources"])
+    if not bundles:
+        return format_resources(resources)
     runs: list[list] = []
-    for bundle in row["bundles"]:
+    for bundle in bundles:
         if runs and runs[-1][0] == bundle:
             runs[-1][1] += 1
         else:
             runs.append([bundle, 1])
     said = " + ".join(f"{count}x{{{format_resources(bundle)}}}" for bundle, count in runs)
-    return f"{format_resources(row['resources'])} + {said} {row['bundle_strategy']}"
+    return f"{format_resources(resources)} + {said} {strategy}"

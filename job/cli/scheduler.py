@@ -54,8 +54,8 @@ def run_loop(args: argparse.Namespace) -> int:
 def logs(args: argparse.Namespace) -> int:
     with database() as conn:
         job = jobs.get_job(conn, job_id(args.id))
-        group = groups.get_group(conn, job["group_name"])
-    if job["submission_id"] is None:
-        raise NotFound(f"job {job['id']} has not been submitted to Ray yet ({job['state']})")
-    print(cluster_of(group.ray_address, settings().ray_timeout_s).logs(job["submission_id"]), end="")
+        group = groups.get_group(conn, job.group_name)
+    if job.submission_id is None:
+        raise NotFound(f"job {job.id} has not been submitted to Ray yet ({job.state})")
+    print(cluster_of(group.ray_address, settings().ray_timeout_s).logs(job.submission_id), end="")
     return 0

@@ -20,7 +20,7 @@ from job.core.simulate.cluster import parse_nodes, parse_nodes_json
 from job.core.simulate.engine import Outcome, simulate
 from job.core.simulate.generate import generate
 from job.core.simulate.metrics import summarise, tree_figures, windows
-from job.core.simulate.trace import Trace, parse_csv, parse_swf
+from job.core.simulate.trace import CSV_FIELDS, Trace, parse_csv, parse_swf
 from job.core.specs import GroupSpec, validated
 from job.core.units import format_duration
 
@@ -34,7 +34,7 @@ _NO_CLUSTER = "http://simulated"
 def register(sub) -> None:
     p = command(sub, "simulate", run, json_output=True)
     p.add_argument("trace", nargs="?", metavar="TRACE",
-                   help="CSV (submit_time,user,resources,run_time[,priority,class,max_runtime]) or SWF (.swf) trace file")
+                   help=f"CSV ({','.join(CSV_FIELDS[:4])}[,{','.join(CSV_FIELDS[4:])}]) or SWF (.swf) trace file")
     p.add_argument("--format", choices=("csv", "swf"), help="the trace's format (default: swf for .swf files, else csv)")
     p.add_argument("--generate", metavar="N", type=_positive, help="simulate N generated jobs instead of a trace")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated trace (default 1)")

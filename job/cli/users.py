@@ -1,13 +1,15 @@
 """The commands on users: user set, show, list. A user's spec (job.core.specs, pydantic's models) is
-imported where a user is written or shown in full: `user list`'s table reads the rows alone."""
+imported where a user is written: the rows shown are core/members.py's."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, parser_of, pairs
 from job.core.errors import NotFound
+from job.core.members import UserRow, settings_of
 from job.store import users
 
 
@@ -30,8 +32,8 @@ def user_set(args: argparse.Namespace) -> int:
     from job.core.specs import UserSpec, validated
 
     with database() as conn:
-        current = users.get_user(conn, args.name) or {}
-        fields = {field: current[field] for field in UserSpec.model_fields if field in current}
+        current = users.get_user(conn, args.name)
+        fields = settings_of(current) if current else {}
         fields["name"] = args.name
         for option, field in (("shares", "shares"), ("max_running", "max_running"), ("account", "account")):
             if getattr(args, option) is not None:
@@ -46,11 +48,8 @@ def user_set(args: argparse.Namespace) -> int:
     return 0
 
 
-def _user_json(row: dict) -> dict:
-    from job.core.specs import UserSpec
-
-    return {**{field: row[field] for field in UserSpec.model_fields},
-            "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"])}
+def _user_json(user: UserRow) -> dict:
+    return {**settings_of(user), "created_at": iso(user.created_at), "updated_at": iso(user.updated_at)}
 
 
 def user_show(args: argparse.Namespace) -> int:
@@ -76,7 +75,7 @@ def user_list(args: argparse.Namespace) -> int:
     with database() as conn:
         rows = users.list_users(conn)
     if args.json:
-        print_json([{**_user_json(row), "pending": row["pending"], "active": row["active"]} for row in rows])
+        print_json([{**_user_json(user), "pending": user.pending, "active": user.active} for user in rows])
         return 0
-    print_table(rows, ["name", "account", "shares", "max_running", "pending", "active"])
+    print_table(map(asdict, rows), ["name", "account", "shares", "max_running", "pending", "active"])
     return 0

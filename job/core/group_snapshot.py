@@ -16,8 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
-from job.core.job_row import runtime_problem
+from job.core.job_row import stored_problem
 from job.core.jobs import ActiveJob
+from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import Bundles, Pending, ResourceMap
@@ -233,7 +234,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
         if isinstance(request, str) or isinstance(label_map, str):
             invalid[row.id] = request if isinstance(request, str) else label_map
             continue
-        bundles = strategy = klass = msgspec.UNSET
+        bundles = strategy = priority_class = msgspec.UNSET
         if row.bundles is not None:
             bundles = _checked(_BUNDLES, row.bundles, "bundles")
             if isinstance(bundles, str):
@@ -242,15 +243,15 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
             strategy = row.bundle_strategy or "PACK"
         if row.priority_class is not None:
             if row.priority_class not in classes:
-                invalid[row.id] = (f"class: {row.priority_class!r} is no longer a class of group {group.name!r} "
+                invalid[row.id] = (f"priority_class: {row.priority_class!r} is no longer a class of group {group.name!r} "
                                    f"(its classes: {', '.join(sorted(classes))})")
                 continue
-            klass = row.priority_class
-        if row.max_runtime_s is not None and (problem := runtime_problem(row.max_runtime_s)):
+            priority_class = row.priority_class
+        if row.max_runtime_s is not None and (problem := stored_problem("max_runtime_s", row.max_runtime_s)):
             invalid[row.id] = problem
             continue
         job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
-                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=klass,
+                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=priority_class,
                       bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
                       # A job whose wait for resources has not begun before this tick begins it now.
                       waiting_since=row.waiting_since or now)
@@ -282,8 +283,8 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
-                   users: list[dict], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None, accounts: list[dict] = (),
+                   users: list[Member], state: dict, ended: list[tuple[str, dict]] = (),
+                   use: Observed | None = None, accounts: list[AccountRow] = (),
                    run_times: RunTimes | None = None, made: MadeJobs | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
@@ -323,10 +324,10 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
                      "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j, now, run_times),
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
-        "users": {u["name"]: {"shares": u["shares"], "usage": u["usage"], "max_running": u["max_running"],
-                              "max_resources": u["max_resources"], "account": u.get("account")} for u in users},
-        "accounts": {a["name"]: {"parent": a["parent"], "shares": a["shares"], "max_running": a["max_running"],
-                                 "max_resources": a["max_resources"]} for a in accounts},
+        "users": {u.name: {"shares": u.shares, "usage": u.usage, "max_running": u.max_running,
+                           "max_resources": u.max_resources, "account": u.account} for u in users},
+        "accounts": {a.name: {"parent": a.parent, "shares": a.shares, "max_running": a.max_running,
+                              "max_resources": a.max_resources} for a in accounts},
         "state": state,
     })
     snapshot.pending = jobs

@@ -1,14 +1,16 @@
 """A job row as stored, checked as its readers use it: a row written past the CLI (an admin's SQL)
 with a value no command would have written is shown with what is wrong with it, not formatted (and
-the tick fails it, InvalidJob, when it is pending: core/group_snapshot.py)."""
+the tick fails it, InvalidJob, when it is pending: core/group_snapshot.py). The fields checked are
+those of core/job.py FIELDS with a `stored` shape, in the table's order."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from job.core.job import STORED, Job
 from job.core.units import MAX_DURATION_S
 
 if TYPE_CHECKING:
@@ -40,21 +42,24 @@ def _shapes() -> dict[str, TypeAdapter]:
         tasks: int
         over_since: Optional[str] = None
 
-    return {
-        "max_runtime_s": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),
+    shapes = {
+        "duration": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),
         "resources": TypeAdapter(ResourceMap),
-        "node_labels": TypeAdapter(dict[str, str]),
+        "labels": TypeAdapter(dict[str, str]),
         "bundles": TypeAdapter(Optional[Bundles]),
-        "bundle_nodes": TypeAdapter(Optional[list[str]]),
+        "nodes": TypeAdapter(Optional[list[str]]),
         "observed": TypeAdapter(Optional[Observed]),
     }
+    return {field.column: shapes[field.stored] for field in STORED}
 
 
-def row_problem(row: Mapping[str, Any]) -> str | None:
+def row_problem(row: Mapping[str, Any] | Job) -> str | None:
     """What is wrong with the row's first malformed field, as `field.key: message (value)`, or None;
     of the fields the row has (a report reads a few)."""
     from pydantic import ValidationError  # at the first row checked, as _shapes's
 
+    if not isinstance(row, Mapping):
+        row = {field.column: getattr(row, field.column) for field in STORED}
     for field, shape in _shapes().items():
         if field not in row:
             continue
@@ -70,9 +75,9 @@ def row_problem(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def runtime_problem(seconds: float | None) -> str | None:
-    """What is wrong with a stored max_runtime_s, or None."""
-    return row_problem({"max_runtime_s": seconds})
+def stored_problem(column: str, value: Any) -> str | None:
+    """What is wrong with one stored value of a column, or None."""
+    return row_problem({column: value})
 
 
 def _short(value: Any) -> str:
@@ -86,6 +91,12 @@ def usable(active: list[ActiveJob]) -> tuple[list[ActiveJob], dict[int, str]]:
     resources still show what it holds), without a run time limit and its observed use dropped,
     so that one row does not stop its group's tick."""
     problems = {job.id: problem for job in active if (problem := row_problem(asdict(job)))}
-    return [replace(job, resources={}, bundles=None, bundle_nodes=None, observed=None, max_runtime_s=None)
-            if job.id in problems else job
-            for job in active], problems
+    return [replace(job, **_cleared()) if job.id in problems else job for job in active], problems
+
+
+@cache
+def _cleared() -> dict[str, Any]:
+    from job.core.jobs import ActiveJob
+
+    held = {field.name for field in fields(ActiveJob)}
+    return {field.column: None if field.optional else {} for field in STORED if field.column in held}

@@ -33,6 +33,7 @@ from job.core.accounts import entitlements as tree_entitlements
 from job.core.accounts import walk
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
+from job.core.members import Member
 from job.core.planner.picture import user_score
 from job.core.planner.rules import POLICIES, memory
 from job.core.resources import Resources, dominant_share, footprint
@@ -207,7 +208,7 @@ def account_shares(group: Mapping, users: list[UserShare], accounts: Mapping[str
     return list(rows.values())
 
 
-def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: Iterable[ActiveJob],
+def placement_figures(group: GroupConfig, members: Iterable[Member], active: Iterable[ActiveJob],
                       totals: Mapping[str, int], placements: Iterable[tuple[int, str]], pending: Iterable,
                       accounts: Mapping[str, Any] | None = None,
                       bundle_nodes: Mapping[int, list[str]] | None = None) -> dict[int, dict]:
@@ -223,7 +224,7 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
     placements = list(placements)
     placed = {job_id for job_id, _ in placements}
     rows = {row.id: row for row in pending if row.id in placed}
-    people = {member["name"]: member for member in members}
+    people = {member.name: member for member in members}
     levels = _Levels(people, accounts or {})
     held: dict[str, Resources] = defaultdict(Resources)
     for job in active:
@@ -239,8 +240,9 @@ def placement_figures(group: GroupConfig, members: Iterable[Mapping], active: It
         if job_id in (bundle_nodes or {}):
             figure["bundle_nodes"] = bundle_nodes[job_id]
         if POLICIES[group.policy].scores_users:
-            person = people.get(row.user_name, {})
-            figure.update(_level(group, held[row.user_name], totals, person.get("shares", 1.0), person.get("usage", 0.0)))
+            person = people.get(row.user_name)
+            figure.update(_level(group, held[row.user_name], totals, person.shares if person else 1.0,
+                                 person.usage if person else 0.0))
             if levels.keys(row.user_name)[1:]:
                 figure["accounts"] = [{"account": key[1], **_level(group, held[key], totals, *levels.of(key[1]))}
                                       for key in levels.keys(row.user_name)[1:]]
@@ -264,18 +266,19 @@ class _Levels:
     """Per user, the keys its jobs count under: its name, then ("account", name) for each of its
     accounts from the top; an account's shares and usage (its members' together)."""
 
-    def __init__(self, people: Mapping[str, Mapping], accounts: Mapping[str, Any]):
+    def __init__(self, people: Mapping[str, Member], accounts: Mapping[str, Any]):
         self.people, self.accounts = people, accounts
         self.paths: dict[str, list] = {}
         self.usage: dict[str, float] = defaultdict(float)
         for name, person in people.items():
             for key in self.keys(name)[1:]:
-                self.usage[key[1]] += person.get("usage", 0.0)
+                self.usage[key[1]] += person.usage
 
     def keys(self, user: str) -> list:
         path = self.paths.get(user)
         if path is None:
-            account = self.people.get(user, {}).get("account")
+            person = self.people.get(user)
+            account = person.account if person else None
             chain = []
             while account is not None and account in self.accounts:
                 chain.append(("account", account))

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from job.core import group_defaults
 from job.core.errors import BadInput, key_named, quoted
+from job.core.job import INT32_MAX, SUBMITTED, JobField
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.roles import reserved_role_problem
@@ -32,7 +32,6 @@ LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?")
 BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
 # Metadata keys the scheduler sets on every Ray job it submits.
 RESERVED_METADATA_PREFIX = "scheduler."
-INT32_MAX = 2**31 - 1
 BUNDLE_STRATEGIES = get_args(BundleStrategy)
 
 
@@ -188,97 +187,101 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class JobSpec(_Spec):
-    user: str
-    group: str
-    entrypoint: str
-    # Before `resources`, whose check reads them: a driver may ask for nothing when they are given.
-    bundles: list[dict[str, float]] | None = None
-    bundle_strategy: str | None = Field(default=None, validate_default=True)
-    resources: dict[str, float] = Field(default_factory=lambda: {"CPU": 1.0})
-    node_labels: dict[str, str] = Field(default_factory=dict)
-    runtime_env: dict[str, Any] = Field(default_factory=dict)
-    priority: int = Field(default=0, ge=-INT32_MAX, le=INT32_MAX)
-    not_before: datetime | None = None
-    max_runtime_s: float | None = Field(default=None, gt=0)
-    metadata: dict[str, str] = Field(default_factory=dict)
-    # A class of its group; None: the group's default class.
-    priority_class: str | None = None
+def _entrypoint(value: str, info: ValidationInfo) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    _storable(value, MAX_ENTRYPOINT_BYTES, has_nul="\x00" in value, unit="bytes")
+    return value
 
-    _user = field_validator("user")(lambda value: _check_name(value, USER_NAME, "user"))
-    _group = field_validator("group")(lambda value: _check_name(value, NAME, "group"))
-    _class = field_validator("priority_class")(lambda value: value if value is None else _check_name(value, NAME, "class"))
 
-    @field_validator("entrypoint")
-    @classmethod
-    def _entrypoint(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        _storable(value, MAX_ENTRYPOINT_BYTES, has_nul="\x00" in value, unit="bytes")
-        return value
+def _resources(value: Any, info: ValidationInfo) -> dict[str, float]:
+    parsed = parse_resources(value)
+    if parsed and not any(parsed.values()):
+        if info.data.get("bundles"):
+            # Its work is in its bundles: the driver holds nothing, as Ray's default entrypoint.
+            return {}
+        # It would fit every node, hold nothing and count for nothing in its user's share.
+        raise ValueError("ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
+    return parsed or {"CPU": 1.0}
 
-    @field_validator("bundles", mode="before")
-    @classmethod
-    def _bundles(cls, value: Any) -> list[dict[str, float]] | None:
-        return check_bundles(value)
 
-    @field_validator("bundle_strategy")
-    @classmethod
-    def _bundle_strategy(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return check_bundle_strategy(value, info.data.get("bundles") is not None)
+def _runtime_env(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    # Its size first: what is checked key by key is bounded.
+    _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
+    # The group's allowance, where the caller read it (job.api.submit).
+    context = info.context or {}
+    problem = runtime_env_problem(value, context.get("allowed_runtime_env_keys", frozenset()),
+                                  context.get("allowed_env_vars", frozenset()))
+    if problem:
+        raise ValueError(problem)
+    return value
 
-    @field_validator("resources", mode="before")
-    @classmethod
-    def _resources(cls, value: Any, info: ValidationInfo) -> dict[str, float]:
-        parsed = parse_resources(value)
-        if parsed and not any(parsed.values()):
-            if info.data.get("bundles"):
-                # Its work is in its bundles: the driver holds nothing, as Ray's default entrypoint.
-                return {}
-            # It would fit every node, hold nothing and count for nothing in its user's share.
-            raise ValueError("ask for more than nothing: at least one amount above zero (e.g. CPU=1)")
-        return parsed or {"CPU": 1.0}
 
-    @field_validator("node_labels", mode="before")
-    @classmethod
-    def _node_labels(cls, value: Any) -> dict[str, str]:
-        return parse_labels(_at_most(value, MAX_NODE_LABELS, "labels"))
+def _metadata(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+    for key in value:
+        if key.startswith(RESERVED_METADATA_PREFIX):
+            raise ValueError(f"{quoted(key)}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
+    return _bounded_json(value, MAX_METADATA_BYTES)
 
-    @field_validator("not_before", mode="before")
-    @classmethod
-    def _time(cls, value: Any) -> datetime | None:
-        return None if value is None else parse_time(value)
 
-    @field_validator("max_runtime_s", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> float | None:
-        return None if value is None else parse_duration(value)
+def _optional(read: Callable[[Any], Any]) -> Callable[[Any, ValidationInfo], Any]:
+    return lambda value, info: None if value is None else read(value)
 
-    @field_validator("runtime_env")
-    @classmethod
-    def _runtime_env(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        # Its size first: what is checked key by key is bounded.
-        _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
-        # The group's allowance, where the caller read it (job.api.submit).
-        context = info.context or {}
-        problem = runtime_env_problem(value, context.get("allowed_runtime_env_keys", frozenset()),
-                                      context.get("allowed_env_vars", frozenset()))
-        if problem:
-            raise ValueError(problem)
-        return value
 
-    @field_validator("metadata", mode="before")
-    @classmethod
-    def _metadata_keys(cls, value: Any) -> Any:
-        return _at_most(value, MAX_METADATA_KEYS, "keys")
+# The checks a job's fields name in their rows (core/job.py FIELDS), each as (before, after)
+# pydantic's own: before reads what was given as it came, after what pydantic made of it.
+CHECKS: dict[str, tuple[Callable[[Any, ValidationInfo], Any] | None, Callable[[Any, ValidationInfo], Any] | None]] = {
+    "user name": (None, lambda value, info: _check_name(value, USER_NAME, "user")),
+    "group name": (None, lambda value, info: _check_name(value, NAME, "group")),
+    "class name": (None, lambda value, info: value if value is None else _check_name(value, NAME, "class")),
+    "entrypoint": (None, _entrypoint),
+    "bundles": (lambda value, info: check_bundles(value), None),
+    "bundle strategy": (None, lambda value, info: check_bundle_strategy(value, info.data.get("bundles") is not None)),
+    "resources": (_resources, None),
+    "labels": (lambda value, info: parse_labels(_at_most(value, MAX_NODE_LABELS, "labels")), None),
+    "time": (_optional(parse_time), None),
+    "duration": (_optional(parse_duration), None),
+    "runtime_env": (None, _runtime_env),
+    "metadata": (lambda value, info: _at_most(value, MAX_METADATA_KEYS, "keys"), _metadata),
+}
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if key.startswith(RESERVED_METADATA_PREFIX):
-                raise ValueError(f"{quoted(key)}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
-        return _bounded_json(value, MAX_METADATA_BYTES)
+
+def _in_check_order(fields: tuple[JobField, ...]) -> list[JobField]:
+    """The fields in the table's order, each after the fields its check reads (`needs`)."""
+    ordered: list[JobField] = []
+    waiting = list(fields)
+    while waiting:
+        done = {field.spec for field in ordered}
+        ready = next(field for field in waiting if set(field.needs) <= done)
+        ordered.append(ready)
+        waiting.remove(ready)
+    return ordered
+
+
+def _job_spec() -> type[_Spec]:
+    """A submitted job's model: a field per row of the table that a submit takes, its type the
+    column's, checked as its row says."""
+    fields: dict[str, Any] = {}
+    for row in _in_check_order(SUBMITTED):
+        default = ({"default_factory": lambda given=row.default: dict(given)} if isinstance(row.default, dict)
+                   else {"default": row.default})
+        fields[row.spec] = (row.type, Field(**default, **dict(row.bounds), validate_default=bool(row.needs)))
+    check_of = {row.spec: CHECKS[row.check] for row in SUBMITTED if row.check}
+
+    def before(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_of[info.field_name][0](value, info)
+
+    def after(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_of[info.field_name][1](value, info)
+
+    validators = {
+        "_before": field_validator(*(name for name, (read, _) in check_of.items() if read), mode="before")(before),
+        "_after": field_validator(*(name for name, (_, check) in check_of.items() if check))(after),
+    }
+    return create_model("JobSpec", __base__=_Spec, __validators__=validators, **fields)
+
+
+JobSpec = _job_spec()
 
 
 MAX_NODE_TYPES = 32

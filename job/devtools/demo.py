@@ -14,6 +14,7 @@ from pathlib import Path
 
 from job import api, log
 from job.core import states
+from job.core.job import Job
 from job.core.specs import GroupSpec, UserSpec
 from job.scheduler.config import TickConfig
 from job.scheduler.tick import run_tick
@@ -70,7 +71,7 @@ def run(job_count: int, database_url: str | None, ray_address: str | None, submi
             run_tick(config, GROUP)
             with session(url) as conn:
                 rows = jobs.list_jobs(conn, user=None, group=GROUP, states=None, limit=len(ids))
-            unfinished = sum(row["state"] not in states.FINISHED for row in rows)
+            unfinished = sum(job.state not in states.FINISHED for job in rows)
             if not unfinished:
                 return _per_user(rows), time.monotonic() - started
             if time.monotonic() - started > DEADLINE_S:
@@ -107,17 +108,17 @@ def _submit_jobs(url: str, count: int) -> list[int]:
     return ids
 
 
-def _per_user(rows: list[dict]) -> list[dict]:
+def _per_user(found: list[Job]) -> list[dict]:
     """Per user: jobs, CPU-seconds received and their share of the total, mean wait."""
     per_user: dict[str, dict] = {}
-    for row in rows:
-        user = per_user.setdefault(row["user_name"], {"user": row["user_name"], "shares": USERS.get(row["user_name"]),
-                                                      "jobs": 0, "succeeded": 0, "cpu_seconds": 0.0, "waits": []})
+    for job in found:
+        user = per_user.setdefault(job.user_name, {"user": job.user_name, "shares": USERS.get(job.user_name),
+                                                   "jobs": 0, "succeeded": 0, "cpu_seconds": 0.0, "waits": []})
         user["jobs"] += 1
-        user["succeeded"] += row["state"] == states.SUCCEEDED
-        if row["started_at"] and row["finished_at"]:
-            user["cpu_seconds"] += row["resources"].get("CPU", 0) * (row["finished_at"] - row["started_at"]).total_seconds()
-            user["waits"].append((row["started_at"] - row["submitted_at"]).total_seconds())
+        user["succeeded"] += job.state == states.SUCCEEDED
+        if job.started_at and job.finished_at:
+            user["cpu_seconds"] += job.resources.get("CPU", 0) * (job.finished_at - job.started_at).total_seconds()
+            user["waits"].append((job.started_at - job.submitted_at).total_seconds())
     total = sum(user["cpu_seconds"] for user in per_user.values()) or 1.0
     for user in per_user.values():
         waits = user.pop("waits")

@@ -255,7 +255,7 @@ def _check_path(request: web.Request) -> None:
             raise BadInput(f"{_PATH_PARTS.get(part, part)}: must not contain control characters")
 
 
-def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict:
+def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> rows.GatewayJob:
     row = rows.job_named(conn, user, group, submission_id)
     if row is None:
         raise NotFound(f"Job {submission_id} does not exist")
@@ -389,7 +389,7 @@ class Gateway:
 
         def cancel(conn: psycopg.Connection, user: str) -> bool:
             row = _job(conn, user, group, ident)
-            before, _ = api.cancel([row["id"]], conn=conn)[row["id"]]
+            before, _ = api.cancel([row.id], conn=conn)[row.id]
             return before is not None and not translate.is_final(before)
 
         stopped = await self._as_user(request, cancel)
@@ -401,25 +401,25 @@ class Gateway:
 
         def forget(conn: psycopg.Connection, user: str) -> dict:
             row = _job(conn, user, group, ident)
-            if not translate.is_final(row["state"]):
-                raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row['state'])}): stop it first")
-            rows.forget(conn, row["id"])
+            if not translate.is_final(row.state):
+                raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row.state)}): stop it first")
+            rows.forget(conn, row.id)
             return row
 
         row = await self._as_user(request, forget)
-        if row["submission_id"]:
-            cluster = await asyncio.to_thread(cluster_of, row["ray_address"], self.ray_timeout_s)
-            await asyncio.to_thread(cluster.delete, row["submission_id"])
+        if row.submission_id:
+            cluster = await asyncio.to_thread(cluster_of, row.ray_address, self.ray_timeout_s)
+            await asyncio.to_thread(cluster.delete, row.submission_id)
         return web.json_response({"deleted": True})
 
     async def logs(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
         row = await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
         text = ""
-        if row["submission_id"] and row["state"] != "SUBMITTING":
-            cluster = await asyncio.to_thread(cluster_of, row["ray_address"], self.ray_timeout_s)
+        if row.submission_id and row.state != "SUBMITTING":
+            cluster = await asyncio.to_thread(cluster_of, row.ray_address, self.ray_timeout_s)
             try:
-                text = await asyncio.to_thread(cluster.logs, row["submission_id"])
+                text = await asyncio.to_thread(cluster.logs, row.submission_id)
             except NotFound:
                 text = ""  # Ray forgot it, or has not got it yet: no output, as Ray says of a job without a driver
         return web.json_response({"logs": text})
@@ -443,14 +443,14 @@ class Gateway:
         followed: set[str] = set()
         try:
             while True:
-                ray_id = row["submission_id"]
-                if (ray_id and ray_id not in followed and row["state"] != "SUBMITTING"
+                ray_id = row.submission_id
+                if (ray_id and ray_id not in followed and row.state != "SUBMITTING"
                         and await _unless(gone, self._follow(ws, row))):
                     # Ray ended this attempt's stream; the queue may requeue it, or record its end.
                     followed.add(ray_id)
                     row = await look()
                     continue
-                if translate.is_final(row["state"]):
+                if translate.is_final(row.state):
                     break
                 await _unless(gone, asyncio.sleep(TAIL_POLL_S))
                 row = await look()
@@ -463,16 +463,16 @@ class Gateway:
             return ws
         finally:
             gone.cancel()
-        log.event("gateway_tail_ended", group=group, submission_id=ident, why=f"job {row['state']}")
+        log.event("gateway_tail_ended", group=group, submission_id=ident, why=f"job {row.state}")
         await ws.close()
         return ws
 
-    async def _follow(self, ws: web.WebSocketResponse, row: dict) -> bool:
+    async def _follow(self, ws: web.WebSocketResponse, row: rows.GatewayJob) -> bool:
         """Ray's log of the job's current attempt sent on, until Ray ends it. False: Ray has no
         such job (yet)."""
-        stream = self._stream(await self._dashboard(row["ray_address"]))
+        stream = self._stream(await self._dashboard(row.ray_address))
         try:
-            async for text in stream.tail(row["submission_id"]):
+            async for text in stream.tail(row.submission_id):
                 await ws.send_str(text)
         except NotFound:
             return False

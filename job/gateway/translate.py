@@ -3,8 +3,8 @@ dashboard/modules/job/common.py) becomes the keywords of `job.api.submit`, a que
 Ray's `JobDetails` (pydantic_models.py), the fields Ray's unmodified client parses.
 
 The queue's own options travel in metadata keys (README.md, "Ray's own tools"), taken out of the
-job's metadata: `queue.class`, `queue.priority`, `queue.max_runtime`, `queue.not_before`,
-`queue.bundles` (a JSON list of resource maps) and `queue.bundle_strategy`."""
+job's metadata: each field of core/job.py FIELDS that has a `gateway` key (`queue.class`,
+`queue.priority`, ...; a list, `queue.bundles`, as JSON)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,17 @@ import string
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from job.core.errors import BadInput, key_named, quoted
+from job.core.job import SUBMITTED
+
+if TYPE_CHECKING:
+    from job.store.gateway import GatewayJob
 
 QUEUE_PREFIX = "queue."
-# Metadata key -> job.api.submit keyword.
-QUEUE_KEYS = {"class": "priority_class", "priority": "priority", "max_runtime": "max_runtime",
-              "not_before": "not_before", "bundles": "bundles", "bundle_strategy": "bundle_strategy"}
+# Metadata key (past the prefix) -> the field it gives.
+QUEUE_FIELDS = {field.gateway.removeprefix(QUEUE_PREFIX): field for field in SUBMITTED if field.gateway}
 # Ray's built-in entrypoint resources, under the queue's names.
 _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
 _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
@@ -36,9 +39,7 @@ _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
 _CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
     ("resources", "entrypoint_resources"), ("node_labels", "entrypoint_label_selector"),
-    ("class", f"metadata.{QUEUE_PREFIX}class"),
-    *((keyword if keyword != "max_runtime" else "max_runtime_s", f"metadata.{QUEUE_PREFIX}{key}")
-      for key, keyword in QUEUE_KEYS.items())]
+    *((field.spec, f"metadata.{field.gateway}") for field in QUEUE_FIELDS.values())]
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,10 @@ def _metadata(metadata: dict) -> dict[str, Any]:
             own[key] = value
             continue
         name = key.removeprefix(QUEUE_PREFIX)
-        if name not in QUEUE_KEYS:
-            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_KEYS)})")
-        options[QUEUE_KEYS[name]] = _json_list(key, value) if name == "bundles" else value
+        field = QUEUE_FIELDS.get(name)
+        if field is None:
+            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_FIELDS)})")
+        options[field.api_keyword] = _json_list(key, value) if field.structured else value
     if own:
         options["metadata"] = own
     return options
@@ -183,20 +185,20 @@ def is_final(state: str) -> bool:
     return status(state) in ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def details(row: dict) -> dict[str, Any]:
-    """Ray's JobDetails of a job row (store/gateway.py): PENDING while it waits, with the queue's
+def details(job: GatewayJob) -> dict[str, Any]:
+    """Ray's JobDetails of a job (store/gateway.py): PENDING while it waits, with the queue's
     reason as the message, then Ray's own words."""
-    word = status(row["state"])
-    if row["state"] in _WAITING:
-        message = f"{row['reason']}: {row['message']}" if row["reason"] and row["message"] else row["reason"] or row["message"]
+    word = status(job.state)
+    if job.state in _WAITING:
+        message = f"{job.reason}: {job.message}" if job.reason and job.message else job.reason or job.message
     else:
-        message = row["message"] or row["ray_message"]
+        message = job.message or job.ray_message
     return {
-        "type": "SUBMISSION", "job_id": None, "submission_id": row["gateway_id"], "driver_info": None,
-        "status": word, "entrypoint": row["entrypoint"], "message": message, "error_type": None,
-        "start_time": _ms(row["submitted_at"]), "end_time": _ms(row["finished_at"]) if is_final(row["state"]) else None,
-        "metadata": row["metadata"], "runtime_env": row["runtime_env"], "driver_agent_http_address": None,
-        "driver_node_id": row["node"], "driver_exit_code": row["exit_code"],
+        "type": "SUBMISSION", "job_id": None, "submission_id": job.gateway_id, "driver_info": None,
+        "status": word, "entrypoint": job.entrypoint, "message": message, "error_type": None,
+        "start_time": _ms(job.submitted_at), "end_time": _ms(job.finished_at) if is_final(job.state) else None,
+        "metadata": job.metadata, "runtime_env": job.runtime_env, "driver_agent_http_address": None,
+        "driver_node_id": job.node, "driver_exit_code": job.exit_code,
     }
 
 

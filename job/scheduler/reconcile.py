@@ -15,6 +15,7 @@ from job.core import states
 from job.core.group import GroupConfig
 from job.core.group_snapshot import held_parts
 from job.core.jobs import ActiveJob
+from job.core.members import Member
 from job.core.observed import Observed as ObservedUse
 from job.core.reconcile import Reconciled, over_use, reconcile_all, start_check
 from job.core.resources import Resources, accumulate
@@ -32,7 +33,7 @@ class Reconciliation:
     # and what it holds on its node is ours, not outside load.
     active: list[ActiveJob]
     # The group's users, with their usage as charged.
-    members: list[dict]
+    members: list[Member]
     # SUBMITTING jobs Ray has not got, to send again.
     resend: list[int]
     # (node, request) of each part (driver, bundles) of the jobs Ray ran that ended (or were
@@ -143,7 +144,7 @@ def _write(conn: psycopg.Connection, group: GroupConfig, active: list[ActiveJob]
 
 
 def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[ActiveJob], totals: dict[str, int],
-           now: datetime, use: ObservedUse | None = None) -> list[dict]:
+           now: datetime, use: ObservedUse | None = None) -> list[Member]:
     """Charge each user the dominant share its jobs held since the last charge, decayed by the half
     life: a running job's charge per resource is the larger of what it declared and what Ray shows
     it holding (`use`), the others' their request. Returns the group's users (those with jobs
@@ -158,11 +159,11 @@ def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[ActiveJob], t
         for job in ran:
             accumulate(held[job.user_name],
                        observed[job.id].charged() if job.id in observed else Resources.of(job.resources))
-        usage = charge_users({user["name"]: user["usage"] for user in members}, held, totals, elapsed,
+        usage = charge_users({user.name: user.usage for user in members}, held, totals, elapsed,
                              group.half_life_s)
     if not groups.charge_usage(conn, group.name, usage, since, now):
         # The group's row is read under the tick's lock, so only a tick that ignored the lock
         # can have charged meanwhile; its charge stands, and this interval is not counted twice.
         log.warning("usage_not_charged", group=group.name, message="another tick charged this interval")
         return members
-    return [{**user, "usage": usage.get(user["name"], user["usage"])} for user in members]
+    return [replace(user, usage=usage.get(user.name, user.usage)) for user in members]

@@ -23,6 +23,7 @@ from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
 from job.core.job_row import usable
 from job.core.jobs import ActiveJob, Intent, Victim
+from job.core.members import Member
 from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
@@ -310,7 +311,7 @@ class _GroupTick:
         self.result.preempted = len(told)
         self.steps.done("preempt")
 
-    def submit(self, cluster: RayCluster, intents: list[Intent], members: list[dict]) -> None:
+    def submit(self, cluster: RayCluster, intents: list[Intent], members: list[Member]) -> None:
         submitted, refused = self.steps.ray(submit_intents, cluster, self.group, intents, self.config.submit_concurrency)
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
@@ -322,12 +323,12 @@ class _GroupTick:
         self.result.placed = len(submitted)
         self._log_placed(intents, set(submitted), members)
 
-    def _log_placed(self, intents: list[Intent], accepted: set[int], members: list[dict]) -> None:
-        by_name = {user["name"]: user for user in members}
+    def _log_placed(self, intents: list[Intent], accepted: set[int], members: list[Member]) -> None:
+        by_name = {user.name: user for user in members}
         for intent in intents:
             if intent.id in accepted:
-                user = by_name.get(intent.user_name, {})
+                user = by_name.get(intent.user_name)
                 log.event("placed", group=self.name, job=intent.id, user=intent.user_name, node=intent.node,
                           attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
-                          shares=user.get("shares"), usage=round(user.get("usage", 0), 3),
+                          shares=user.shares if user else None, usage=round(user.usage if user else 0, 3),
                           **({"bundle_nodes": ",".join(intent.bundle_nodes)} if intent.bundle_nodes else {}))

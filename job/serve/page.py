@@ -144,7 +144,7 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
                   else time_of_day(job["estimated_start_at"], now))
         lines.append(f"<tr><td>{job['queue_position'] or '-'}</td><td>{job['id']}</td>"
                      f"<td>{escape(job['user_name'])}</td>"
-                     f"<td>{escape(job['class'] or '-')}</td><td>{escape(request)}</td>"
+                     f"<td>{escape(job['priority_class'] or '-')}</td><td>{escape(request)}</td>"
                      f"<td title='{_when(job['submitted_at'])}'>{waited}</td>"
                      f"<td title='{escape(basis or 'no estimate yet')}'>{starts}</td>"
                      f"<td class=why title='{escape(why)}'>{escape(shown)}</td></tr>")

@@ -43,7 +43,7 @@ def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: b
     active = reports.active_jobs(conn, group)
     shares = {user["name"]: user["shares"] for user in users}
     member_of = {user["name"]: user["account"] for user in users}
-    tree = {row["name"]: (row["parent"], row["shares"]) for row in account_rows.tree(conn)}
+    tree = {account.name: (account.parent, account.shares) for account in account_rows.tree(conn)}
     pending_of: dict[str, list] = defaultdict(list)
     for row in counts:
         if row["state"] == states.PENDING:

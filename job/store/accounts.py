@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core.errors import BadInput, Conflict, NotFound
+from job.core.members import AccountRow, ListedAccount
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -52,25 +55,34 @@ def update_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
         raise BadInput(f"parent: {exc.diag.message_primary}") from None
 
 
-def get_account(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> dict:
-    row = conn.execute("SELECT * FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)).fetchone()
+def _rows(conn: psycopg.Connection, kind: type[AccountRow] = AccountRow) -> psycopg.Cursor:
+    return conn.cursor(row_factory=class_row(kind))
+
+
+def _selected(alias: str = "") -> str:
+    return ", ".join(alias + field.name for field in fields(AccountRow))
+
+
+def get_account(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> AccountRow:
+    row = _rows(conn).execute(f"SELECT {_selected()} FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""),
+                              (name,)).fetchone()
     if row is None:
         raise NotFound(f"account {name!r} does not exist (see `python -m job account list`)")
     return row
 
 
-def list_accounts(conn: psycopg.Connection) -> list[dict]:
+def list_accounts(conn: psycopg.Connection) -> list[ListedAccount]:
     """Every account, with its users and child accounts by name."""
-    return conn.execute(
-        """SELECT a.*,
-                  coalesce((SELECT array_agg(u.name ORDER BY u.name) FROM users u WHERE u.account = a.name), '{}') AS users,
-                  coalesce((SELECT array_agg(c.name ORDER BY c.name) FROM accounts c WHERE c.parent = a.name), '{}') AS children
+    return _rows(conn, ListedAccount).execute(
+        f"""SELECT {_selected("a.")},
+                  coalesce((SELECT array_agg(u.name ORDER BY u.name) FROM users u WHERE u.account = a.name), '{{}}') AS users,
+                  coalesce((SELECT array_agg(c.name ORDER BY c.name) FROM accounts c WHERE c.parent = a.name), '{{}}') AS children
            FROM accounts a ORDER BY a.name""").fetchall()
 
 
-def tree(conn: psycopg.Connection) -> list[dict]:
+def tree(conn: psycopg.Connection) -> list[AccountRow]:
     """What the planner needs of every account (a tick reads it once per group)."""
-    return conn.execute("SELECT name, parent, shares, max_running, max_resources FROM accounts ORDER BY name").fetchall()
+    return _rows(conn).execute(f"SELECT {_selected()} FROM accounts ORDER BY name").fetchall()
 
 
 def remove_account(conn: psycopg.Connection, name: str) -> None:

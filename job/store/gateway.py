@@ -5,18 +5,31 @@ as the token's user: row-level security shows it only its own jobs, and only tho
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core.errors import BadInput
+from job.core.job import COLUMNS, Job
 
 # At most this many jobs in a list: Ray's own list only grows, the gateway's stops here.
 LIST_LIMIT = 1000
 LIST_BATCH = 32
-_JOB_COLUMNS = """s.submission_id AS gateway_id, j.id, j.state, j.reason, j.message, j.ray_status, j.ray_message,
-                  j.entrypoint, j.runtime_env, j.metadata, j.submitted_at, j.started_at, j.finished_at,
-                  j.exit_code, j.node, j.submission_id, g.ray_address"""
+_JOB_COLUMNS = ", ".join(["s.submission_id AS gateway_id", "g.ray_address", *(f"j.{column}" for column in COLUMNS)])
 _FROM = """gateway_submissions s JOIN jobs j ON j.id = s.job_id JOIN resource_groups g ON g.name = j.group_name"""
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayJob(Job):
+    """A job as the gateway reads it: the id its user's Ray client knows it by, and its group's cluster."""
+
+    gateway_id: str
+    ray_address: str
+
+
+def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[GatewayJob]:
+    return conn.cursor(row_factory=class_row(GatewayJob))
 
 
 def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
@@ -29,16 +42,16 @@ def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
         raise BadInput(f"submission_id: {submission_id!r} is already the id of another job") from None
 
 
-def job_named(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> dict | None:
-    return conn.execute(f"""SELECT {_JOB_COLUMNS} FROM {_FROM}
+def job_named(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> GatewayJob | None:
+    return _jobs(conn).execute(f"""SELECT {_JOB_COLUMNS} FROM {_FROM}
                             WHERE s.user_name = %s AND s.submission_id = %s AND j.group_name = %s""",
                         (user, submission_id, group)).fetchone()
 
 
-def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> Iterator[dict]:
+def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> Iterator[GatewayJob]:
     """The group's jobs, newest first, fetched LIST_BATCH at a time (a job may be 150 KB): the
     caller stops when its answer is full, and no more is read."""
-    with conn.cursor(name="gateway_named_jobs") as cursor:
+    with conn.cursor(name="gateway_named_jobs", row_factory=class_row(GatewayJob)) as cursor:
         cursor.itersize = LIST_BATCH
         cursor.execute(f"SELECT {_JOB_COLUMNS} FROM {_FROM} WHERE j.group_name = %s ORDER BY j.id DESC LIMIT %s",
                        (group, limit))

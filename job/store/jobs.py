@@ -7,36 +7,30 @@ job_cancel, which a submitter may call though it may not update jobs."""
 from __future__ import annotations
 
 from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
+from job.core.job import COLUMNS, SUBMITTED, Job
 from job.store.params import json_param
 
 if TYPE_CHECKING:
     from job.core.specs import JobSpec
 
-# JobSpec's fields under their column names, where the two differ.
-_COLUMN_OF = {"user": "user_name", "group": "group_name"}
 
-
-@cache
 def submit_columns() -> tuple[str, ...]:
-    """What a submit writes: a column per JobSpec field, and the new job's state and first reason.
-    They are all a submitter may insert: migrations.migrate grants these columns and no other."""
-    # Imported here: pydantic's models are for a submit, not for every command that reads jobs.
-    from job.core.specs import JobSpec
-
-    return (*(_COLUMN_OF.get(field, field) for field in JobSpec.model_fields), "state", "reason", "message")
+    """What a submit writes: a column per field a submit takes, and the new job's state and first
+    reason. They are all a submitter may insert: migrations.migrate grants these columns and no other."""
+    return (*(field.column for field in SUBMITTED), "state", "reason", "message")
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
-    values = [*(json_param(field, getattr(spec, field)) for field in type(spec).model_fields),
+    values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
               states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
         row = conn.execute(
@@ -71,7 +65,7 @@ def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
         raise NotFound(f"group: {group!r} does not exist (see `python -m job group list`)")
     names = [c["name"] for c in row["priority_classes"]]
     if name not in names:
-        raise BadInput(f"class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
+        raise BadInput(f"priority_class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
@@ -91,10 +85,18 @@ def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str
     return {job_id: result.get(job_id, (None, None)) for job_id in ids}
 
 
+# Job's columns by name: a column added by a migration and not to Job is not read.
+_JOB = ", ".join(COLUMNS)
+
+
+def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[Job]:
+    return conn.cursor(row_factory=class_row(Job))
+
+
 def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
-              states: list[str] | None, limit: int) -> list[dict]:
-    return conn.execute(
-        """SELECT * FROM jobs
+              states: list[str] | None, limit: int) -> list[Job]:
+    return _jobs(conn).execute(
+        f"""SELECT {_JOB} FROM jobs
            WHERE (%(user)s::text IS NULL OR user_name = %(user)s)
              AND (%(group)s::text IS NULL OR group_name = %(group)s)
              AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))
@@ -103,20 +105,20 @@ def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
     ).fetchall()
 
 
-def get_job(conn: psycopg.Connection, job_id: int) -> dict:
-    row = conn.execute("SELECT * FROM jobs WHERE id = %s", (job_id,)).fetchone()
+def get_job(conn: psycopg.Connection, job_id: int) -> Job:
+    row = _jobs(conn).execute(f"SELECT {_JOB} FROM jobs WHERE id = %s", (job_id,)).fetchone()
     if row is None:
         me = own_jobs_only(conn)
         raise NotFound(f"job {job_id} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
     return row
 
 
-def running_seen(conn: psycopg.Connection, row: dict) -> datetime | None:
+def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
     """When a tick first saw the job's current attempt run (its `started` event), if it did."""
-    if row["placed_at"] is None:
+    if job.placed_at is None:
         return None
     seen = conn.execute("SELECT min(at) AS at FROM job_events WHERE job_id = %s AND kind = 'started' AND attempt = %s",
-                        (row["id"], row["attempt"])).fetchone()
+                        (job.id, job.attempt)).fetchone()
     return seen["at"]
 
 

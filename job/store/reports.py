@@ -91,9 +91,9 @@ def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
     without a position after, oldest first). Their ids come from jobs_pending_position alone (an
     index-only scan): ordered over the whole table, PostgreSQL would walk through the history."""
     return conn.execute(
-        """SELECT g.name AS group_name, j.id, j.user_name, coalesce(j.priority_class, g.default_class) AS class,
-                   j.priority, j.submitted_at, j.reason, j.message, j.resources, j.bundles, j.queue_position,
-                   j.estimated_start_at, j.estimate_basis
+        """SELECT g.name AS group_name, j.id, j.user_name,
+                   coalesce(j.priority_class, g.default_class) AS priority_class, j.priority, j.submitted_at,
+                   j.reason, j.message, j.resources, j.bundles, j.queue_position, j.estimated_start_at, j.estimate_basis
             FROM resource_groups g
             CROSS JOIN LATERAL (SELECT id, queue_position FROM jobs WHERE jobs.group_name = g.name
                                   AND state = %(pending)s

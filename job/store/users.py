@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import NotFound
+from job.core.members import ListedUser, Member, UserRow
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -30,8 +33,13 @@ def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
         raise NotFound(f"account: {spec.account!r} does not exist (add it with `python -m job account add {spec.account}`)") from None
 
 
-def get_user(conn: psycopg.Connection, name: str) -> dict | None:
-    return conn.execute("SELECT * FROM users WHERE name = %s", (name,)).fetchone()
+def _selected(alias: str = "") -> str:
+    return ", ".join(alias + field.name for field in fields(UserRow))
+
+
+def get_user(conn: psycopg.Connection, name: str) -> UserRow | None:
+    return conn.cursor(row_factory=class_row(UserRow)).execute(
+        f"SELECT {_selected()} FROM users WHERE name = %s", (name,)).fetchone()
 
 
 def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
@@ -50,9 +58,9 @@ def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
     ).fetchall()
 
 
-def list_users(conn: psycopg.Connection) -> list[dict]:
-    return conn.execute(
-        """SELECT u.*, count(j.id) FILTER (WHERE j.state = %s) AS pending,
+def list_users(conn: psycopg.Connection) -> list[ListedUser]:
+    return conn.cursor(row_factory=class_row(ListedUser)).execute(
+        f"""SELECT {_selected("u.")}, count(j.id) FILTER (WHERE j.state = %s) AS pending,
                   count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
            FROM users u LEFT JOIN jobs j ON j.user_name = u.name
            GROUP BY u.name ORDER BY u.name""",
@@ -60,7 +68,7 @@ def list_users(conn: psycopg.Connection) -> list[dict]:
     ).fetchall()
 
 
-def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
+def users_of_group(conn: psycopg.Connection, group: str) -> list[Member]:
     """Every user with jobs waiting or active in the group, or with usage there.
 
     A tick sends this: it must read only the group's unfinished jobs, never a user's history. Each
@@ -69,7 +77,7 @@ def users_of_group(conn: psycopg.Connection, group: str) -> list[dict]:
     the reconciliation's time), the group's few active jobs read through jobs_active. One condition
     on all unfinished states would match neither, and PostgreSQL would read every job of each user
     (jobs_user) or the whole table (tests/store/test_history.py)."""
-    return conn.execute(
+    return conn.cursor(row_factory=class_row(Member)).execute(
         """SELECT u.name, u.shares, u.max_running, u.max_resources, u.account, coalesce(uu.usage, 0) AS usage
            FROM users u LEFT JOIN user_usage uu ON uu.user_name = u.name AND uu.group_name = %(group)s
            WHERE uu.usage > 0

@@ -99,7 +99,7 @@ def test_a_pending_job_of_a_class_the_group_dropped_is_not_planned_and_says_why(
                                        [row(1, priority_class="high"), row(2, priority_class="gone"), row(3)], [], {})
     assert [job.id for job in snapshot.pending] == ["1", "3"]
     assert snapshot.pending[0].klass == "high" and snapshot.pending[1].klass is UNSET
-    assert invalid == {2: "class: 'gone' is no longer a class of group 'g' (its classes: high, low)"}
+    assert invalid == {2: "priority_class: 'gone' is no longer a class of group 'g' (its classes: high, low)"}
 
 
 def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():

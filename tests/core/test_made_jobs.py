@@ -92,4 +92,4 @@ def test_once_the_groups_classes_change_no_job_is_taken_again():
     before, _, _ = snapshot_of(CLASSES, rows, NOW, made)
     after, _, invalid = snapshot_of(LOW_ONLY, rows, NOW, made)
     assert [job.id for job in after] == ["2"] and after[0] is not before[1]
-    assert invalid == {1: "class: 'high' is no longer a class of group 'g' (its classes: low)"}
+    assert invalid == {1: "priority_class: 'high' is no longer a class of group 'g' (its classes: low)"}

@@ -15,6 +15,7 @@ from job.core.group_snapshot import PendingRow
 from job.core.planner.picture import UserState
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
+from job.core.members import Member
 from job.core.share import entitlements, group_shares, normalized, placement_figures, policy_score, totals_of
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
@@ -109,7 +110,7 @@ def _pending(job_id: int, user: str, cpus: int, priority: int = 0) -> PendingRow
 
 def test_placement_figures_count_the_plans_earlier_placements():
     group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fairshare", half_life_s=3600.0)
-    members = [{"name": "alice", "shares": 1.0, "usage": 0.0}, {"name": "bob", "shares": 2.0, "usage": 3600.0}]
+    members = [Member("alice", 1.0, None, None, None, 0.0), Member("bob", 2.0, None, None, None, 3600.0)]
     active = [ActiveJob(id=9, user_name="bob", state="RUNNING", resources={"CPU": 2}, node="n2", attempt=1,
                         submission_id="s9")]
     pending = [_pending(1, "alice", 4), _pending(2, "alice", 4), _pending(3, "bob", 1)]

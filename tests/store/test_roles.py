@@ -341,7 +341,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         assert len(call(tick_jobs.active_jobs, conn, GROUP)) == 3 and len(call(tick_jobs.pending_jobs, conn, GROUP)) == 3
         since = call(tick_jobs.current_snapshot, conn)
         assert call(tick_jobs.pending_changes, conn, GROUP, since)[0] == 3
-        assert {u["name"] for u in call(users.users_of_group, conn, GROUP)} == {ALICE, BOB}
+        assert {u.name for u in call(users.users_of_group, conn, GROUP)} == {ALICE, BOB}
         call(groups.group_state, conn, GROUP)
         call(groups.save_group_state, conn, GROUP, {"roundrobin": {"next": 1}})
         assert call(groups.charge_usage, conn, GROUP, {ALICE: 1.0, BOB: 2.0}, group.usage_charged_at, now)

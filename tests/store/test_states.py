@@ -251,8 +251,8 @@ def test_reads_by_state_count_what_they_say(conn):
     assert (usage["pending"], usage["active"], usage["finished"]) == (
         COPIES, COPIES * len(states.ACTIVE), COPIES * len(states.FINISHED))
     (user,) = users.list_users(conn)
-    assert (user["pending"], user["active"]) == (COPIES, COPIES * len(states.ACTIVE))
-    assert [row["name"] for row in users.users_of_group(conn, GROUP)] == [USER]
+    assert (user.pending, user.active) == (COPIES, COPIES * len(states.ACTIVE))
+    assert [user.name for user in users.users_of_group(conn, GROUP)] == [USER]
     with pytest.raises(Conflict, match=f"has {COPIES * len(states.UNFINISHED)} pending or active"):
         groups.remove_group(conn, GROUP)
 
