@@ -399,3 +399,13 @@ def reservation_changes(pending: list[PendingRow], after: dict[int, Held]) -> di
     read; only those with a reservation count (the tick gives those alone)."""
     before = {row.id: _stored(row) for row in pending if row.reserved_node is not None}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}
+
+
+def due_at(pending: list[PendingRow], active: list[ActiveJob], now: datetime) -> datetime | None:
+    """The next instant a tick has something to do that no event announces: a pending job's
+    not_before passing, a running job's max_runtime ending. The loop wakes then, not up to its
+    timer's period later."""
+    times = [row.not_before for row in pending if row.not_before is not None and row.not_before > now]
+    times += [job.started_at + timedelta(seconds=job.max_runtime_s) for job in active
+              if job.started_at is not None and job.max_runtime_s is not None and job.state == states.RUNNING]
+    return min((at for at in times if at > now), default=None)

@@ -109,7 +109,7 @@ def _sleeper(window: _Window):
 
 
 def _monotonic(at: datetime) -> float:
-    """`at` on the loop's clock, a little after: a max_runtime counts as passed once exceeded."""
+    """`at` on the loop's clock, a little after: a runtime limit counts as passed once exceeded."""
     return time.monotonic() + (at - datetime.now(timezone.utc)).total_seconds() + DUE_MARGIN_S
 
 

@@ -10,19 +10,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import psycopg
 
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
-from job.core import collection, states
+from job.core import collection
 from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
-from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, reservation_changes, running_of
+from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, due_at, reservation_changes, running_of
 from job.core.job_row import usable
-from job.core.jobs import ActiveJob, Intent, Victim
+from job.core.jobs import Intent, Victim
 from job.core.members import Member
 from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
@@ -61,16 +61,6 @@ def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool
         if not dry_run:
             record_ticks(conn, results)
         return results
-
-
-def due_at(pending: list[PendingRow], active: list[ActiveJob], now: datetime) -> datetime | None:
-    """The next instant a tick has something to do that no event announces: a pending job's
-    not_before passing, a running job's max_runtime ending. The loop wakes then, not up to its
-    timer's period later."""
-    times = [row.not_before for row in pending if row.not_before is not None and row.not_before > now]
-    times += [job.started_at + timedelta(seconds=job.max_runtime_s) for job in active
-              if job.started_at is not None and job.max_runtime_s is not None and job.state == states.RUNNING]
-    return min((at for at in times if at > now), default=None)
 
 
 def _tick_groups(config: TickConfig, chosen: list[GroupConfig], installation: str, dry_run: bool,
