@@ -116,7 +116,7 @@ def test_a_bad_snapshot_from_json_is_named_in_pydantics_words(document):
 def test_a_key_not_given_reads_as_its_default():
     job = Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).pending[0]
     assert (job.priority, job.submitted_at, job.max_runtime_s) == (0, None, None)
-    assert job.klass is job.bundles is job.node_labels is msgspec.UNSET
+    assert job.priority_class is job.bundles is job.node_labels is msgspec.UNSET
     assert Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).model_dump()["pending"] == [PLAIN]
 
 

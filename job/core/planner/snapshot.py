@@ -5,7 +5,7 @@ files; each checks every field and names the bad one. The long lists (`running`,
 frozen msgspec Structs (`Running`, `Pending`), read by attribute: made once as the text is parsed
 or the dicts converted, with no dict per job to make (a pending job takes 112 bytes, as a dict 184).
 A key not given reads as None where null may be given (`started_at`), as 0 for `priority`, else as
-UNSET, which is falsy (`bundles`, `klass` for the key `class`). Their fields are those of the
+UNSET, which is falsy (`bundles`, `priority_class` for the key `class`). Their fields are those of the
 TypedDicts `RunningJob` and `PendingJob`, which pydantic reads. `bench/plan.py` times both ways in.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text; a
 fraction of a second beyond microseconds is rounded, as PostgreSQL does.
@@ -185,10 +185,10 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
 def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
     """The kind of job as the planner reads it: a msgspec Struct on the same types, which refuses
     the keys it does not name, as pydantic does. A key not given reads as `defaults`' value, else
-    None where null may be given, else UNSET; the key `class` is the attribute `klass`."""
+    None where null may be given, else UNSET; the key `class` is the attribute `priority_class`."""
     fields = []
     for key, hint in typing.get_type_hints(kind, include_extras=True).items():
-        name = "klass" if key == "class" else key
+        name = "priority_class" if key == "class" else key
         if typing.get_origin(hint) is NotRequired:
             hint = typing.get_args(hint)[0]
             default = defaults.get(key, None if type(None) in typing.get_args(hint) else msgspec.UNSET)
@@ -197,7 +197,7 @@ def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
             fields.append((name, hint))
     # A job holds no cycle for the collector to look for; a default is left out of its dump.
     return msgspec.defstruct(kind.__name__.removesuffix("Job"), fields, kw_only=True, forbid_unknown_fields=True,
-                             frozen=True, gc=False, omit_defaults=True, rename={"klass": "class"}, module=__name__)
+                             frozen=True, gc=False, omit_defaults=True, rename={"priority_class": "class"}, module=__name__)
 
 
 Running = _struct_of(RunningJob, {"stopping": False})
@@ -217,7 +217,7 @@ def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
         return None
 
 
-_BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "klass", "id"))
+_BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "priority_class", "id"))
 
 
 def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
@@ -356,8 +356,8 @@ class Snapshot(_Strict):
             if named <= classes:
                 continue
             for index, job in enumerate(jobs):
-                if (job.klass or self.group.default_class) not in classes:
-                    raise ValueError(f"{field}[{index}].class: {job.klass!r} is not one of group.priority_classes")
+                if (job.priority_class or self.group.default_class) not in classes:
+                    raise ValueError(f"{field}[{index}].class: {job.priority_class!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         check_tree(self.accounts, self.users)
         # Few running jobs have bundles: each is looked at only then.
