@@ -27,7 +27,7 @@ def _shapes() -> dict[str, TypeAdapter]:
 
     from job.core.planner.snapshot import Bundles, ResourceMap
 
-    class Observed(BaseModel):
+    class ObservedRecord(BaseModel):
         # What core/observed.py `record` writes; other keys are let be.
         model_config = ConfigDict(extra="allow")
 
@@ -46,7 +46,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         "node_labels": TypeAdapter(dict[str, str]),
         "bundles": TypeAdapter(Optional[Bundles]),
         "bundle_nodes": TypeAdapter(Optional[list[str]]),
-        "observed": TypeAdapter(Optional[Observed]),
+        "observed": TypeAdapter(Optional[ObservedRecord]),
     }
 
 

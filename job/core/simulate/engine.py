@@ -145,7 +145,7 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Running:
+class RunningAtStart:
     """A job already running when the simulation starts (a forecast's): started at `started_s`
     (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here); a job
     with bundles holds each on its node of `bundle_nodes`."""
@@ -164,7 +164,7 @@ class Start:
     running then, and the planner's state and reservations."""
 
     epoch: datetime
-    running: list[Running] = field(default_factory=list)
+    running: list[RunningAtStart] = field(default_factory=list)
     state: dict[str, dict] = field(default_factory=dict)
     reservations: list[dict] = field(default_factory=list)
 
@@ -592,7 +592,7 @@ class _Simulation:
         self.running[job.id] = record
         self.running_on.setdefault(node, {})[job.id] = record
 
-    def _begin(self, running: list[Running]) -> None:
+    def _begin(self, running: list[RunningAtStart]) -> None:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
         for job in running:
