@@ -32,7 +32,7 @@ from operator import attrgetter
 
 from job.core.planner import Plan, Snapshot, plan
 from job.core.planner import snapshot as planned
-from job.core.simulate.engine import Running, Start, simulate
+from job.core.simulate.engine import RunningAtStart, Start, simulate
 from job.core.simulate.trace import TraceJob
 from job.core.units import LATEST_TIME
 
@@ -82,13 +82,13 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         run = run_times.get(job.id)
         pending.append(TraceJob(
             id=job.id, user=job.user, submit_s=seconds(job.submitted_at) or 0.0, resources=job.resources,
-            run_s=math.inf if run is None else run, priority=job.priority, klass=job.klass or None,
+            run_s=math.inf if run is None else run, priority=job.priority, priority_class=job.priority_class or None,
             node_labels=job.node_labels or {}, not_before_s=seconds(job.not_before),
             max_runtime_s=job.max_runtime_s, waiting_s=seconds(job.waiting_since), **_gang(job)))
     running = [
         # The snapshot does not say when a running job was submitted: its start stands for it.
-        Running(job=TraceJob(id=job.id, user=job.user, submit_s=seconds(job.started_at) or 0.0,
-                             resources=job.resources, run_s=math.inf, klass=job.klass or None, **_gang(job)),
+        RunningAtStart(job=TraceJob(id=job.id, user=job.user, submit_s=seconds(job.started_at) or 0.0,
+                             resources=job.resources, run_s=math.inf, priority_class=job.priority_class or None, **_gang(job)),
                 node=job.node, started_s=seconds(job.started_at),
                 end_s=None if ends.get(job.id) is None else max(seconds(ends[job.id]), 0.0),
                 stopping=job.stopping, bundle_nodes=tuple(job.bundle_nodes or ()))

@@ -251,7 +251,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
             invalid[row.id] = problem
             continue
         job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
-                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, klass=priority_class,
+                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, priority_class=priority_class,
                       bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
                       # A job whose wait for resources has not begun before this tick begins it now.
                       waiting_since=row.waiting_since or now)

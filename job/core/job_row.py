@@ -29,7 +29,7 @@ def _shapes() -> dict[str, TypeAdapter]:
 
     from job.core.planner.snapshot import Bundles, ResourceMap
 
-    class Observed(BaseModel):
+    class ObservedRecord(BaseModel):
         # What core/observed.py `record` writes; other keys are let be.
         model_config = ConfigDict(extra="allow")
 
@@ -48,7 +48,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         "labels": TypeAdapter(dict[str, str]),
         "bundles": TypeAdapter(Optional[Bundles]),
         "nodes": TypeAdapter(Optional[list[str]]),
-        "observed": TypeAdapter(Optional[Observed]),
+        "observed": TypeAdapter(Optional[ObservedRecord]),
     }
     return {field.column: shapes[field.stored] for field in STORED}
 

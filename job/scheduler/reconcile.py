@@ -45,7 +45,7 @@ class Reconciliation:
 
 
 @dataclass(frozen=True)
-class Observed:
+class Seen:
     """What the observe step read of Ray and of our active jobs; `nodes`: the group's alive Ray
     nodes, for the start timeout."""
 
@@ -63,7 +63,7 @@ class Observed:
     records: dict[int, dict] = field(default_factory=dict)
 
 
-def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Observed, steps: Steps) -> Reconciliation:
+def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Seen, steps: Steps) -> Reconciliation:
     start = start_check(group.start_timeout_s, seen.nodes, seen.active, seen.ray_jobs)
     over = ({job_id: stop for job_id, record in seen.records.items()
              if (stop := over_use(record, group.overuse_grace_s, seen.now)) is not None}

@@ -33,7 +33,7 @@ from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.pending import PendingRows
 from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
-from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
+from job.scheduler.reconcile import Reconciliation, Seen, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
@@ -176,7 +176,7 @@ class _GroupTick:
         summary(self.result)
         return self.result
 
-    def observe(self) -> Observed:
+    def observe(self) -> Seen:
         """Ray's nodes of the group, and our active jobs as Ray sees them."""
         # First: a group whose node types cannot be read fails before any call to Ray.
         types = group_node_types(self.group) if self.group.autoscale else None
@@ -203,7 +203,7 @@ class _GroupTick:
                 totals[resource] += to_units(amount)
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
         self.steps.done("observe")
-        return Observed(cluster, nodes, active, ray_jobs, now, dict(totals), types, use, records)
+        return Seen(cluster, nodes, active, ray_jobs, now, dict(totals), types, use, records)
 
     def _work(self, cluster: RayCluster) -> ClusterWork:
         """The cluster's work; a state API that fails is no reason to fail the tick: its jobs count
@@ -213,7 +213,7 @@ class _GroupTick:
         except Unavailable as exc:
             return ClusterWork(unavailable=str(exc))
 
-    def plan(self, seen: Observed, done: Reconciliation, dry_run: bool) -> PlanStep:
+    def plan(self, seen: Seen, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
         pending = self.pending.read(self.conn, self.name)

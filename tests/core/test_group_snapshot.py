@@ -98,7 +98,7 @@ def test_a_pending_job_of_a_class_the_group_dropped_is_not_planned_and_says_why(
     snapshot, invalid = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 1}, {"CPU": 1})], [],
                                        [row(1, priority_class="high"), row(2, priority_class="gone"), row(3)], [], {})
     assert [job.id for job in snapshot.pending] == ["1", "3"]
-    assert snapshot.pending[0].klass == "high" and snapshot.pending[1].klass is UNSET
+    assert snapshot.pending[0].priority_class == "high" and snapshot.pending[1].priority_class is UNSET
     assert invalid == {2: "priority_class: 'gone' is no longer a class of group 'g' (its classes: high, low)"}
 
 
@@ -106,7 +106,7 @@ def test_a_running_job_of_a_dropped_class_counts_as_of_the_default_one():
     active = [job(1, "RUNNING", "a", {"CPU": 1}, priority_class="gone", started_at=NOW),
               job(2, "SUBMITTED", "a", {"CPU": 1}, priority_class="high")]
     snapshot, _ = build_snapshot(CLASSES_GROUP, NOW, [node("a", {"CPU": 2}, {"CPU": 1})], active, [], [], {})
-    assert [(j.id, j.klass, j.started_at) for j in snapshot.running] == [("1", UNSET, NOW), ("2", "high", None)]
+    assert [(j.id, j.priority_class, j.started_at) for j in snapshot.running] == [("1", UNSET, NOW), ("2", "high", None)]
 
 
 @pytest.mark.parametrize("fields, stopping", [

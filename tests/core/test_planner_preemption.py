@@ -31,10 +31,10 @@ def run_plan(nodes, running=(), pending=(), *, mode="priority", policy="drf", us
     return plan(Snapshot.model_validate(document)).document()
 
 
-def job(ident, user, cpu, klass=None, node=None, started=None, **extra):
+def job(ident, user, cpu, priority_class=None, node=None, started=None, **extra):
     found = {"id": ident, "user": user, "resources": {"CPU": cpu}, **extra}
-    if klass:
-        found["class"] = klass
+    if priority_class:
+        found["class"] = priority_class
     if node:
         found["node"] = node
         found["started_at"] = ago(started) if started is not None else None
@@ -427,8 +427,8 @@ def test_reclaim_is_decided_after_the_plans_placements():
 # Gangs that no one node holds whole preempt across nodes (docs/planner.md, "Bundles"). A driver
 # of nothing goes to the first node (first fit).
 
-def gang(ident, user, bundles, strategy, klass="high", cpu=0.0, **extra):
-    return {**job(ident, user, cpu, klass, **extra), "bundles": [{"CPU": c} for c in bundles], "bundle_strategy": strategy}
+def gang(ident, user, bundles, strategy, priority_class="high", cpu=0.0, **extra):
+    return {**job(ident, user, cpu, priority_class, **extra), "bundles": [{"CPU": c} for c in bundles], "bundle_strategy": strategy}
 
 
 THREE = {"a": {"CPU": 4}, "b": {"CPU": 4}, "c": {"CPU": 4}}
@@ -471,14 +471,14 @@ GANG_CASES = [
      [gang("g", "ann", [2, 2], "STRICT_SPREAD")], {"max_preemptions": 1}, []),
     ("fairshare: a light user reclaims across nodes from a heavy one of the same class",
      THREE, [job("r1", "bob", 4, "low", "a", 60), job("r2", "bob", 4, "low", "b", 50), job("r3", "bob", 4, "low", "c", 40)],
-     [gang("g", "ann", [1, 1], "STRICT_SPREAD", klass="low")], {"preemption": "fairshare"},
+     [gang("g", "ann", [1, 1], "STRICT_SPREAD", priority_class="low")], {"preemption": "fairshare"},
      [("g", "a", ["r3", "r2"], ["b", "c"])]),
     ("fairshare: not when the waiting user would end level with the other",
      THREE, [job("r1", "bob", 4, "low", "a", 60), job("r2", "bob", 4, "low", "b", 50), job("r3", "bob", 4, "low", "c", 40)],
-     [gang("g", "ann", [2, 2], "STRICT_SPREAD", klass="low")], {"preemption": "fairshare"}, []),
+     [gang("g", "ann", [2, 2], "STRICT_SPREAD", priority_class="low")], {"preemption": "fairshare"}, []),
     ("fairshare: never a job of its own user and class",
      TWO | {"a": {"CPU": 4}, "b": {"CPU": 4}}, [job("r1", "ann", 4, "low", "a", 60), job("r2", "ann", 4, "low", "b", 50)],
-     [gang("g", "ann", [2, 2], "STRICT_SPREAD", klass="low")], {"preemption": "fairshare"}, []),
+     [gang("g", "ann", [2, 2], "STRICT_SPREAD", priority_class="low")], {"preemption": "fairshare"}, []),
 ]
 
 

@@ -149,7 +149,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
             snapshot = Snapshot.model_validate({
                 "group": grp.model_dump(), "now": EPOCH + timedelta(seconds=now_s), "nodes": [n.model_dump() for n in nodes],
                 "running": [{"id": ident, "user": job.user, "node": node, "resources": job.resources,
-                             "class": job.klass or grp.default_class, "started_at": EPOCH + timedelta(seconds=start),
+                             "class": job.priority_class or grp.default_class, "started_at": EPOCH + timedelta(seconds=start),
                              "stopping": stopping, **gang_of(job, homes.get(ident)),
                              **({"expected_end": EPOCH + timedelta(seconds=start + job.max_runtime_s)}
                                 if job.max_runtime_s is not None else {})}
@@ -158,7 +158,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                              "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
                              "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
                              "waiting_since": EPOCH + timedelta(seconds=since[job.id]), "max_runtime_s": job.max_runtime_s,
-                             **({"class": job.klass} if job.klass else {}), **gang_of(job)} for job in arrived],
+                             **({"class": job.priority_class} if job.priority_class else {}), **gang_of(job)} for job in arrived],
                 "reservations": reservations, "accounts": {name: spec.model_dump() for name, spec in (accounts or {}).items()},
                 "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
                          | {name: {"usage": value} for name, value in usage.items() if name not in users},
@@ -226,7 +226,7 @@ def traces(draw):
         rows.append(TraceJob(id=str(index + 1), user=draw(st.sampled_from(["a", "b", "c"])),
                              submit_s=draw(st.sampled_from([0, 0, 1, 4, 5, 7.5, 30, 61])),
                              resources=draw(st.sampled_from(REQUESTS)), run_s=draw(st.sampled_from([0, 3, 5, 12, 40, 90])),
-                             priority=draw(st.sampled_from([0, 0, 1])), klass=draw(st.sampled_from([None, None, "high"])),
+                             priority=draw(st.sampled_from([0, 0, 1])), priority_class=draw(st.sampled_from([None, None, "high"])),
                              node_labels=draw(st.sampled_from(labels)), not_before_s=draw(st.sampled_from(starts))))
     return rows
 
@@ -238,7 +238,7 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
     node_list = labelled(nodes)
     grp = group(**dict(options))
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, klass=None) for job in jobs]
+        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
     users = {name: User(shares=value) for name, value in shares.items()}
     outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s)
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s)
@@ -318,7 +318,7 @@ def test_with_accounts_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nod
     node_list = labelled(nodes)
     grp = group(**dict(options))
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, klass=None) for job in jobs]
+        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
     users = {name: User(account=account) for name, account in members.items()}
     outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s, accounts=accounts)
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s, accounts)
@@ -329,7 +329,7 @@ def test_with_accounts_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nod
 def test_no_node_is_overcommitted_every_job_runs_once_and_run_time_is_conserved(jobs, nodes, options, every_s):
     node_list = labelled(nodes)
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, klass=None) for job in jobs]
+        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
     outcome = simulate(jobs, node_list, group(**dict(options)), every_s=every_s)
     totals = {node.id: Resources.of(node.resources) for node in node_list}
     ran = [record for record in outcome.records if record.start_s is not None]
@@ -409,7 +409,7 @@ def test_a_preempted_job_stops_at_the_next_tick_and_runs_again_from_the_start():
     # tick 10 chooses a's job, which stops at tick 15, where b's job takes the node it reserved.
     # b's ends at 35, and a's starts again then, for its whole 100 s.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob("1", "a", 0, {"CPU": 4}, 100, klass="low"), TraceJob("2", "b", 10, {"CPU": 4}, 20, klass="high")]
+    trace = [TraceJob("1", "a", 0, {"CPU": 4}, 100, priority_class="low"), TraceJob("2", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}"), grp)
     first, second = outcome.records
@@ -424,7 +424,7 @@ def test_a_preempted_job_stops_at_the_next_tick_and_runs_again_from_the_start():
 
 def test_a_class_the_group_does_not_have_is_refused():
     with pytest.raises(ValueError, match="job 1: class 'gold' is not one of the group's priority classes"):
-        simulate([TraceJob("1", "a", 0, {"CPU": 1}, 5, klass="gold")], parse_nodes("1x{CPU:1}"), group("drf"))
+        simulate([TraceJob("1", "a", 0, {"CPU": 1}, 5, priority_class="gold")], parse_nodes("1x{CPU:1}"), group("drf"))
 
 
 def test_a_preempting_job_starts_on_the_node_it_reserved():
@@ -432,8 +432,8 @@ def test_a_preempting_job_starts_on_the_node_it_reserved():
     # the smaller id). At tick 15 n0002 is free too, and more free: the dispersed selector would
     # take it, but the reservation carried from the plan holds n0001 for b.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob("1", "a", 0, {"CPU": 8}, 12, klass="low"), TraceJob("2", "a", 0, {"CPU": 4}, 100, klass="low"),
-             TraceJob("3", "b", 10, {"CPU": 4}, 20, klass="high")]
+    trace = [TraceJob("1", "a", 0, {"CPU": 8}, 12, priority_class="low"), TraceJob("2", "a", 0, {"CPU": 4}, 100, priority_class="low"),
+             TraceJob("3", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}+1x{CPU:8}"), grp)
     first, second, third = outcome.records

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import (Pending, PendingJob, Running, RunningJob, _fast_jobs, _unique_ids,
+from job.core.planner.snapshot import (Pending, PendingEntry, Running, RunningEntry, _fast_jobs, _unique_ids,
                                        describe_error)
 
-PENDING = TypeAdapter(list[PendingJob])
-RUNNING = TypeAdapter(list[RunningJob])
+PENDING = TypeAdapter(list[PendingEntry])
+RUNNING = TypeAdapter(list[RunningEntry])
 
 
 def _pydantics(adapter: TypeAdapter, struct: type, jobs: list[dict]) -> list:
@@ -34,7 +34,7 @@ START = datetime(2026, 11, 29, 8, 0, tzinfo=timezone(timedelta(hours=1)))
      "waiting_since": START, "max_runtime_s": 60, "submitted_at": "2026-11-29t07:00:00.123456+05:30"},
 ])
 def test_a_plain_job_is_read_by_msgspec_as_pydantic_reads_it(job):
-    assert _fast_jobs([job], PendingJob) == _pydantics(PENDING, Pending, [job])
+    assert _fast_jobs([job], PendingEntry) == _pydantics(PENDING, Pending, [job])
 
 
 @pytest.mark.parametrize("change", [
@@ -50,13 +50,13 @@ def test_a_plain_job_is_read_by_msgspec_as_pydantic_reads_it(job):
 ])
 def test_what_msgspec_could_read_otherwise_is_left_to_pydantic(change):
     job = {"id": "1", "user": "a", "resources": {"CPU": 1}, **change}
-    assert _fast_jobs([job], PendingJob) is None
+    assert _fast_jobs([job], PendingEntry) is None
 
 
 def test_a_running_job_with_times_as_datetimes_is_read_by_msgspec():
     job = {"id": "1", "user": "a", "node": "n", "resources": {"CPU": 1}, "started_at": START, "stopping": True,
            "expected_end": START + timedelta(hours=1), "bundles": [{"CPU": 1}], "bundle_nodes": ["n"]}
-    assert _fast_jobs([job], RunningJob) == _pydantics(RUNNING, Running, [job])
+    assert _fast_jobs([job], RunningEntry) == _pydantics(RUNNING, Running, [job])
 
 
 def test_a_bad_job_is_named_in_pydantics_words():
@@ -116,7 +116,7 @@ def test_a_bad_snapshot_from_json_is_named_in_pydantics_words(document):
 def test_a_key_not_given_reads_as_its_default():
     job = Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).pending[0]
     assert (job.priority, job.submitted_at, job.max_runtime_s) == (0, None, None)
-    assert job.klass is job.bundles is job.node_labels is msgspec.UNSET
+    assert job.priority_class is job.bundles is job.node_labels is msgspec.UNSET
     assert Snapshot.model_validate({"group": GROUP, "pending": [PLAIN]}).model_dump()["pending"] == [PLAIN]
 
 
@@ -135,7 +135,7 @@ def test_ids_are_unique_in_the_ticks_order_or_any_other(ids, unique):
 ])
 def test_a_fraction_of_a_second_beyond_microseconds_is_rounded_by_both_readers(text, read):
     job = {**PLAIN, "submitted_at": text}
-    assert _fast_jobs([job], PendingJob)[0].submitted_at == read
+    assert _fast_jobs([job], PendingEntry)[0].submitted_at == read
     assert _pydantics(PENDING, Pending, [job])[0].submitted_at == read
     # Where msgspec refuses the list (here a priority given as text), pydantic reads the time alike.
     refused = _document(pending=[{**job, "priority": "3"}])

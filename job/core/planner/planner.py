@@ -299,7 +299,7 @@ class _Planner:
             self.going.append((user, need))
         elif started is not None:
             run_s = (self.snapshot.now - started).total_seconds()
-            name = job.klass or group.default_class
+            name = job.priority_class or group.default_class
             if run_s >= group.min_runtime_s and name in self.preemptible:
                 nodes = tuple(holds)
                 for node_id, here in holds.items():
@@ -347,9 +347,9 @@ class _Planner:
             if values is None:
                 append(entry)
             else:
-                tier = tiers.get(values[job.klass or self.group.default_class])
+                tier = tiers.get(values[job.priority_class or self.group.default_class])
                 if tier is None:
-                    tier = tiers[values[job.klass]] = []
+                    tier = tiers[values[job.priority_class]] = []
                 tier.append(entry)
             if wanted and ident in wanted:
                 reserving[ident] = entry

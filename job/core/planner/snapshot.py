@@ -5,8 +5,8 @@ files; each checks every field and names the bad one. The long lists (`running`,
 frozen msgspec Structs (`Running`, `Pending`), read by attribute: made once as the text is parsed
 or the dicts converted, with no dict per job to make (a pending job takes 112 bytes, as a dict 184).
 A key not given reads as None where null may be given (`started_at`), as 0 for `priority`, else as
-UNSET, which is falsy (`bundles`, `klass` for the key `class`). Their fields are those of the
-TypedDicts `RunningJob` and `PendingJob`, which pydantic reads. `bench/plan.py` times both ways in.
+UNSET, which is falsy (`bundles`, `priority_class` for the key `class`). Their fields are those of the
+TypedDicts `RunningEntry` and `PendingEntry`, which pydantic reads. `bench/plan.py` times both ways in.
 Datetimes may be given as aware `datetime` objects (as psycopg returns them) or ISO 8601 text; a
 fraction of a second beyond microseconds is rounded, as PostgreSQL does.
 
@@ -83,12 +83,12 @@ def _as_msgspec_reads(value: Any) -> Any:
 Time = Annotated[datetime, AwareDatetime, BeforeValidator(_as_msgspec_reads), msgspec.Meta(tz=True)]
 
 
-class _Strict(BaseModel):
+class _StrictModel(BaseModel):
     # A misspelt option silently ignored would plan with its default: refuse it instead.
     model_config = ConfigDict(extra="forbid")
 
 
-class PriorityClass(_Strict):
+class PriorityClass(_StrictModel):
     name: Name
     value: int
     preemptible: bool = True
@@ -97,7 +97,7 @@ class PriorityClass(_Strict):
 DEFAULT_CLASSES = (PriorityClass(**group_defaults.DEFAULT_CLASS),)
 
 
-class Group(_Strict):
+class Group(_StrictModel):
     name: Name = "default"
     policy: Policy
     selector: SelectorName
@@ -118,7 +118,7 @@ class Group(_Strict):
 
 
 @with_config(ConfigDict(extra="forbid"))
-class Held(TypedDict):
+class HeldBeyond(TypedDict):
     """What one of our running jobs holds on a node beyond what its `running` entry counts there:
     its work (actors, tasks, placement groups) that Ray shows on the node and it did not declare."""
 
@@ -126,7 +126,7 @@ class Held(TypedDict):
     resources: ResourceMap
 
 
-class Node(_Strict):
+class Node(_StrictModel):
     id: Name
     resources: ResourceMap
     labels: dict[str, str] = Field(default_factory=dict)
@@ -135,11 +135,11 @@ class Node(_Strict):
     outside: ResourceMap = Field(default_factory=dict)
     # What our running jobs hold there beyond their declaration (the tick's observed use): kept
     # free like outside load, and named in the waiting messages by job and user.
-    held: list[Held] = Field(default_factory=list)
+    held: list[HeldBeyond] = Field(default_factory=list)
 
 
 # `class` is a Python keyword: the functional form of TypedDict is the way to name that key.
-RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
+RunningEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningEntry", {
     "id": Name,
     "user": Name,
     # A node that is not in `nodes` (it left the group) holds nothing, but the user is charged.
@@ -162,7 +162,7 @@ RunningJob = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningJob", {
 }))
 
 
-PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
+PendingEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingEntry", {
     "id": Name,
     "user": Name,
     "resources": ResourceMap,
@@ -184,10 +184,10 @@ PendingJob = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingJob", {
 def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
     """The kind of job as the planner reads it: a msgspec Struct on the same types, which refuses
     the keys it does not name, as pydantic does. A key not given reads as `defaults`' value, else
-    None where null may be given, else UNSET; the key `class` is the attribute `klass`."""
+    None where null may be given, else UNSET; the key `class` is the attribute `priority_class`."""
     fields = []
     for key, hint in typing.get_type_hints(kind, include_extras=True).items():
-        name = "klass" if key == "class" else key
+        name = "priority_class" if key == "class" else key
         if typing.get_origin(hint) is NotRequired:
             hint = typing.get_args(hint)[0]
             default = defaults.get(key, None if type(None) in typing.get_args(hint) else msgspec.UNSET)
@@ -195,13 +195,13 @@ def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
         else:
             fields.append((name, hint))
     # A job holds no cycle for the collector to look for; a default is left out of its dump.
-    return msgspec.defstruct(kind.__name__.removesuffix("Job"), fields, kw_only=True, forbid_unknown_fields=True,
-                             frozen=True, gc=False, omit_defaults=True, rename={"klass": "class"}, module=__name__)
+    return msgspec.defstruct(kind.__name__.removesuffix("Entry"), fields, kw_only=True, forbid_unknown_fields=True,
+                             frozen=True, gc=False, omit_defaults=True, rename={"priority_class": "class"}, module=__name__)
 
 
-Running = _struct_of(RunningJob, {"stopping": False})
-Pending = _struct_of(PendingJob, {"priority": 0})
-_STRUCTS = {RunningJob: Running, PendingJob: Pending}
+Running = _struct_of(RunningEntry, {"stopping": False})
+Pending = _struct_of(PendingEntry, {"priority": 0})
+_STRUCTS = {RunningEntry: Running, PendingEntry: Pending}
 
 
 def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
@@ -216,7 +216,7 @@ def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
         return None
 
 
-_BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "klass", "id"))
+_BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "priority_class", "id"))
 
 
 def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
@@ -249,7 +249,7 @@ ReservationKind = Literal["preemption", "head"]
 
 
 @with_config(ConfigDict(extra="forbid"))
-class Reservation(TypedDict):
+class PlannedReservation(TypedDict):
     """A pending job that keeps room for its request on `node` (its driver's; each bundle's on
     `bundle_nodes`)."""
 
@@ -261,7 +261,7 @@ class Reservation(TypedDict):
     expected_start: NotRequired[Time | None]
 
 
-class User(_Strict):
+class User(_StrictModel):
     shares: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1
     usage: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
     # Where set, these replace the group's per-user limits for this user.
@@ -274,7 +274,7 @@ class User(_Strict):
 DEFAULT_USER = User()
 
 
-class Account(_Strict):
+class Account(_StrictModel):
     """A team: its users and child accounts share its part of the group (docs/planner.md, "Accounts")."""
 
     # None: a top account, child of the root.
@@ -294,17 +294,17 @@ def limits_of(group: Group, user: User | None) -> tuple[int | None, dict[str, in
     return most, None if limits is None else {name: to_units(amount) for name, amount in limits.items()}
 
 
-class Snapshot(_Strict):
+class Snapshot(_StrictModel):
     group: Group
     now: AwareDatetime | None = None
     nodes: list[Node] = Field(default_factory=list)
     # Read as these TypedDicts, held as their Structs (`_jobs`).
-    running: list[RunningJob] = Field(default_factory=list)
-    pending: list[PendingJob] = Field(default_factory=list)
+    running: list[RunningEntry] = Field(default_factory=list)
+    pending: list[PendingEntry] = Field(default_factory=list)
     users: dict[Name, User] = Field(default_factory=dict)
     accounts: dict[Name, Account] = Field(default_factory=dict)
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
-    reservations: list[Reservation] = Field(default_factory=list)
+    reservations: list[PlannedReservation] = Field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Snapshot:
@@ -322,7 +322,7 @@ class Snapshot(_Strict):
     def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[msgspec.Struct]:
         if info.context is _READ:
             return jobs
-        kind = RunningJob if info.field_name == "running" else PendingJob
+        kind = RunningEntry if info.field_name == "running" else PendingEntry
         fast = _fast_jobs(jobs, kind)
         # What pydantic reads is checked: it only becomes Structs.
         return msgspec.convert(handler(jobs), list[_STRUCTS[kind]]) if fast is None else fast
@@ -355,8 +355,8 @@ class Snapshot(_Strict):
             if named <= classes:
                 continue
             for index, job in enumerate(jobs):
-                if (job.klass or self.group.default_class) not in classes:
-                    raise ValueError(f"{field}[{index}].class: {job.klass!r} is not one of group.priority_classes")
+                if (job.priority_class or self.group.default_class) not in classes:
+                    raise ValueError(f"{field}[{index}].class: {job.priority_class!r} is not one of group.priority_classes")
         _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
         check_tree(self.accounts, self.users)
         # Few running jobs have bundles: each is looked at only then.
@@ -452,7 +452,7 @@ class Waiting(TypedDict):
     message: str
 
 
-class Preempted(TypedDict):
+class PlannedPreemption(TypedDict):
     """The victims to stop so that `job` fits on `node` (its driver's; a gang spread over nodes,
     each bundle on its node of `bundle_nodes`)."""
 
@@ -468,8 +468,8 @@ class Plan(BaseModel):
     state: dict[str, dict[str, Any]]
     # Present when the group preempts or holds reservations: the preemptions decided, and the
     # reservations as they stand after the plan (the whole list).
-    preemptions: list[Preempted] | None = None
-    reservations: list[Reservation] | None = None
+    preemptions: list[PlannedPreemption] | None = None
+    reservations: list[PlannedReservation] | None = None
     # Not in the JSON: the waiting records again, grouped as the planner words them, (reason,
     # message, records) with each record in one group, so that the tick compares a group's 100k
     # jobs with their rows by set operations (core/waiting.py) rather than record by record.

@@ -145,7 +145,7 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Running:
+class RunningAtStart:
     """A job already running when the simulation starts (a forecast's): started at `started_s`
     (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here); a job
     with bundles holds each on its node of `bundle_nodes`."""
@@ -164,7 +164,7 @@ class Start:
     running then, and the planner's state and reservations."""
 
     epoch: datetime
-    running: list[Running] = field(default_factory=list)
+    running: list[RunningAtStart] = field(default_factory=list)
     state: dict[str, dict] = field(default_factory=dict)
     reservations: list[dict] = field(default_factory=list)
 
@@ -220,8 +220,8 @@ def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[
 def _check_classes(jobs: list[TraceJob], group: Group) -> None:
     classes = {c.name for c in group.priority_classes}
     for job in jobs:
-        if job.klass is not None and job.klass not in classes:
-            raise ValueError(f"job {job.id}: class {job.klass!r} is not one of the group's priority classes "
+        if job.priority_class is not None and job.priority_class not in classes:
+            raise ValueError(f"job {job.id}: class {job.priority_class!r} is not one of the group's priority classes "
                              f"({', '.join(sorted(classes))})")
 
 
@@ -378,7 +378,7 @@ class _Simulation:
         since_s = _ready(record) if job.waiting_s is None else job.waiting_s
         pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority=job.priority,
                                   submitted_at=self.epoch + timedelta(seconds=job.submit_s), **_gang(job),
-                                  klass=job.klass or UNSET, node_labels=job.node_labels or UNSET,
+                                  priority_class=job.priority_class or UNSET, node_labels=job.node_labels or UNSET,
                                   max_runtime_s=job.max_runtime_s, waiting_since=self.epoch + timedelta(seconds=since_s))
         if not self._schedulable(record, pending):
             record.unschedulable = True
@@ -418,7 +418,7 @@ class _Simulation:
         job = record.job
         # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
         # then older (the time it reads, to the microsecond), then by id (shorter first).
-        value = self.class_values[job.klass or self.group.default_class]
+        value = self.class_values[job.priority_class or self.group.default_class]
         record.queue_key = (-value, -job.priority, record.pending.submitted_at, len(job.id), job.id, record.pending)
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
@@ -584,7 +584,7 @@ class _Simulation:
         job = record.job
         started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
         record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
-                                         klass=job.klass or self.group.default_class, started_at=started_at, **_gang(job),
+                                         priority_class=job.priority_class or self.group.default_class, started_at=started_at, **_gang(job),
                                          bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
                                          expected_end=started_at + timedelta(seconds=job.max_runtime_s)
                                          if started_at is not None and job.max_runtime_s is not None else None)
@@ -592,7 +592,7 @@ class _Simulation:
         self.running[job.id] = record
         self.running_on.setdefault(node, {})[job.id] = record
 
-    def _begin(self, running: list[Running]) -> None:
+    def _begin(self, running: list[RunningAtStart]) -> None:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
         for job in running:
@@ -600,7 +600,7 @@ class _Simulation:
             self.by_id[job.job.id] = record
             # Stopped by a preemption, it waits again, in its place in the queue (its submission).
             record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
-                                             priority=job.job.priority, klass=job.job.klass or UNSET,
+                                             priority=job.job.priority, priority_class=job.job.priority_class or UNSET,
                                              submitted_at=self.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job))
             self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
             # A forecast's running job ends when it is expected to: what reservations count on.

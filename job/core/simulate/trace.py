@@ -35,7 +35,7 @@ class TraceJob:
     run_s: float
     priority: int = 0
     # The job's priority class, None for the group's default.
-    klass: str | None = None
+    priority_class: str | None = None
     # The labels a node must carry to take it, and when it may start at the earliest (seconds
     # on the trace's clock, None for at once). Traces have none; a forecast's jobs may.
     node_labels: dict[str, str] = field(default_factory=dict)
@@ -140,7 +140,7 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
             resources=parse_resource_text(cells["resources"], f"{where}: resources", may_be_nothing=bundles is not None),
             run_s=_duration(cells["run_time"], f"{where}: run_time"),
             priority=priority,
-            klass=cells.get("class") or None,
+            priority_class=cells.get("class") or None,
             max_runtime_s=_max_runtime(cells.get("max_runtime"), f"{where}: max_runtime"),
             bundles=bundles,
             bundle_strategy=_bundle_strategy(cells.get("bundle_strategy"), bundles, f"{where}: bundle_strategy"),
