@@ -8,7 +8,7 @@ Input is validated exactly as `python -m job submit` validates it: `job.core.err
 field that is wrong, and nothing is written. Pass `conn` to enqueue inside your own transaction;
 otherwise JOB_DATABASE_URL (or `database_url`) is used and the job is committed on return.
 
-What the connection may do is its database role's (README.md, "Roles and logins"): a login granted
+What the connection may do is its database role's (docs/operations/roles-and-logins.md): a login granted
 `job_submitter` submits only as itself (`user` is its login name) and cancels only its own jobs;
 another `user` raises `job.core.errors.PermissionDenied` naming the rule, and another user's job is
 not found by `cancel`. What a role may not do at all raises PostgreSQL's `InsufficientPrivilege`.

@@ -2,7 +2,7 @@
 default database); everything below takes what it needs as arguments.
 
 Read with msgspec, not pydantic-settings: every command reads its settings at start, and importing
-pydantic-settings alone took 0.27 s of CPU (the start budget is 0.3 s, README, Performance),
+pydantic-settings alone took 0.27 s of CPU (the start budget is 0.3 s, bench/README.md),
 msgspec 0.03 s, for seven variables."""
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def refused(args: argparse.Namespace, exc: psycopg.errors.InsufficientPrivilege)
     except ValueError:
         role = None
     who = f" to the database role {role!r}" if role else ""
-    return PermissionDenied(f"{name}: refused{who}: {what} (what each role may do: README.md, Roles and logins)")
+    return PermissionDenied(f"{name}: refused{who}: {what} (what each role may do: docs/operations/roles-and-logins.md)")
 
 
 def pairs(items: list[str] | None, option: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ headers before a byte of its body is read (no token or a bad one: 401 and nothin
 connection closed if a body was coming); the statements run under the token's user's role
 (store/tokens.py act_as), whose row-level security shows it only its own jobs. What a caller sends
 and what the gateway holds for it are bounded: a body by its route (413), a submission's JSON by its
-depth and size, packages and lists by how many are held at once (README.md, "Ray's own tools")."""
+depth and size, packages and lists by how many are held at once (docs/guides/gateway.md)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ RECEIVING_AT_ONCE = 4
 # A list answer's bytes (the newest jobs first, up to this), and how many are built and sent at once.
 MAX_LIST_BYTES = 8 * 1024 * 1024
 LISTS_AT_ONCE = 2
-# What the gateway holds at once, at most, whatever arrives (README.md, "Ray's own tools"): about
+# What the gateway holds at once, at most, whatever arrives (docs/guides/gateway.md): about
 # 70 MiB at rest, a package (100 MiB, in a buffer grown an eighth over), the submissions being
 # received (1 MiB each and what it parses to) and parsed, two lists (8 MiB each, their rows a batch
 # at a time); beside it aiohttp's buffer of each open connection.
@@ -266,8 +266,8 @@ class Gateway:
     def __init__(self, db: Database, ray_timeout_s: float, keep_packages_s: float):
         self.db, self.ray_timeout_s, self.keep_packages_s = db, ray_timeout_s, keep_packages_s
         self._streams: dict[str, RayStream] = {}
-        # What is held in memory at once beside what aiohttp buffers of each connection (README.md,
-        # "Ray's own tools").
+        # What is held in memory at once beside what aiohttp buffers of each connection
+        # (docs/guides/gateway.md).
         self._receiving = asyncio.Semaphore(RECEIVING_AT_ONCE)
         self._packages = asyncio.Semaphore(PACKAGES_AT_ONCE)
         self._lists = asyncio.Semaphore(LISTS_AT_ONCE)

@@ -2,7 +2,7 @@
 dashboard/modules/job/common.py) becomes the keywords of `job.api.submit`, a queue job becomes
 Ray's `JobDetails` (pydantic_models.py), the fields Ray's unmodified client parses.
 
-The queue's own options travel in metadata keys (README.md, "Ray's own tools"), taken out of the
+The queue's own options travel in metadata keys (docs/guides/gateway.md), taken out of the
 job's metadata: each field of core/job.py FIELDS that has a `gateway` key (`queue.class`,
 `queue.priority`, ...; a list, `queue.bundles`, as JSON)."""
 

@@ -1,4 +1,4 @@
-"""Our running jobs' use beyond their declaration in the planner (docs/planner.md, "Observed use"):
+"""Our running jobs' use beyond their declaration in the planner (docs/planner.md, Snapshot, `nodes[].held`):
 `nodes[].held` is kept free like outside load and named in the waiting messages by job and user;
 `running[].uses` is what their users are charged, per resource the larger of it and the
 declaration."""
