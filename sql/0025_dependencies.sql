@@ -35,3 +35,33 @@ AS $kind$
         WHEN to_state IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'CANCELLED') THEN 'finished'
         ELSE 'changed' END
 $kind$;
+
+-- A job that ends wakes the loop for the groups of the pending jobs that wait for it in other
+-- groups (sql/0024_wake.sql): its own group's tick, which recorded the end, already planned its
+-- dependents there, and a tick of another group that ran before it saw the job unfinished. A row
+-- trigger whose WHEN is checked without calling the function; the function reads the dependents
+-- through the index jobs_after, for the few jobs a tick ends. SECURITY DEFINER: a submitter's
+-- cancel (through job_cancel) and the scheduler alike find every dependent, and tell only groups.
+CREATE OR REPLACE FUNCTION job_wake_dependents() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+AS $wake$
+BEGIN
+    PERFORM pg_notify('job_wake', groups.group_name)
+    FROM (SELECT DISTINCT group_name FROM jobs
+          WHERE after @> jsonb_build_array(jsonb_build_object('job', NEW.id)) AND after IS NOT NULL
+            AND state = 'PENDING' AND group_name <> NEW.group_name) AS groups;
+    RETURN NULL;
+END
+$wake$;
+
+DO $path$
+BEGIN
+    EXECUTE format('ALTER FUNCTION job_wake_dependents() SET search_path = %I, pg_temp', current_schema());
+END
+$path$;
+REVOKE EXECUTE ON FUNCTION job_wake_dependents() FROM PUBLIC;
+
+DROP TRIGGER IF EXISTS jobs_wake_dependents ON jobs;
+CREATE TRIGGER jobs_wake_dependents AFTER UPDATE OF state ON jobs FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'CANCELLED'))
+    EXECUTE FUNCTION job_wake_dependents();
