@@ -239,8 +239,10 @@ def show(args: argparse.Namespace) -> int:
         # A malformed row as it is stored, with what is wrong with it: nothing of it to format.
         (print_json if args.json else print_fields)({**shown, "before": before, "observed": job.observed})
         return 0
-    shown["after"] = _after_words(job, found)
-    shown["before"] = ", ".join(map(str, before)) or "-"
+    # The edges both ways, side by side.
+    at = list(shown).index("after") + 1
+    edges = {"after": _after_words(job, found), "before": ", ".join(map(str, before)) or "-"}
+    shown = {**dict(list(shown.items())[:at]), **edges, **dict(list(shown.items())[at:])}
     shown["resources"] = format_resources(job.resources)
     # Each bundle with its planned node beside it, once placed.
     nodes = job.bundle_nodes or [None] * len(job.bundles or ())
