@@ -15,18 +15,22 @@ from job.core.group_snapshot import MadeJobs, PendingRow
 from job.core.states import Reason
 
 _AFTER = attrgetter("after")
+# The reasons of a job whose dependencies are judged: new (none yet, or Queued by its submit) or
+# waiting for them. Any other reason is the planner's or a requeue's: its dependencies held when it
+# was planned, and hold for good (a job waited for and pruned since no longer matters).
+JUDGED = (None, Reason.QUEUED, Reason.DEPENDENCY)
 
 
 def waited_for(pending: list[PendingRow]) -> tuple[dict[int, list[After]], dict[int, str]]:
-    """The rows that wait for other jobs, id -> their dependencies, and those whose stored
-    dependencies cannot be read (written past `submit`), id -> why. Most rows wait for none: one
-    pass of C over them finds that none does."""
+    """The rows whose dependencies are to be judged (JUDGED), id -> their dependencies, and those
+    whose stored dependencies cannot be read (written past `submit`), id -> why. Most rows wait for
+    none: one pass of C over them finds that none does."""
     if not any(map(_AFTER, pending)):
         return {}, {}
     read: dict[str, list[After] | str] = {}
     after_of, invalid = {}, {}
     for row in pending:
-        if row.after is None:
+        if row.after is None or row.reason not in JUDGED:
             continue
         found = read.get(row.after)
         if found is None:

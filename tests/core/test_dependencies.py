@@ -142,6 +142,16 @@ def test_rows_waiting_are_held_back_and_the_rest_planned():
     assert split(pending, after_of, invalid, found, made).plannable is split_.plannable
 
 
+def test_a_job_planned_once_is_not_judged_again():
+    # Its dependency held when it was planned; the job waited for was pruned since.
+    pending = [row(7, '[{"job": 3, "when": "ok"}]', "Resources", "needs CPU 1"),
+               row(8, '[{"job": 3, "when": "ok"}]', "Preempted", "stopped to make room"),
+               row(9, '[{"job": 3, "when": "ok"}]', "Queued", "waiting for the next tick")]
+    after_of, _ = waited_for(pending)
+    assert list(after_of) == [9]
+    assert [r.id for r in split(pending, after_of, {}, {}).plannable] == [7, 8]
+
+
 def test_without_dependencies_the_rows_are_planned_as_read():
     pending = [row(1), row(2)]
     assert waited_for(pending) == ({}, {})
