@@ -38,6 +38,8 @@ def submit(*, conn: psycopg.Connection | None = None, database_url: str | None =
     what its work needs beside the driver (Ray Train workers, actors), resource maps read as
     `resources` is, placed all or nothing by `bundle_strategy` (PACK, SPREAD, STRICT_PACK,
     STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`).
+    `after`: the jobs it waits for, each an id (to succeed) or 'ID:ok|any|fail' (`[12, "13:any"]`
+    or `"12,13:any"`), each one the caller sees.
     None for a field that has a default is its default."""
     fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
     if options:

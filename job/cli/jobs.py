@@ -9,7 +9,7 @@ from typing import Any
 
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import bundles, command, database, job_id, json_object, pairs, positive_number
-from job.core import states
+from job.core import dependencies, states
 from job.core.errors import BadInput, PermissionDenied
 from job.core.job import REQUIRED, SHOWN, SUBMITTED, Job, JobField
 from job.core.job_row import row_problem
@@ -46,8 +46,9 @@ READS: dict[str, Callable[[argparse.Namespace, JobField], Any]] = {
     "json": _json,
     "bundles": lambda args, field: bundles(getattr(args, field.spec), field.option),
     "resources": _resources,
+    "list": lambda args, field: [word for text in getattr(args, field.spec) or () for word in text.split(",")] or None,
 }
-_REPEATED = ("pairs", "bundles", "resources")
+_REPEATED = ("pairs", "bundles", "resources", "list")
 
 
 def register(sub) -> None:
@@ -232,11 +233,16 @@ def show(args: argparse.Namespace) -> int:
     with database() as conn:
         job = job_rows.get_job(conn, job_id(args.id))
         running_seen = job_rows.running_seen(conn, job)
+        found, before = job_rows.edges(conn, job)
     shown = job_json(job)
     if args.json or "problem" in shown:
         # A malformed row as it is stored, with what is wrong with it: nothing of it to format.
-        (print_json if args.json else print_fields)({**shown, "observed": job.observed})
+        (print_json if args.json else print_fields)({**shown, "before": before, "observed": job.observed})
         return 0
+    # The edges both ways, side by side.
+    at = list(shown).index("after") + 1
+    edges = {"after": _after_words(job, found), "before": ", ".join(map(str, before)) or "-"}
+    shown = {**dict(list(shown.items())[:at]), **edges, **dict(list(shown.items())[at:])}
     shown["resources"] = format_resources(job.resources)
     # Each bundle with its planned node beside it, once placed.
     nodes = job.bundle_nodes or [None] * len(job.bundles or ())
@@ -260,6 +266,12 @@ def show(args: argparse.Namespace) -> int:
                                     f"about {time_of_day(start, datetime.now(timezone.utc))}, {job.estimate_basis}")
     print_fields(shown)
     return 0
+
+
+def _after_words(job: Job, found: dict[int, str]) -> str:
+    """`12 to succeed (SUCCEEDED), 13 to end (RUNNING)`: what it waits for, and how each stands."""
+    return ", ".join(f"{item['job']} to {dependencies.WORDS[dependencies.When(item['when'])]} "
+                     f"({found.get(item['job'], 'not found')})" for item in job.after or ()) or "-"
 
 
 def _reserved_words(job: Job) -> str:

@@ -60,6 +60,8 @@ class PendingRow(NamedTuple):
     reserved_bundle_nodes: list[str] | None = None
     reserved_start: datetime | None = None
     waiting_since: datetime | None = None
+    # The jobs it waits for, as JSON text (None for most jobs; core/dependents.py).
+    after: str | None = None
 
 
 class Held(NamedTuple):
@@ -205,6 +207,11 @@ class MadeJobs:
         # of them kept, make the same jobs, without a pass over 100,000 rows.
         self.rows: list[PendingRow] | None = None
         self.listed: list[Pending] = []
+        # The rows read, less those the dependencies hold back, and the ids held back (core/dependents.py):
+        # the same rows read and the same held back, the same list, which the check above finds.
+        self.read: list[PendingRow] | None = None
+        self.held_back: frozenset[int] = frozenset()
+        self.plannable: list[PendingRow] = []
 
 
 def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None

@@ -73,6 +73,7 @@ class Job:
     waiting_since: datetime | None
     version: Any
     placed_at: datetime | None
+    after: list[dict[str, Any]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,9 @@ class JobField:
     spec: str | None = None
     # job.api.submit's keyword, where it is not `spec`.
     keyword: str | None = None
-    # The `submit` option, how its text is read (cli/jobs.py READS), its metavar and help.
+    # The `submit` option, how its text is read (cli/jobs.py READS), its metavar and help. A "list"
+    # is a repeatable option whose values may each be comma-separated words, given to the check as
+    # texts, as the gateway's key is (where another list or map is JSON).
     option: str | None = None
     read: str = "text"
     metavar: str | None = None
@@ -189,6 +192,11 @@ FIELDS: tuple[JobField, ...] = (
     JobField("max_runtime_s", "max_runtime_s", spec="max_runtime_s", keyword="max_runtime", option="--max-runtime",
              metavar="DURATION", help="stop the job after this long, e.g. 2h", gateway="queue.max_runtime",
              check="duration", bounds=(("gt", 0),), stored="duration", planned=True),
+    # The jobs it waits for (core/dependencies.py), each {"job": id, "when": "ok"|"any"|"fail"}.
+    JobField("after", "after", spec="after", option="--after", read="list", metavar="ID[:ok|any|fail]",
+             help="start only once job ID succeeded (:any once it ended, :fail once it failed); "
+                  "repeatable or comma-separated, all must hold",
+             gateway="queue.after", check="dependencies", stored="after"),
     JobField("started_at", "started_at"),
     JobField("finished_at", "finished_at"),
     JobField("cancel_requested_at", "cancel_requested_at"),

@@ -10,6 +10,7 @@ from dataclasses import asdict, fields, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from job.core import dependencies
 from job.core.job import STORED, Job
 from job.core.units import MAX_DURATION_S
 
@@ -25,7 +26,7 @@ def _shapes() -> dict[str, TypeAdapter]:
     # them: they are not for a command that finds no row, `jobs` on an empty queue (issue 24).
     from typing import Annotated, Optional
 
-    from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter
+    from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter
 
     from job.core.planner.snapshot import Bundles, ResourceMap
 
@@ -49,6 +50,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         "bundles": TypeAdapter(Optional[Bundles]),
         "nodes": TypeAdapter(Optional[list[str]]),
         "observed": TypeAdapter(Optional[ObservedRecord]),
+        "after": TypeAdapter(Optional[Annotated[list, AfterValidator(dependencies.parse)]]),
     }
     return {field.column: shapes[field.stored] for field in STORED}
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
-from job.core import group_defaults
+from job.core import dependencies, group_defaults
 from job.core.errors import BadInput, key_named, quoted
 from job.core.job import INT32_MAX, SUBMITTED, JobField
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
@@ -243,6 +243,7 @@ CHECKS: dict[str, tuple[Callable[[Any, ValidationInfo], Any] | None, Callable[[A
     "duration": (_optional(parse_duration), None),
     "runtime_env": (None, _runtime_env),
     "metadata": (lambda value, info: _at_most(value, MAX_METADATA_KEYS, "keys"), _metadata),
+    "dependencies": (lambda value, info: dependencies.parse(value), None),
 }
 
 

@@ -2,7 +2,8 @@
 allowed between them, and each kind of write the store does on jobs, whose guards are taken from here.
 
     submit --> PENDING --(cancel)------------------------------------------> CANCELLED
-                |  ^  --(pending timeout; a row the planner cannot read)---> FAILED
+                |  ^  --(pending timeout; a row the planner cannot read;
+                |  |     a dependency that can never hold)-------------------> FAILED
        plan:    |  |
        intent   v  |  requeue: Ray refused the submission (from SUBMITTING), or an infrastructure
                 |  |  fault: Ray lost it, its supervisor failed, its node died or stayed busy
@@ -53,6 +54,9 @@ class Reason(StrEnum):
     SUBMIT_REFUSED = "SubmitRefused"
     INVALID_JOB = "InvalidJob"
     PENDING_TIMEOUT = "PendingTimeout"
+    # Waits for other jobs to end (core/dependencies.py), out of the plan; or never will.
+    DEPENDENCY = "Dependency"
+    DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     # Ray holds the driver PENDING (core/reconcile.py).
     STARTING = "Starting"
     RUNTIME_ENV = "RuntimeEnv"
@@ -158,7 +162,8 @@ COMMIT_INTENT = _moves("commit intent", (PENDING,), SUBMITTING)              # t
 CANCEL_PENDING = _moves("cancel pending", (PENDING,), CANCELLED)             # jobs.cancel_jobs
 REQUEST_CANCEL = _keeps("request cancel", ACTIVE)                            # jobs.cancel_jobs
 FAIL_PENDING_TIMEOUT = _moves("pending timeout", (PENDING,), FAILED)         # tick_jobs.fail_pending_timeouts
-FAIL_INVALID = _moves("invalid row", (PENDING,), FAILED)                     # tick_jobs.fail_invalid
+FAIL_INVALID = _moves("invalid row", (PENDING,), FAILED)                     # tick_jobs.fail_pending
+FAIL_DEPENDENCY = _moves("dependency never", (PENDING,), FAILED)             # tick_jobs.fail_pending
 SET_WAITING = _keeps("waiting reason", (PENDING,))                           # tick_jobs.set_waiting
 MARK_SUBMITTED = _moves("Ray accepted", (SUBMITTING,), SUBMITTED)            # tick_jobs.mark_submitted
 # Ray refused the submission for the job's own request: counted against the group's max_attempts.
@@ -183,7 +188,7 @@ RECONCILE = Transition("reconcile", frozenset({
     *((source, target) for source in ACTIVE for target in FINISHED_IN_RAY),
 }))
 
-WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, SET_WAITING,
+WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, FAIL_INVALID, FAIL_DEPENDENCY, SET_WAITING,
           MARK_SUBMITTED, REQUEUE, REQUEUE_SPENT, REQUEUE_INFRA, REQUEUE_INFRA_SPENT, CANCEL_ABSENT, RECONCILE,
           MARK_VICTIM, STOPPING_VICTIM, REQUEUE_PREEMPTED, SET_RESERVATION, SET_ESTIMATE, SET_OBSERVED)
 

@@ -131,7 +131,7 @@ def _metadata(metadata: dict) -> dict[str, Any]:
         field = QUEUE_FIELDS.get(name)
         if field is None:
             raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_FIELDS)})")
-        options[field.api_keyword] = _json_list(key, value) if field.structured else value
+        options[field.api_keyword] = _json_list(key, value) if field.structured and field.read != "list" else value
     if own:
         options["metadata"] = own
     return options

@@ -17,6 +17,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
+from job.core.dependents import Dependents, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
@@ -28,6 +29,7 @@ from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
 from job.core.resources import to_units
 from job.core.share import placement_figures
+from job.core.states import Reason
 from job.core.waiting import counted, waiting_changes
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
@@ -125,6 +127,8 @@ class PlanStep:
     invalid: dict[int, str]
     # The waiting reasons to write: id -> (reason, message).
     changed: dict[int, tuple[str, str]]
+    # What the pending jobs' dependencies decided (those it holds back are not in `pending`).
+    dependents: Dependents
     # The group state as read, and the documents to save with the plan (the selector's state,
     # and the ended jobs Ray may still be freeing when they changed).
     state: dict
@@ -216,7 +220,12 @@ class _GroupTick:
     def plan(self, seen: Seen, done: Reconciliation, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
-        pending = self.pending.read(self.conn, self.name)
+        read = self.pending.read(self.conn, self.name)
+        # After the reconciliation: a job that ended in this tick lets its dependents be planned in it.
+        after_of, unreadable = waited_for(read)
+        dependents = split(read, after_of, unreadable, tick_jobs.states_of(self.conn, named(after_of)),
+                           self.pending.made(self.name))
+        pending = dependents.plannable
         state = groups.group_state(self.conn, self.name)
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
@@ -233,7 +242,9 @@ class _GroupTick:
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
         changed = waiting_changes(pending, decided.waiting, self.pending.compared(self.name), decided.said)
-        step = PlanStep(decided, decisions, pending, invalid, changed, state, saved, demand=demand)
+        changed.update(dependents.waiting)
+        step = PlanStep(decided, decisions, pending, {**invalid, **dependents.invalid}, changed, dependents, state, saved,
+                        demand=demand)
         if not dry_run:  # what only the commit writes
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
@@ -245,6 +256,8 @@ class _GroupTick:
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = counted(decided.said)
+        if dependents.held:
+            self.result.waiting[Reason.DEPENDENCY] = dependents.held
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
@@ -256,9 +269,10 @@ class _GroupTick:
         for intent in resent:
             log.event("submit_resent", group=self.name, job=intent.id, submission_id=intent.submission_id,
                       node=intent.node, message="not in Ray yet: sent again under the same submission id")
-        tick_jobs.fail_invalid(self.conn, step.invalid)
+        tick_jobs.fail_pending(self.conn, step.invalid, Reason.INVALID_JOB)
         for job_id, message in step.invalid.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
+        self._dependencies(step.dependents, now)
         intents = resent + tick_jobs.commit_intents(self.conn, step.decisions.placements, self.installation,
                                                          step.decisions.bundle_nodes)
         events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
@@ -277,6 +291,17 @@ class _GroupTick:
             failpoint("after-preempt-intent", self.config.failpoint)
         failpoint("after-intent", self.config.failpoint)
         return intents, victims
+
+    def _dependencies(self, dependents: Dependents, now: datetime) -> None:
+        """Ends the jobs whose dependencies never hold, and marks those whose now hold (before any
+        placement of theirs: its own event follows)."""
+        tick_jobs.fail_pending(self.conn, dependents.never, Reason.DEPENDENCY_NEVER)
+        for job_id, message in dependents.never.items():
+            log.event("dependency_never", group=self.name, job=job_id, message=message)
+        tick_jobs.set_waiting(self.conn, dependents.satisfied, now)
+        for job_id, (_, message) in dependents.satisfied.items():
+            log.event("dependency_satisfied", group=self.name, job=job_id, message=message)
+        self.result.finished += len(dependents.never)
 
     def preempt(self, cluster: RayCluster, victims: list[Victim], pending: list[PendingRow], now: datetime) -> None:
         """Asks Ray to stop the victims the commit marked. A victim whose stop Ray did not take is

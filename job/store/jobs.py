@@ -30,6 +30,8 @@ def submit_columns() -> tuple[str, ...]:
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
+    if spec.after:
+        _check_after(conn, [item["job"] for item in spec.after])
     values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
               states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
@@ -66,6 +68,17 @@ def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
     names = [c["name"] for c in row["priority_classes"]]
     if name not in names:
         raise BadInput(f"priority_class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
+
+
+def _check_after(conn: psycopg.Connection, ids: list[int]) -> None:
+    """Each job named must exist and be the caller's to see (row-level security: a submitter sees
+    its own jobs), so that only existing jobs are named and no cycle can arise. A job pruned
+    between this check and the commit leaves a dependency the tick finds gone."""
+    seen = {row["id"] for row in conn.execute("SELECT id FROM jobs WHERE id = ANY(%s)", (ids,)).fetchall()}
+    missing = [job_id for job_id in ids if job_id not in seen]
+    if missing:
+        me = own_jobs_only(conn)
+        raise BadInput(f"after: job {missing[0]} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
 
 
 def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
@@ -111,6 +124,18 @@ def get_job(conn: psycopg.Connection, job_id: int) -> Job:
         me = own_jobs_only(conn)
         raise NotFound(f"job {job_id} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
     return row
+
+
+def edges(conn: psycopg.Connection, job: Job) -> tuple[dict[int, str], list[int]]:
+    """A job's dependencies both ways, as far as the caller sees (row-level security): the states
+    of the jobs it waits for, by id (a job gone or not the caller's is not in it), and the ids of
+    the jobs that wait for it (through the index jobs_after, sql/0025)."""
+    named = [item["job"] for item in job.after or () if isinstance(item, dict) and isinstance(item.get("job"), int)]
+    found = {row["id"]: row["state"] for row in
+             conn.execute("SELECT id, state FROM jobs WHERE id = ANY(%s)", (named,)).fetchall()} if named else {}
+    before = conn.execute("SELECT id FROM jobs WHERE after @> jsonb_build_array(jsonb_build_object('job', %s::bigint))"
+                          " ORDER BY id", (job.id,)).fetchall()
+    return found, [row["id"] for row in before]
 
 
 def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:

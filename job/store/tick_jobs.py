@@ -29,7 +29,7 @@ _ACTIVE = _select(tuple(ActiveJob.__dataclass_fields__), {
     # Whether Ray builds something for it before the driver starts (env_vars alone: no).
     "builds_runtime_env": "runtime_env - 'env_vars' - 'config' <> '{}'::jsonb"})
 _PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_labels": "node_labels::text",
-                                         "bundles": "bundles::text"})
+                                         "bundles": "bundles::text", "after": "after::text"})
 
 
 def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
@@ -78,6 +78,15 @@ def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[i
         elif state is not None:
             left.append(fields[0])
     return rows[0][0], pending, left
+
+
+def states_of(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
+    """The states of these jobs, by id, in any group (the jobs a group's pending jobs wait for); a
+    job gone is not in it."""
+    if not ids:
+        return {}
+    return dict(conn.cursor(row_factory=tuple_row).execute("SELECT id, state FROM jobs WHERE id = ANY(%s)",
+                                                           (ids,)).fetchall())
 
 
 def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:
@@ -261,15 +270,21 @@ def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[Intent]:
     ).fetchall()
 
 
-def fail_invalid(conn: psycopg.Connection, invalid: dict[int, str]) -> None:
-    """Pending rows the planner cannot read (written around `submit`'s checks): FAILED, with why."""
-    if not invalid:
+# Why a tick ends a pending job FAILED, and the write that does it.
+_FAILS = {Reason.INVALID_JOB: states.FAIL_INVALID, Reason.DEPENDENCY_NEVER: states.FAIL_DEPENDENCY}
+
+
+def fail_pending(conn: psycopg.Connection, failed: dict[int, str], reason: Reason) -> None:
+    """Pending jobs FAILED for `reason`, each with its message: rows the planner cannot read
+    (written around `submit`'s checks: InvalidJob), jobs waiting for a job that will never end as
+    they ask (DependencyNeverSatisfied)."""
+    if not failed:
         return
+    write = _FAILS[reason]
     conn.execute(*_each(
-        invalid, {"message": "text"},
+        failed, {"message": "text"},
         "UPDATE jobs SET state = %(to)s, reason = %(reason)s, message = u.message, finished_at = now(), updated_at = now()",
-        "jobs.state = ANY(%(from)s)",
-        {"to": states.FAIL_INVALID.target, "from": states.FAIL_INVALID.sources, "reason": Reason.INVALID_JOB}))
+        "jobs.state = ANY(%(from)s)", {"to": write.target, "from": write.sources, "reason": reason}))
 
 
 def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]], now: datetime) -> None:

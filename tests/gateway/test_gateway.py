@@ -94,6 +94,10 @@ def test_the_sdk_carries_resources_labels_and_the_queues_options(gateway, users,
         {"pool": "a"}, {"env_vars": {"MODE": "eval"}, "pip": {"packages": ["requests==2.31"], "pip_check": False}},
         "high", 7200.0, {"run": "7"})
     assert (row["bundles"], row["bundle_strategy"], row["not_before"].year) == ([{"GPU": 1.0}, {"GPU": 1.0}], "SPREAD", 2030)
+    after = sdk.submit_job(entrypoint="python eval.py", metadata={"queue.after": f"{row['id']}:any, {row['id']}"})
+    assert gateway_rows(conn)[after]["after"] == [{"job": row["id"], "when": "ok"}]
+    sdk.stop_job(after)
+    sdk.delete_job(after)
 
     info = sdk.get_job_info(submission_id)
     assert (info.status, info.submission_id, info.entrypoint, info.metadata) == (
@@ -207,6 +211,8 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     ({"entrypoint": "x", "entrypoint_resources": {f"r{i}": 1 for i in range(65)}}, "entrypoint_resources: at most 64 resource names"),
     ({"entrypoint": "x", "metadata": {"queue.\x1b[2J\n": "1"}}, "metadata.'queue.\\x1b[2J\\n': not one of the queue's keys"),
     ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
+    ({"entrypoint": "x", "metadata": {"queue.after": "1:maybe"}}, "metadata.queue.after: '1:maybe': 'maybe' is not one"),
+    ({"entrypoint": "x", "metadata": {"queue.after": "999999"}}, "metadata.queue.after: job 999999 does not exist"),
     ({"entrypoint": "x", "metadata": {"n": 1}}, "metadata.n: values must be strings"),
     ({"entrypoint": "x", "submission_id": "a b"}, "submission_id: 'a b' is not a submission id"),
     # Path segments of a URL: Ray's client could never address them.

@@ -128,6 +128,18 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         conn.execute("UPDATE users SET shares = 2 WHERE name = 'alice'")
         assert _notified(listener, conn) == [""]
 
+        # A job that ends wakes the groups where jobs wait for it, its own group but through its tick.
+        later = api.submit(user="alice", group="other", entrypoint="true", after=[first + 1], database_url=database_url)
+        api.submit(user="alice", group="main", entrypoint="true", after=[first + 1], database_url=database_url)
+        assert _notified(listener, conn) == ["other", "main"]
+        conn.execute("UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE id = %s", (first + 1,))
+        assert _notified(listener, conn) == ["other"]
+        api.cancel([later], database_url=database_url)
+        assert _notified(listener, conn) == ["other"]
+        # None waits for it elsewhere: nothing.
+        conn.execute("UPDATE jobs SET state = 'FAILED', finished_at = now() WHERE id = %s", (first + 2,))
+        assert _notified(listener, conn) == []
+
 
 def test_of_two_overlapping_loops_one_ticks_on_its_timer_until_it_ends(database_url):
     """A CronJob pod and the next tick on their timers as one: the first to listen holds the timer,

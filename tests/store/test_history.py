@@ -40,6 +40,7 @@ from fake_ray import REFUSED, FakeRay
 from job.cli import build_parser
 from job.core import states
 from job.core.group_snapshot import Held
+from job.core.states import Reason
 from job.devtools.local_postgres import with_database
 from job.scheduler.config import TickConfig
 from job.serve.report import read_report
@@ -397,7 +398,7 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
     names = {statement.name for statement in sent}
     expected = {"tick_jobs.active_jobs", "tick_jobs.pending_jobs", "tick_jobs.fail_pending_timeouts",
                 "tick_jobs.update_jobs", "tick_jobs.requeue_infra", "tick_jobs.return_to_pending", "tick_jobs.cancel_absent",
-                "tick_jobs.intents_of", "tick_jobs.fail_invalid", "tick_jobs.commit_intents", "tick_jobs.set_waiting",
+                "tick_jobs.intents_of", "tick_jobs.fail_pending", "tick_jobs.commit_intents", "tick_jobs.set_waiting",
                 "tick_jobs.mark_submitted", "tick_jobs.recent_run_times", "users.users_of_group", "groups.groups", "groups.group_state",
                 "groups.charge_usage"}
     assert expected <= names, f"not sent by this tick: {sorted(expected - names)}"
@@ -441,7 +442,8 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
     call(tick_jobs.recent_run_times, conn, group, 500)
     call(tick_jobs.cancel_absent, conn, active_ids)
     call(tick_jobs.intents_of, conn, active_ids)
-    call(tick_jobs.fail_invalid, conn, {job_id: "resources.CPU: negative" for job_id in pending_ids[:10]})
+    call(tick_jobs.fail_pending, conn, {job_id: "resources.CPU: negative" for job_id in pending_ids[:10]}, Reason.INVALID_JOB)
+    call(tick_jobs.states_of, conn, active_ids + pending_ids)
     call(tick_jobs.commit_intents, conn, [(job_id, "node-a") for job_id in pending_ids], installation)
     call(events.note_placements, conn, {job_id: (1, {"policy": "fifo"}) for job_id in pending_ids})
     call(tick_jobs.set_waiting, conn, {job_id: ("Resources", "needs CPU 1") for job_id in pending_ids}, now)

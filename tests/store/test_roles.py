@@ -25,6 +25,7 @@ from job import api
 from job.core import states
 from job.core.errors import PermissionDenied
 from job.core.group_snapshot import RELEASING, Held
+from job.core.states import Reason
 from job.scheduler.config import TickConfig
 from job.store import groups, jobs, tick_jobs, users
 
@@ -135,6 +136,26 @@ def test_a_submitter_submits_lists_shows_and_cancels_its_own_jobs(db, monkeypatc
     other = api.submit(user=ALICE, group=GROUP, entrypoint="true", database_url=db.url(ALICE))
     assert api.cancel([other, mine], database_url=db.url(ALICE)) == {
         other: (states.PENDING, states.CANCELLED), mine: (states.CANCELLED, states.CANCELLED)}
+
+
+def test_a_submitter_depends_on_the_jobs_it_sees_and_is_refused_the_others(db, monkeypatch, capsys):
+    bobs, alices = job_of(db, BOB), job_of(db, ALICE)
+    submit = ("submit", "--user", ALICE, "--group", GROUP, "--entrypoint", "true", "--after")
+    mine = cli_as(db, monkeypatch, capsys, ALICE, *submit, f"{alices}:any")
+    assert mine.status == 0, mine.err
+    before = db.conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"]
+    rule = f"you are logged in as {ALICE!r} and see and cancel only your own jobs"
+    # Another user's job is not one it sees: refused as a job that does not exist.
+    refused = cli_as(db, monkeypatch, capsys, ALICE, *submit, f"{alices},{bobs}")
+    assert refused_in_one_line(refused) == f"error: after: job {bobs} does not exist or is not yours ({rule})"
+    assert db.conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == before
+    # Its `show` names only the dependents it sees.
+    with connect_as(db, BOB) as bob:
+        assert jobs.edges(bob, jobs.get_job(bob, bobs)) == ({}, [])
+    with connect_as(db, ALICE) as alice:
+        assert jobs.edges(alice, jobs.get_job(alice, alices)) == ({}, [int(mine.out)])
+    # The admin sees every job, and may make any job wait for any other.
+    assert cli_as(db, monkeypatch, capsys, ADMIN, *submit, str(bobs)).status == 0
 
 
 def test_a_submitter_submits_only_as_itself(db, monkeypatch, capsys):
@@ -356,7 +377,8 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         call(tick_jobs.return_to_pending, conn, {active[0]: (states.SUBMITTING, "SubmitRefused", "no")}, 3)
         call(tick_jobs.cancel_absent, conn, active)
         call(tick_jobs.intents_of, conn, active)
-        call(tick_jobs.fail_invalid, conn, {pending[0]: "unreadable"})
+        call(tick_jobs.fail_pending, conn, {pending[0]: "unreadable"}, Reason.INVALID_JOB)
+        call(tick_jobs.states_of, conn, pending)
         call(tick_jobs.commit_intents, conn, [(pending[1], "node-a")], installation)
         call(tick_jobs.set_waiting, conn, {pending[2]: ("Resources", "needs CPU 1")}, now)
         call(tick_jobs.set_reservations, conn, {pending[2]: Held("node-a", "head", ("node-b",), now)}, now)

@@ -16,6 +16,7 @@ import pytest
 from job.core import states
 from job.core.errors import Conflict
 from job.core.group_snapshot import Held
+from job.core.states import Reason
 from job.core.specs import JobSpec
 from job.store import groups, jobs, tick_jobs, users
 
@@ -158,8 +159,8 @@ CASES = [
      states.REQUEUE_INFRA.moves | states.REQUEUE_INFRA_SPENT.moves),
     ("cancel_absent", lambda conn, rows: tick_jobs.cancel_absent(conn, [job_id for job_id, _, _ in rows]),
      states.CANCEL_ABSENT.moves),
-    ("fail_invalid", lambda conn, rows: tick_jobs.fail_invalid(conn, {job_id: "unreadable" for job_id, _, _ in rows}),
-     states.FAIL_INVALID.moves),
+    ("fail_pending", lambda conn, rows: tick_jobs.fail_pending(
+        conn, {job_id: "unreadable" for job_id, _, _ in rows}, Reason.INVALID_JOB), states.FAIL_INVALID.moves),
     ("fail_pending_timeouts", lambda conn, rows: tick_jobs.fail_pending_timeouts(
         conn, GROUP, 60.0, datetime.now(timezone.utc) + timedelta(hours=1)),
      states.FAIL_PENDING_TIMEOUT.moves),
