@@ -53,6 +53,8 @@ class Reason(StrEnum):
     SUBMIT_REFUSED = "SubmitRefused"
     INVALID_JOB = "InvalidJob"
     PENDING_TIMEOUT = "PendingTimeout"
+    # Held back by its array's throttle (`--array SPEC%N`, core/arrays.py): not given to the planner.
+    ARRAY_THROTTLE = "ArrayThrottle"
     # Ray holds the driver PENDING (core/reconcile.py).
     STARTING = "Starting"
     RUNTIME_ENV = "RuntimeEnv"
