@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from job.core.errors import BadInput, quoted
-from job.core.states import Reason
+from job.core.states import STATES, Reason
 
 # Bounds: an array is one statement of at most this many rows (bench/arrays.py), and its indexes
 # are numbers a person reads, as Slurm's MaxArraySize keeps them.
@@ -20,6 +20,14 @@ MAX_TASKS = 10_000
 MAX_INDEX = 1_000_000
 # `1,2,...,9999` is 49 KB: room for an explicit list of MAX_TASKS indexes, not a megabyte of text.
 MAX_SPEC_CHARS = 100_000
+
+# How a submit takes an array, declared once: job.api.submit's keyword, the `submit` option, the
+# gateway's metadata key. Not a field of core/job.py: it makes the tasks, each with its own columns.
+KEYWORD = "array"
+OPTION = "--array"
+GATEWAY_KEY = "queue.array"
+HELP = ("one job per index, in Slurm's syntax: 0-99, 1,3,5, 0-99:2 or a combination, and %%N for at most N "
+        f"running at once, e.g. 0-99%%10 (at most {MAX_TASKS} tasks, indexes 0 to {MAX_INDEX}); prints the array's id")
 
 _ITEM = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
 _THROTTLE = re.compile(r"[0-9]{1,7}")
@@ -112,8 +120,17 @@ class Throttled(NamedTuple):
     """What the tick gives the planner of its pending rows, and why the others wait."""
 
     planned: list
-    # (job id, reason, message) of each pending task held back, in id order.
-    waiting: list[tuple[int, str, str]]
+    # A waiting record per pending task held back, in id order, as the plan's (its job's id a
+    # string, its reason, its message).
+    waiting: list[dict]
+
+    @property
+    def said(self) -> list[tuple[str, str, list[dict]]]:
+        """The records grouped by reason and message, as the plan's `said`."""
+        groups: dict[str, list[dict]] = {}
+        for record in self.waiting:
+            groups.setdefault(record["message"], []).append(record)
+        return [(Reason.ARRAY_THROTTLE.value, message, records) for message, records in groups.items()]
 
 
 def throttle(pending: list[_Pending], active: Iterable[_Active]) -> Throttled:
@@ -136,6 +153,30 @@ def throttle(pending: list[_Pending], active: Iterable[_Active]) -> Throttled:
             room[key] -= 1
             planned.append(row)
         else:
-            waiting.append((row.id, Reason.ARRAY_THROTTLE.value,
-                            f"array {row.array_id} runs {running[key]} of at most {limits[key]}"))
+            waiting.append({"job": str(row.id), "reason": Reason.ARRAY_THROTTLE.value,
+                            "message": f"array {row.array_id} runs {running[key]} of at most {limits[key]}"})
     return Throttled(planned, waiting)
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySummary:
+    """An array as `jobs` shows it on one line and `show` of its id under its first task: its
+    indexes and throttle (its spec, as `describe` gives it back) and its tasks' count per state."""
+
+    id: int
+    indexes: tuple[int, ...]
+    throttle: int | None
+    states: dict[str, int]
+
+    @property
+    def spec(self) -> str:
+        return describe(self.indexes, self.throttle)
+
+    @property
+    def counts(self) -> str:
+        """`RUNNING 2, PENDING 3`: the states in their life's order (core/states.py STATES)."""
+        return ", ".join(f"{state} {self.states[state]}" for state in STATES if self.states.get(state))
+
+    def document(self) -> dict:
+        return {"id": self.id, "spec": self.spec, "tasks": len(self.indexes),
+                "states": {state: self.states[state] for state in STATES if self.states.get(state)}}

@@ -103,26 +103,27 @@ class Running(NamedTuple):
     array_id: int | None = None
 
 
-@pytest.mark.parametrize("pending, active, planned, held", [
+@pytest.mark.parametrize("pending, active, planned, message", [
     # Nothing throttled: the rows as they came, the very list.
-    ([Row(1, "u"), Row(2, "u", 2)], [], [1, 2], {}),
+    ([Row(1, "u"), Row(2, "u", 2)], [], [1, 2], None),
     # 0-5%2 with none running: its first two tasks; the others wait.
-    ([Row(i, "u", 1, 2) for i in range(1, 7)], [], [1, 2], {3: "array 1 runs 0 of at most 2"}),
+    ([Row(i, "u", 1, 2) for i in range(1, 7)], [], [1, 2], "array 1 runs 0 of at most 2"),
     # One running: one more.
-    ([Row(i, "u", 1, 2) for i in range(2, 7)], [Running("u", 1)], [2], {3: "array 1 runs 1 of at most 2"}),
+    ([Row(i, "u", 1, 2) for i in range(2, 7)], [Running("u", 1)], [2], "array 1 runs 1 of at most 2"),
     # At its throttle: none; another array and a lone job go on.
     ([Row(3, "u", 1, 2), Row(9, "u"), Row(10, "u", 10, 1)], [Running("u", 1), Running("u", 1)], [9, 10],
-     {3: "array 1 runs 2 of at most 2"}),
+     "array 1 runs 2 of at most 2"),
     # Another user's rows naming the array count for their own user only.
-    ([Row(3, "u", 1, 1), Row(4, "v", 1, 1)], [Running("v", 1)], [3], {4: "array 1 runs 1 of at most 1"}),
+    ([Row(3, "u", 1, 1), Row(4, "v", 1, 1)], [Running("v", 1)], [3], "array 1 runs 1 of at most 1"),
 ])
-def test_throttle(pending, active, planned, held):
+def test_throttle(pending, active, planned, message):
     result = throttle(pending, active)
     assert [row.id for row in result.planned] == planned
-    assert {job: message for job, _, message in result.waiting if job in held} == held
-    assert all(reason == "ArrayThrottle" for _, reason, _ in result.waiting)
-    assert len(result.planned) + len(result.waiting) == len(pending)
-    if not held and not any(row.array_throttle for row in pending):
+    held = [row.id for row in pending if row.id not in planned]
+    assert [int(record["job"]) for record in result.waiting] == held
+    assert all(record["reason"] == "ArrayThrottle" and record["message"] == message for record in result.waiting)
+    assert result.said == ([("ArrayThrottle", message, result.waiting)] if held else [])
+    if message is None:
         assert result.planned is pending
 
 
