@@ -153,8 +153,9 @@ def throttle(pending: list[_Pending], active: Iterable[_Active]) -> Throttled:
             room[key] -= 1
             planned.append(row)
         else:
+            # Those running and those given to the planner now: the same words from tick to tick.
             waiting.append({"job": str(row.id), "reason": Reason.ARRAY_THROTTLE.value,
-                            "message": f"array {row.array_id} runs {running[key]} of at most {limits[key]}"})
+                            "message": f"array {row.array_id} runs {max(running[key], limits[key])} of at most {limits[key]}"})
     return Throttled(planned, waiting)
 
 

@@ -60,6 +60,9 @@ class PendingRow(NamedTuple):
     reserved_bundle_nodes: list[str] | None = None
     reserved_start: datetime | None = None
     waiting_since: datetime | None = None
+    # Of an array's task: the array, and its throttle (core/arrays.py `throttle`, before the plan).
+    array_id: int | None = None
+    array_throttle: int | None = None
 
 
 class Held(NamedTuple):

@@ -17,6 +17,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
+from job.core.arrays import throttle
 from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
@@ -220,7 +221,9 @@ class _GroupTick:
         state = groups.group_state(self.conn, self.name)
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
-        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
+        # The tasks of a throttled array past its throttle are not the planner's: they wait.
+        held = throttle(pending, done.active)
+        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, held.planned, done.members,
                                            state, done.ended, seen.use, accounts.tree(self.conn),
                                            RunTimes(recent), self.pending.made(self.name))
         decided = plan(snapshot)
@@ -232,7 +235,8 @@ class _GroupTick:
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-        changed = waiting_changes(pending, decided.waiting, self.pending.compared(self.name), decided.said)
+        said = [*decided.said, *held.said]
+        changed = waiting_changes(pending, [*decided.waiting, *held.waiting], self.pending.compared(self.name), said)
         step = PlanStep(decided, decisions, pending, invalid, changed, state, saved, demand=demand)
         if not dry_run:  # what only the commit writes
             # The placed jobs' rows, not a pass over 100,000.
@@ -244,7 +248,7 @@ class _GroupTick:
                                                      snapshot.accounts, decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = counted(decided.said)
+        self.result.waiting = counted(said)
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:

@@ -106,10 +106,12 @@ class Running(NamedTuple):
 @pytest.mark.parametrize("pending, active, planned, message", [
     # Nothing throttled: the rows as they came, the very list.
     ([Row(1, "u"), Row(2, "u", 2)], [], [1, 2], None),
-    # 0-5%2 with none running: its first two tasks; the others wait.
-    ([Row(i, "u", 1, 2) for i in range(1, 7)], [], [1, 2], "array 1 runs 0 of at most 2"),
+    # 0-5%2 with none running: its first two tasks, about to run; the others wait.
+    ([Row(i, "u", 1, 2) for i in range(1, 7)], [], [1, 2], "array 1 runs 2 of at most 2"),
     # One running: one more.
-    ([Row(i, "u", 1, 2) for i in range(2, 7)], [Running("u", 1)], [2], "array 1 runs 1 of at most 2"),
+    ([Row(i, "u", 1, 2) for i in range(2, 7)], [Running("u", 1)], [2], "array 1 runs 2 of at most 2"),
+    # More running than its throttle (a row changed by hand): none more.
+    ([Row(4, "u", 1, 1)], [Running("u", 1), Running("u", 1)], [], "array 1 runs 2 of at most 1"),
     # At its throttle: none; another array and a lone job go on.
     ([Row(3, "u", 1, 2), Row(9, "u"), Row(10, "u", 10, 1)], [Running("u", 1), Running("u", 1)], [9, 10],
      "array 1 runs 2 of at most 2"),
