@@ -230,7 +230,7 @@ def test_a_bad_submission_gets_rays_error_shape_naming_the_field_and_writes_noth
     assert conn.execute("SELECT count(*) AS n FROM gateway_submissions").fetchone()["n"] == 0
 
 
-def test_an_array_through_the_sdk_is_known_by_its_first_tasks_submission_id(gateway, users, group, conn):
+def test_an_array_through_the_sdk_is_known_and_stopped_by_its_first_tasks_submission_id(gateway, users, group, conn):
     sdk = client(gateway, users[ALICE])
     submission_id = sdk.submit_job(entrypoint="python sweep.py", submission_id="sweep-1",
                                    metadata={"queue.array": "0-3%2", "run": "9"})
@@ -240,6 +240,10 @@ def test_an_array_through_the_sdk_is_known_by_its_first_tasks_submission_id(gate
     assert first["array_id"] == first["id"]
     assert made == [{"array_index": i, "array_throttle": 2, "metadata": {"run": "9"}} for i in range(4)]
     assert sdk.get_job_status(submission_id) == JobStatus.PENDING
+    # Stopped by that id, the array is: each of its tasks.
+    assert sdk.stop_job(submission_id)
+    assert {row["state"] for row in conn.execute("SELECT state FROM jobs WHERE array_id = %s", (first["id"],))} == {
+        "CANCELLED"}
 
 
 def test_bad_requests_of_ray_clients_themselves(gateway, users, group, conn):
