@@ -21,6 +21,8 @@ from typing import Any
 
 import psycopg
 
+from job.core.arrays import KEYWORD as ARRAY
+from job.core.arrays import ArraySpec, parse_array
 from job.core.errors import BadInput, quoted
 from job.core.job import REQUIRED, SUBMITTED
 from job.core.runtime_env import KNOWN_KEYS, controls, runtime_env_problem
@@ -40,7 +42,11 @@ def submit(*, conn: psycopg.Connection | None = None, database_url: str | None =
     STRICT_SPREAD; default PACK); the driver may then ask for nothing (`resources={"CPU": 0}`).
     `after`: the jobs it waits for, each an id (to succeed) or 'ID:ok|any|fail' (`[12, "13:any"]`
     or `"12,13:any"`), each one the caller sees.
-    None for a field that has a default is its default."""
+    None for a field that has a default is its default.
+
+    `array`: a spec in Slurm's syntax (`0-99%10`, core/arrays.py) makes one job per index with these
+    options, in one statement; the id returned is then the array's, that of its first task."""
+    array = options.pop(ARRAY, None)
     fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
     if options:
         raise TypeError(f"submit() got an unexpected keyword argument {next(iter(options))!r}")
@@ -51,10 +57,11 @@ def submit(*, conn: psycopg.Connection | None = None, database_url: str | None =
     unknown = frozenset(runtime_env) - KNOWN_KEYS if isinstance(runtime_env, dict) else frozenset()
     spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown,
                                                "allowed_env_vars": controls(runtime_env)})
+    tasks = None if array is None else parse_array(array)
     if conn is not None:
-        return _insert(conn, spec)
+        return _insert(conn, spec, tasks)
     with session(database_url or settings().require_database_url()) as own:
-        return _insert(own, spec)
+        return _insert(own, spec, tasks)
 
 
 _DEFAULTS = {field.spec: field.default for field in SUBMITTED}
@@ -63,16 +70,16 @@ submit.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter(field.api_keyword, inspect.Parameter.KEYWORD_ONLY,
                        **({} if field.default is REQUIRED else {"default": field.default}))
      for field in SUBMITTED]
-    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in ("conn", "database_url")],
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in (ARRAY, "conn", "database_url")],
     return_annotation=int)
 
 
-def _insert(conn: psycopg.Connection, spec: JobSpec) -> int:
+def _insert(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None) -> int:
     if frozenset(spec.runtime_env) - KNOWN_KEYS or controls(spec.runtime_env):
         problem = runtime_env_problem(spec.runtime_env, *groups.runtime_env_allowance(conn, spec.group))
         if problem:
             raise BadInput(f"runtime_env: {problem}")
-    return jobs.insert_job(conn, spec)
+    return jobs.insert_job(conn, spec, array)
 
 
 def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
@@ -80,12 +87,18 @@ def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
     """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
     request that the next tick carries out in Ray. Returns per id the state before and after
     ((None, None) for an unknown id, or another user's job when the role may cancel only its own;
-    an unchanged finished state for a finished job). An id that is not a positive whole number a
-    bigint holds raises BadInput, before the database is asked."""
+    an unchanged finished state for a finished job). An array's id cancels its tasks: each is
+    then in the answer. An id that is not a positive whole number a bigint holds raises BadInput,
+    before the database is asked."""
     for ident in ids:
         if isinstance(ident, bool) or not isinstance(ident, int) or not 0 < ident < 2**63:
             raise BadInput(f"ids: {quoted(ident)} is not a job id (a positive whole number)")
     if conn is not None:
-        return jobs.cancel_jobs(conn, ids)
+        return _cancel(conn, ids)
     with session(database_url or settings().require_database_url()) as own:
-        return jobs.cancel_jobs(own, ids)
+        return _cancel(own, ids)
+
+
+def _cancel(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
+    tasks = [task for found in jobs.array_tasks(conn, ids).values() for task in found]
+    return jobs.cancel_jobs(conn, list(dict.fromkeys([*ids, *tasks])))

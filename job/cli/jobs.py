@@ -9,7 +9,7 @@ from typing import Any
 
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import bundles, command, database, job_id, json_object, pairs, positive_number
-from job.core import dependencies, states
+from job.core import arrays, dependencies, states
 from job.core.errors import BadInput, PermissionDenied
 from job.core.job import REQUIRED, SHOWN, SUBMITTED, Job, JobField
 from job.core.job_row import row_problem
@@ -60,14 +60,17 @@ def register(sub) -> None:
         p.add_argument(field.option, dest=field.spec, action="append" if field.read in _REPEATED else "store",
                        metavar=field.metavar, help=field.help, required=field.default is REQUIRED)
 
+    p.add_argument(arrays.OPTION, metavar="SPEC", help=arrays.HELP)
+
     p = command(sub, "cancel", cancel)
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="a job's id, or an array's: its tasks not ended")
 
     p = command(sub, "jobs", list_jobs, json_output=True)
     p.add_argument("--user")
     p.add_argument("--group")
     p.add_argument("--state", help="e.g. PENDING, RUNNING (comma-separated for several)")
     p.add_argument("--limit", default="50")
+    p.add_argument("--array", metavar="ID", help="the tasks of this array, in index order (else an array is one line)")
 
     p = command(sub, "show", show, json_output=True)
     p.add_argument("id", metavar="ID")
@@ -151,11 +154,16 @@ def submit(args: argparse.Namespace) -> int:
     # Imported here: a submit's validation (pydantic's models) is not every command's start.
     from job import api
 
-    new_id = api.submit(**options)
+    spec = None if args.array is None else arrays.parse_array(args.array)
+    new_id = api.submit(**options, **({} if spec is None else {arrays.KEYWORD: args.array}))
     if args.json:
-        print_json({"id": new_id})
-    else:
-        print(new_id)
+        print_json({"id": new_id, **({} if spec is None else {"array": {"id": new_id, "spec": str(spec),
+                                                                       "tasks": len(spec.indexes)}})})
+        return 0
+    if spec is not None:
+        print(f"array {spec}: {len(spec.indexes)} task{'s' if len(spec.indexes) > 1 else ''}, ids from {new_id}")
+    # Last: what a script reads (`| tail -1`), the array's id for an array.
+    print(new_id)
     return 0
 
 
@@ -164,12 +172,16 @@ def cancel(args: argparse.Namespace) -> int:
 
     ids = [job_id(text) for text in args.ids]
     with database() as conn:
+        tasks = job_rows.array_tasks(conn, ids)
         outcomes = api.cancel(ids, conn=conn)
         # A submitter sees only its own jobs: another user's job is not found either.
         own = job_rows.own_jobs_only(conn) if any(before is None for before, _ in outcomes.values()) else None
     status = 0
-    for ident, (before, after) in outcomes.items():
-        if before is None:
+    for ident in ids:
+        before, after = outcomes[ident]
+        if ident in tasks:
+            print(f"array {ident}: " + _cancelled([outcomes[task] for task in tasks[ident]]))
+        elif before is None:
             print(f"job {ident}: does not exist" + (f" or is not yours ({job_rows.only_own(own)})" if own else ""))
             status = 2
         elif before == states.PENDING:
@@ -181,6 +193,16 @@ def cancel(args: argparse.Namespace) -> int:
     return status
 
 
+def _cancelled(outcomes: list[tuple[str | None, str | None]]) -> str:
+    """An array's cancel in one line: `3 cancelled, 2 cancel requested (the next tick stops them in Ray), 1 already ended`."""
+    cancelled = sum(before == states.PENDING for before, _ in outcomes)
+    requested = sum(before != states.PENDING and after in states.ACTIVE for before, after in outcomes)
+    ended = len(outcomes) - cancelled - requested
+    said = [f"{cancelled} cancelled"] if cancelled else []
+    said += [f"{requested} cancel requested (the next tick stops them in Ray)"] if requested else []
+    return ", ".join(said + ([f"{ended} already ended"] if ended else [])) or "nothing to cancel"
+
+
 def list_jobs(args: argparse.Namespace) -> int:
     wanted = states.known_states([s.strip().upper() for s in args.state.split(",")]) if args.state else None
     limit = positive_number(args.limit, "--limit")
@@ -189,23 +211,42 @@ def list_jobs(args: argparse.Namespace) -> int:
             own = job_rows.own_jobs_only(conn)
             if own is not None and args.user != own:
                 raise PermissionDenied(f"--user: {job_rows.only_own(own)}")
-        found = job_rows.list_jobs(conn, user=args.user, group=args.group, states=wanted, limit=limit)
+        if args.array is not None:
+            found = job_rows.array_jobs(conn, job_id(args.array), states=wanted, limit=limit)
+            summaries = {}
+        else:
+            found = job_rows.list_listed(conn, user=args.user, group=args.group, states=wanted, limit=limit)
+            summaries = job_rows.array_summaries(conn, [job.array_id for job in found if job.array_id is not None])
     if args.json:
-        print_json([job_json(job) for job in found])
+        print_json([{**job_json(job), **({"array": summaries[job.array_id].document()} if job.array_id in summaries else {})}
+                    for job in found])
         return 0
     now = datetime.now(timezone.utc)
     problems = {job.id: row_problem(job) for job in found}
     print_table(
-        [{**{field.shown: getattr(job, field.column) for field in SHOWN},
-          "resources": "?" if problems[job.id] else format_footprint(job.resources, job.bundles, job.bundle_strategy),
-          "class": job.priority_class or "-", "why": _why(job, problems[job.id]), "pos": _estimate(job)[0],
-          "reserved": (_reservation(job) or {}).get("nodes"), "est_start": _est_start(job, now),
-          "placed": _after(job.submitted_at, job.placed_at),
-          "in_ray": _after(job.submitted_at, job.accepted_at)} for job in found],
+        [_row(job, problems[job.id], now) if job.array_id not in summaries else _array_row(job, summaries[job.array_id])
+         for job in found],
         ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "reserved", "submitted_at",
          "placed", "in_ray", "pos", "est_start", "why"],
     )
     return 0
+
+
+def _row(job: Job, problem: str | None, now: datetime) -> dict:
+    return {**{field.shown: getattr(job, field.column) for field in SHOWN},
+            "resources": "?" if problem else format_footprint(job.resources, job.bundles, job.bundle_strategy),
+            "class": job.priority_class or "-", "why": _why(job, problem), "pos": _estimate(job)[0],
+            "reserved": (_reservation(job) or {}).get("nodes"), "est_start": _est_start(job, now),
+            "placed": _after(job.submitted_at, job.placed_at), "in_ray": _after(job.submitted_at, job.accepted_at)}
+
+
+def _array_row(job: Job, array: arrays.ArraySummary) -> dict:
+    """An array on one line, under its id: its spec and its tasks' count per state (its tasks:
+    `jobs --array ID`)."""
+    return {"id": array.id, "user": job.user_name, "group": job.group_name, "state": f"array {array.spec}",
+            "class": job.priority_class or "-", "priority": job.priority, "submitted_at": job.submitted_at,
+            "resources": "?" if row_problem(job) else format_footprint(job.resources, job.bundles, job.bundle_strategy),
+            "why": array.counts}
 
 
 def _observed(record: dict) -> dict[str, str]:
@@ -234,7 +275,11 @@ def show(args: argparse.Namespace) -> int:
         job = job_rows.get_job(conn, job_id(args.id))
         running_seen = job_rows.running_seen(conn, job)
         found, before = job_rows.edges(conn, job)
+        # An array's id: its first task, and the array's summary.
+        array = job_rows.array_summaries(conn, [job.id]).get(job.id) if job.array_id == job.id else None
     shown = job_json(job)
+    if array is not None:
+        shown["array"] = array.document()
     if args.json or "problem" in shown:
         # A malformed row as it is stored, with what is wrong with it: nothing of it to format.
         (print_json if args.json else print_fields)({**shown, "before": before, "observed": job.observed})
@@ -255,6 +300,8 @@ def show(args: argparse.Namespace) -> int:
         if field.check == "duration" and getattr(job, field.column) is not None:
             shown[field.shown] = format_duration(getattr(job, field.column))
     shown["why"] = _why(job)
+    if array is not None:
+        shown["array"] = f"{array.spec}: {array.counts}"
     shown["after submit"] = timeline(job, running_seen) or "-"
     del shown["position"], shown["estimated_start_at"], shown["estimate_basis"], shown["reservation"], shown["expected_start"]
     if _reserved(job):

@@ -62,6 +62,9 @@ class PendingRow(NamedTuple):
     waiting_since: datetime | None = None
     # The jobs it waits for, as JSON text (None for most jobs; core/dependents.py).
     after: str | None = None
+    # Of an array's task: the array, and its throttle (core/arrays.py `throttle`, before the plan).
+    array_id: int | None = None
+    array_throttle: int | None = None
 
 
 class Held(NamedTuple):

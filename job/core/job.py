@@ -74,6 +74,9 @@ class Job:
     version: Any
     placed_at: datetime | None
     after: list[dict[str, Any]] | None
+    array_id: int | None
+    array_index: int | None
+    array_throttle: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +203,11 @@ FIELDS: tuple[JobField, ...] = (
     JobField("started_at", "started_at"),
     JobField("finished_at", "finished_at"),
     JobField("cancel_requested_at", "cancel_requested_at"),
+    # A task of an array (core/arrays.py): the id of its first task, its index, the array's
+    # throttle. A submit writes them from one `array` option, not as fields of JobSpec.
+    JobField("array_id", "array_id"),
+    JobField("array_index", "array_index"),
+    JobField("array_throttle", "array_throttle"),
     JobField("updated_at", "updated_at"),
     # The queue's own, shown in their own words (cli/jobs.py) or not at all.
     JobField("requeues"),
@@ -220,6 +228,8 @@ FIELDS: tuple[JobField, ...] = (
 )
 
 SUBMITTED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.submitted)
+# What a submit writes of an array's task beside its fields (store/jobs.py insert_array).
+ARRAY_COLUMNS = ("array_id", "array_index", "array_throttle")
 SHOWN: tuple[JobField, ...] = tuple(field for field in FIELDS if field.shown)
 STORED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.stored)
 COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)

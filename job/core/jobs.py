@@ -44,6 +44,8 @@ class ActiveJob:
     bundle_nodes: list[str] | None = None
     # Its use as the last tick observed it (core/observed.py `record`), None before any.
     observed: dict[str, Any] | None = None
+    # The array it is a task of (None: none), whose throttle counts it.
+    array_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,9 @@ class Intent:
     bundles: list[dict[str, float]] | None = None
     bundle_strategy: str | None = None
     bundle_nodes: list[str] | None = None
+    # Of an array's task: the array's id and its index (JOB_ARRAY_ID, JOB_ARRAY_INDEX).
+    array_id: int | None = None
+    array_index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,11 @@ ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # libraries) and give nothing that the job's own working_dir, first on the supervisor's PYTHONPATH,
 # does not.
 RAY_CONTROL = re.compile(r"RAY_.*|BASH_ENV|SHELLOPTS|BASHOPTS", re.IGNORECASE | re.DOTALL)
+# What the queue tells a driver in its environment (scheduler/submit.py): a job that set them itself
+# would have them overwritten, so a submit refuses them (`queue_env_problem`, core/specs.py), and no
+# group allows them. Not the submission's check: the runtime_env sent to Ray holds them.
+QUEUE_ENV = frozenset({"JOB_ID", "JOB_ATTEMPT", "JOB_CLASS", "JOB_PREEMPTIBLE", "JOB_BUNDLES", "JOB_BUNDLE_STRATEGY",
+                       "JOB_ARRAY_ID", "JOB_ARRAY_INDEX"})
 
 
 def _remote(uri: str) -> str:
@@ -106,6 +111,14 @@ def controls(runtime_env: Any) -> frozenset[str]:
     if not isinstance(env_vars, dict):
         return frozenset()
     return frozenset(name for name in env_vars if isinstance(name, str) and RAY_CONTROL.fullmatch(name))
+
+
+def queue_env_problem(runtime_env: dict[str, Any]) -> str | None:
+    """Which of the queue's own variables (QUEUE_ENV) a submitted runtime_env sets, or None."""
+    env_vars = runtime_env.get("env_vars")
+    for name in sorted(QUEUE_ENV.intersection(env_vars)) if isinstance(env_vars, dict) else ():
+        return f"env_vars.{name}: the queue sets it in the job's environment, so a job may not set it"
+    return None
 
 
 def runtime_env_problem(runtime_env: Any, allowed_keys: frozenset[str] = frozenset(),

@@ -19,7 +19,7 @@ from job.core.job import INT32_MAX, SUBMITTED, JobField
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.roles import reserved_role_problem
-from job.core.runtime_env import KNOWN_KEYS, RAY_CONTROL, name_problem, runtime_env_problem
+from job.core.runtime_env import KNOWN_KEYS, RAY_CONTROL, name_problem, queue_env_problem, runtime_env_problem
 from job.core.units import check_ray_range, parse_amount, parse_duration, parse_memory, parse_pairs, parse_time
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -211,7 +211,7 @@ def _runtime_env(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
     # The group's allowance, where the caller read it (job.api.submit).
     context = info.context or {}
     problem = runtime_env_problem(value, context.get("allowed_runtime_env_keys", frozenset()),
-                                  context.get("allowed_env_vars", frozenset()))
+                                  context.get("allowed_env_vars", frozenset())) or queue_env_problem(value)
     if problem:
         raise ValueError(problem)
     return value

@@ -57,6 +57,8 @@ class Reason(StrEnum):
     # Waits for other jobs to end (core/dependencies.py), out of the plan; or never will.
     DEPENDENCY = "Dependency"
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
+    # Held back by its array's throttle (`--array SPEC%N`, core/arrays.py): not given to the planner.
+    ARRAY_THROTTLE = "ArrayThrottle"
     # Ray holds the driver PENDING (core/reconcile.py).
     STARTING = "Starting"
     RUNTIME_ENV = "RuntimeEnv"

@@ -17,6 +17,7 @@ from datetime import datetime
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
+from job.core import arrays
 from job.core.errors import BadInput, key_named, quoted
 from job.core.job import SUBMITTED
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 QUEUE_PREFIX = "queue."
 # Metadata key (past the prefix) -> the field it gives.
 QUEUE_FIELDS = {field.gateway.removeprefix(QUEUE_PREFIX): field for field in SUBMITTED if field.gateway}
+# And the one that gives no field but makes an array of the job (core/arrays.py).
+_ARRAY_KEY = arrays.GATEWAY_KEY.removeprefix(QUEUE_PREFIX)
+_QUEUE_KEYS = ", ".join(QUEUE_PREFIX + key for key in [*QUEUE_FIELDS, _ARRAY_KEY])
 # Ray's built-in entrypoint resources, under the queue's names.
 _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
 _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
@@ -39,7 +43,8 @@ _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
 _CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
     ("resources", "entrypoint_resources"), ("node_labels", "entrypoint_label_selector"),
-    *((field.spec, f"metadata.{field.gateway}") for field in QUEUE_FIELDS.values())]
+    *((field.spec, f"metadata.{field.gateway}") for field in QUEUE_FIELDS.values()),
+    (arrays.KEYWORD, f"metadata.{arrays.GATEWAY_KEY}")]
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,12 @@ def _metadata(metadata: dict) -> dict[str, Any]:
             own[key] = value
             continue
         name = key.removeprefix(QUEUE_PREFIX)
+        if name == _ARRAY_KEY:
+            options[arrays.KEYWORD] = value
+            continue
         field = QUEUE_FIELDS.get(name)
         if field is None:
-            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_FIELDS)})")
+            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({_QUEUE_KEYS})")
         options[field.api_keyword] = _json_list(key, value) if field.structured and field.read != "list" else value
     if own:
         options["metadata"] = own

@@ -59,6 +59,9 @@ def _submit_one(cluster: RayCluster, intent: Intent, group: GroupConfig) -> tupl
         footprint = {"JOB_BUNDLES": bundles_json(intent), "JOB_BUNDLE_STRATEGY": intent.bundle_strategy or "PACK"}
         known |= footprint
         metadata |= {f"{PREFIX}bundles": footprint["JOB_BUNDLES"], f"{PREFIX}bundle_strategy": footprint["JOB_BUNDLE_STRATEGY"]}
+    if intent.array_id is not None:
+        known |= {"JOB_ARRAY_ID": str(intent.array_id), "JOB_ARRAY_INDEX": str(intent.array_index)}
+        metadata |= {f"{PREFIX}array_id": str(intent.array_id), f"{PREFIX}array_index": str(intent.array_index)}
     env_vars = intent.runtime_env.get("env_vars", {})
     # A malformed env_vars is left as it is, for the adapter to refuse as the job's own fault.
     runtime_env = {**intent.runtime_env, "env_vars": {**env_vars, **known}} if isinstance(env_vars, dict) else intent.runtime_env

@@ -17,6 +17,7 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
+from job.core.arrays import throttle
 from job.core.dependents import Dependents, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
 from job.core.group import GroupConfig
@@ -229,7 +230,9 @@ class _GroupTick:
         state = groups.group_state(self.conn, self.name)
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
-        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, pending, done.members,
+        # The tasks of a throttled array past its throttle are not the planner's: they wait.
+        held = throttle(pending, done.active)
+        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, held.planned, done.members,
                                            state, done.ended, seen.use, accounts.tree(self.conn),
                                            RunTimes(recent), self.pending.made(self.name))
         decided = plan(snapshot)
@@ -241,7 +244,8 @@ class _GroupTick:
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
         saved = {**decided.state, **({RELEASING: freeing} if freeing != state.get(RELEASING, {"jobs": []}) else {})}
-        changed = waiting_changes(pending, decided.waiting, self.pending.compared(self.name), decided.said)
+        said = [*decided.said, *held.said]
+        changed = waiting_changes(pending, [*decided.waiting, *held.waiting], self.pending.compared(self.name), said)
         changed.update(dependents.waiting)
         step = PlanStep(decided, decisions, pending, {**invalid, **dependents.invalid}, changed, dependents, state, saved,
                         demand=demand)
@@ -255,7 +259,7 @@ class _GroupTick:
                                                      snapshot.accounts, decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = counted(decided.said)
+        self.result.waiting = counted(said)
         if dependents.held:
             self.result.waiting[Reason.DEPENDENCY] = dependents.held
         return step

@@ -6,6 +6,7 @@ job_cancel, which a submitter may call though it may not update jobs."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -14,31 +15,49 @@ from psycopg.rows import class_row
 
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
-from job.core.job import COLUMNS, SUBMITTED, Job
+from job.core.arrays import ArraySummary
+from job.core.job import ARRAY_COLUMNS, COLUMNS, SUBMITTED, Job
 from job.store.params import json_param
 
 if TYPE_CHECKING:
+    from job.core.arrays import ArraySpec
     from job.core.specs import JobSpec
 
 
 def submit_columns() -> tuple[str, ...]:
     """What a submit writes: a column per field a submit takes, and the new job's state and first
     reason. They are all a submitter may insert: migrations.migrate grants these columns and no other."""
-    return (*(field.column for field in SUBMITTED), "state", "reason", "message")
+    return (*(field.column for field in SUBMITTED), "state", "reason", "message", *ARRAY_COLUMNS)
 
 
-def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
+def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None = None) -> int:
+    """The new job's id; for an array, the id of its first task (its `array_id`), every task
+    written by one statement whatever their number."""
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
     if spec.after:
         _check_after(conn, [item["job"] for item in spec.after])
-    values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
-              states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
+    values = {f"v{index}": value for index, value in enumerate(
+        [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
+         states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"])}
+    columns = ", ".join(submit_columns()[:len(values)])
+    given = ", ".join(f"%({name})s" for name in values)
+    if array is None:
+        statement = f"INSERT INTO jobs ({columns}) VALUES ({given}) RETURNING id"
+    else:
+        # The first task, whose array_id the trigger of sql/0027 sets to its own id, then the
+        # others naming it, in index order: the first has the least id.
+        statement = f"""WITH first AS (
+                INSERT INTO jobs ({columns}, array_index, array_throttle)
+                VALUES ({given}, %(first)s, %(throttle)s) RETURNING id),
+            rest AS (
+                INSERT INTO jobs ({columns}, array_index, array_throttle, array_id)
+                SELECT {given}, u.index, %(throttle)s, first.id
+                FROM first, unnest(%(rest)s::integer[]) WITH ORDINALITY AS u(index, position) ORDER BY u.position)
+            SELECT id FROM first"""
+        values |= {"first": array.indexes[0], "rest": list(array.indexes[1:]), "throttle": array.throttle}
     try:
-        row = conn.execute(
-            f"INSERT INTO jobs ({', '.join(submit_columns())}) VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
-            values,
-        ).fetchone()
+        row = conn.execute(statement, values).fetchone()
     except psycopg.errors.ForeignKeyViolation as exc:
         conn.rollback()
         # The constraint's name, not its detail: PostgreSQL leaves the detail out for a role that may
@@ -106,14 +125,16 @@ def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[Job]:
     return conn.cursor(row_factory=class_row(Job))
 
 
+# What `jobs` filters by: a user, a group, states (None: any).
+_FILTERS = """(%(user)s::text IS NULL OR user_name = %(user)s)
+              AND (%(group)s::text IS NULL OR group_name = %(group)s)
+              AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))"""
+
+
 def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
               states: list[str] | None, limit: int) -> list[Job]:
     return _jobs(conn).execute(
-        f"""SELECT {_JOB} FROM jobs
-           WHERE (%(user)s::text IS NULL OR user_name = %(user)s)
-             AND (%(group)s::text IS NULL OR group_name = %(group)s)
-             AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))
-           ORDER BY id DESC LIMIT %(limit)s""",
+        f"SELECT {_JOB} FROM jobs WHERE {_FILTERS} ORDER BY id DESC LIMIT %(limit)s",
         {"user": user, "group": group, "states": states, "limit": limit},
     ).fetchall()
 
@@ -160,3 +181,44 @@ def own_jobs_only(conn: psycopg.Connection) -> str | None:
 def only_own(name: str) -> str:
     """What a submitter may see and cancel, for a message."""
     return f"you are logged in as {name!r} and see and cancel only your own jobs"
+
+
+def list_listed(conn: psycopg.Connection, *, user: str | None, group: str | None,
+                states: list[str] | None, limit: int) -> list[Job]:
+    """As `list_jobs`, an array counted as one job: of each array with a task that matches, its
+    first such task (newest arrays and jobs first, by the array's id), through sql/0027's jobs_listed."""
+    return _jobs(conn).execute(
+        f"""SELECT DISTINCT ON (coalesce(array_id, id)) {_JOB} FROM jobs
+            WHERE coalesce(array_id, id) IN (
+                SELECT DISTINCT coalesce(array_id, id) AS listed FROM jobs WHERE {_FILTERS}
+                ORDER BY listed DESC LIMIT %(limit)s)
+              AND {_FILTERS}
+            ORDER BY coalesce(array_id, id) DESC, id""",
+        {"user": user, "group": group, "states": states, "limit": limit},
+    ).fetchall()
+
+
+def array_jobs(conn: psycopg.Connection, array_id: int, *, states: list[str] | None, limit: int) -> list[Job]:
+    """An array's tasks, in index order."""
+    return _jobs(conn).execute(
+        f"""SELECT {_JOB} FROM jobs WHERE array_id = %(array)s AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))
+            ORDER BY array_index LIMIT %(limit)s""",
+        {"array": array_id, "states": states, "limit": limit},
+    ).fetchall()
+
+
+def array_summaries(conn: psycopg.Connection, ids: list[int]) -> dict[int, ArraySummary]:
+    """The arrays of these ids (those that are not an array's are left out), each in one row."""
+    rows = conn.execute(
+        """SELECT array_id, max(array_throttle) AS throttle, array_agg(array_index ORDER BY array_index) AS indexes,
+                  array_agg(state) AS states
+           FROM jobs WHERE array_id = ANY(%s) GROUP BY array_id""", (ids,)).fetchall()
+    return {row["array_id"]: ArraySummary(row["array_id"], tuple(row["indexes"]), row["throttle"],
+                                          dict(Counter(row["states"]))) for row in rows}
+
+
+def array_tasks(conn: psycopg.Connection, ids: list[int]) -> dict[int, list[int]]:
+    """The tasks of each of these ids that is an array's (its first task's), in id order."""
+    rows = conn.execute("""SELECT array_id, array_agg(id ORDER BY id) AS tasks FROM jobs
+                           WHERE array_id = ANY(%s) GROUP BY array_id""", (ids,)).fetchall()
+    return {row["array_id"]: row["tasks"] for row in rows}

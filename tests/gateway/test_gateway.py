@@ -213,6 +213,10 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
     ({"entrypoint": "x", "metadata": {"queue.after": "1:maybe"}}, "metadata.queue.after: '1:maybe': 'maybe' is not one"),
     ({"entrypoint": "x", "metadata": {"queue.after": "999999"}}, "metadata.queue.after: job 999999 does not exist"),
+    ({"entrypoint": "x", "metadata": {"queue.array": "0-10000"}}, "metadata.queue.array: at most 10000 tasks an array"),
+    ({"entrypoint": "x", "metadata": {"queue.array": "9-1"}}, "metadata.queue.array: '9-1': a range goes up"),
+    ({"entrypoint": "x", "runtime_env": {"env_vars": {"JOB_ARRAY_ID": "1"}}},
+     "runtime_env: env_vars.JOB_ARRAY_ID: the queue sets it in the job's environment"),
     ({"entrypoint": "x", "metadata": {"n": 1}}, "metadata.n: values must be strings"),
     ({"entrypoint": "x", "submission_id": "a b"}, "submission_id: 'a b' is not a submission id"),
     # Path segments of a URL: Ray's client could never address them.
@@ -230,6 +234,22 @@ def test_a_bad_submission_gets_rays_error_shape_naming_the_field_and_writes_noth
     assert answer.headers["Content-Type"].startswith("text/plain")
     assert database_contents(conn) == before
     assert conn.execute("SELECT count(*) AS n FROM gateway_submissions").fetchone()["n"] == 0
+
+
+def test_an_array_through_the_sdk_is_known_and_stopped_by_its_first_tasks_submission_id(gateway, users, group, conn):
+    sdk = client(gateway, users[ALICE])
+    submission_id = sdk.submit_job(entrypoint="python sweep.py", submission_id="sweep-1",
+                                   metadata={"queue.array": "0-3%2", "run": "9"})
+    first = gateway_rows(conn)[submission_id]
+    made = conn.execute("SELECT array_index, array_throttle, metadata FROM jobs WHERE array_id = %s ORDER BY id",
+                        (first["id"],)).fetchall()
+    assert first["array_id"] == first["id"]
+    assert made == [{"array_index": i, "array_throttle": 2, "metadata": {"run": "9"}} for i in range(4)]
+    assert sdk.get_job_status(submission_id) == JobStatus.PENDING
+    # Stopped by that id, the array is: each of its tasks.
+    assert sdk.stop_job(submission_id)
+    assert {row["state"] for row in conn.execute("SELECT state FROM jobs WHERE array_id = %s", (first["id"],))} == {
+        "CANCELLED"}
 
 
 def test_bad_requests_of_ray_clients_themselves(gateway, users, group, conn):

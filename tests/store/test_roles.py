@@ -158,6 +158,20 @@ def test_a_submitter_depends_on_the_jobs_it_sees_and_is_refused_the_others(db, m
     assert cli_as(db, monkeypatch, capsys, ADMIN, *submit, str(bobs)).status == 0
 
 
+def test_a_submitter_submits_and_cancels_its_own_array_only(db, monkeypatch, capsys):
+    submitted = cli_as(db, monkeypatch, capsys, ALICE, "submit", "--user", ALICE, "--group", GROUP,
+                       "--entrypoint", "true", "--array", "1-3%1")
+    assert submitted.status == 0, submitted.err
+    array_id = int(submitted.out.splitlines()[-1])
+    assert [row(db, array_id + i)["array_id"] for i in range(3)] == [array_id] * 3
+    # Another submitter finds no array of that id, and cancels nothing of it.
+    assert cli_as(db, monkeypatch, capsys, BOB, "cancel", str(array_id)).status == 2
+    assert {row(db, array_id + i)["state"] for i in range(3)} == {states.PENDING}
+    cancelled = cli_as(db, monkeypatch, capsys, ALICE, "cancel", str(array_id))
+    assert cancelled.out.strip() == f"array {array_id}: 3 cancelled"
+    assert {row(db, array_id + i)["state"] for i in range(3)} == {states.CANCELLED}
+
+
 def test_a_submitter_submits_only_as_itself(db, monkeypatch, capsys):
     result = cli_as(db, monkeypatch, capsys, BOB, "submit", "--user", ALICE, "--group", GROUP, "--entrypoint", "true")
     line = refused_in_one_line(result)
