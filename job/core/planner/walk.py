@@ -1,6 +1,6 @@
 """The planner's third step: the walk. Jobs are taken class by class, the highest value first,
 and in policy order within a class (policies.py). Each is checked against its shape
-(Unschedulable), its `not_before`, its user's limits, its accounts' limits and strict order, then
+(Unschedulable), its start time, its user's limits, its accounts' limits and strict order, then
 offered to the node selector; a placement updates the node's free resources, the user's share and
 the selector's state before the next job. A job that fits nowhere may preempt (preemption.py): it
 then reserves the node it preempted on and waits, `Preempting`, until its victims have stopped.
