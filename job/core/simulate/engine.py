@@ -225,434 +225,97 @@ def _check_classes(jobs: list[TraceJob], group: Group) -> None:
                              f"({', '.join(sorted(classes))})")
 
 
-class _Simulation:
-    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
-                 start: Start | None, accounts: dict[str, Account], until_s: float | None):
-        self.group, self.every_s, self.accounts, self.until_s = group, every_s, accounts, until_s
-        policy, self.gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
-        self.half_life_s = group.half_life_s if policy.remembers_usage else 0.0
-        self.specs = users
-        self._leaving_out(jobs, users, accounts)
-        # Under preemption a job that fits nowhere may still make room, and a full node may give
-        # it: every pending job, every node and every running job (with its class and start) go
-        # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
-        # time passes, min_runtime_s after its start).
-        self.preempting = PREEMPTIONS[group.preemption].preempts
-        # Every job as it is also for jobs with node labels, whose shapes the counts below do not
-        # tell apart, from a given start, and once a job waited past reserve_after (`_reserving`:
-        # `reserve_at` when waiting jobs pass it, `oldest` the waiting jobs by submission).
-        self.reserving, self.reserve_at, self.oldest, self.enqueued = group.max_reservations > 0, [], [], count()
-        self.exact = self.preempting or start is not None or any(job.node_labels for job in jobs)
-        self.exact_queue = group.strict_order or not policy.keeps_user_order or self.exact
-        _check_classes(jobs, group)
-        self._empty_nodes(nodes)
-        # Round-robin's state is a position among the nodes: every node's running jobs go in as
-        # they are whenever reservations are judged (no `_around_reservations`).
-        self.every_node = SELECTORS[group.selector].positional or self.exact
-        # The nodes and what runs on them, summed per node (`node_entries`), as the planner starts
-        # from them, kept from one plan to the next (planner/carried.py): all but the plans that
-        # read every running job as it is.
-        self.carried = None if self.exact else Carried(nodes, group)
-        self.epoch = start.epoch if start is not None else EPOCH
-        # Running jobs by id, and the reservations of the last plan (preemption only).
-        self.running: dict[str, JobRecord] = {}
-        # Per node, the running jobs whose driver is there, by id: those of the reserved nodes.
-        self.running_on: dict[str, dict[str, JobRecord]] = {}
-        self.reservations: list[dict] = list(start.reservations) if start is not None else []
-        # The victims of the last plan: they stop at the next tick.
-        self.victims: list[JobRecord] = []
-        # Per node with running jobs, its running entry.
-        self.node_entries: dict[str, planned.Running] = {}
-        self.requests: dict[tuple, Resources] = {}
-        self.records = [_record(job, self.requests) for job in jobs]
-        self.arrivals = sorted(self.records, key=_ready)
-        self.users: dict[str, UserRecord] = {}
-        self.by_id: dict[str, JobRecord] = {}
-        # Per shape, per user, the user's waiting jobs of that shape in queue order.
-        self.waiting: dict[Resources | tuple, dict[str, list[tuple]]] = {}
-        # Per shape (the request, with its labels where it has any): whether any node can take it.
-        self.schedulable: dict[Resources | tuple, bool] = {}
-        # Per tracked shape, how many copies of it each node's free resources hold, and in all.
-        self.copies: dict[Resources, dict[str, int]] = {}
-        self.fit: dict[Resources, int] = {}
-        # (end, start number, record): an entry whose start number is no longer the record's is
-        # the end of a run that was stopped.
-        self.ends: list[tuple[float, int, JobRecord]] = []
-        self.state: dict[str, dict] = dict(start.state) if start is not None else {}
-        self.start = start
-        self.pending_count = 0
-        # Starts so far: orders the ends of jobs that end at the same time.
-        self.started = 0
-        self.class_values = {c.name: c.value for c in group.priority_classes}
-        self.outcome = Outcome(records=self.records, users=self.users, totals=self.totals, every_s=every_s)
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """What the simulation's inputs fix for the whole run: the group and its clock, and which
+    snapshots its plans read (`_setting`)."""
 
-    def _leaving_out(self, jobs: list[TraceJob], users: dict[str, User], accounts: dict[str, Account]) -> None:
-        """What tells which pending jobs a plan may leave out (compress.candidates): whether a job
-        limit applies; whether the jobs of a shape that a plan places are the first of one order
-        of all users' jobs, as many as fit (the policy takes every job in one order, fifo; no limit
-        holds a job back while others of its shape still fit; no gangs, whose parts go apart);
-        whether a job may use a reservation's room (backfill: its max runtime ends before the
-        reservation's start) where an earlier job of its shape may not."""
-        group, specs = self.group, (*users.values(), *accounts.values())
-        self.limited = group.max_running_per_user is not None or any(spec.max_running is not None for spec in specs)
-        limits = self.limited or group.max_resources_per_user is not None or any(
-            spec.max_resources is not None for spec in specs)
-        self.one_order = POLICIES[group.policy].keeps_global_order and not limits and not self.gangs
-        self.backfills = any(job.max_runtime_s is not None for job in jobs)
+    group: Group
+    every_s: float
+    accounts: dict[str, Account]
+    until_s: float | None
+    # The time of the clock's 0, and where the run starts other than from an empty group.
+    epoch: datetime
+    start: Start | None
+    gangs: bool
+    # The half-life its users' usage decays with: 0 under a policy that remembers no usage.
+    half_life_s: float
+    # What tells which pending jobs a plan may leave out (compress.candidates): whether a job
+    # limit applies; whether the jobs of a shape that a plan places are the first of one order
+    # of all users' jobs, as many as fit (the policy takes every job in one order, fifo; no limit
+    # holds a job back while others of its shape still fit; no gangs, whose parts go apart);
+    # whether a job may use a reservation's room (backfill: its max runtime ends before the
+    # reservation's start) where an earlier job of its shape may not.
+    limited: bool
+    one_order: bool
+    backfills: bool
+    # Under preemption a job that fits nowhere may still make room, and a full node may give
+    # it: every pending job, every node and every running job (with its class and start) go
+    # in, and no tick is skipped while jobs wait (a running job becomes a possible victim as
+    # time passes, min_runtime_s after its start).
+    preempting: bool
+    # Whether plans reserve for the head of the line (`_reserving`).
+    reserving: bool
+    # Every job as it is also for jobs with node labels, whose shapes the counts below do not
+    # tell apart, from a given start, and once a job waited past reserve_after.
+    exact: bool
+    exact_queue: bool
+    # Round-robin's state is a position among the nodes: every node's running jobs go in as
+    # they are whenever reservations are judged (no `_around_reservations`).
+    every_node: bool
+    class_values: dict[str, int]
 
-    def _empty_nodes(self, nodes: list[Node]) -> None:
-        """The nodes with nothing running: their totals, what each holds and has free, and the group's."""
+
+def _setting(jobs: list[TraceJob], group: Group, users: dict[str, User], every_s: float, start: Start | None,
+             accounts: dict[str, Account], until_s: float | None) -> Setting:
+    policy, gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
+    specs = (*users.values(), *accounts.values())
+    limited = group.max_running_per_user is not None or any(spec.max_running is not None for spec in specs)
+    limits = limited or group.max_resources_per_user is not None or any(
+        spec.max_resources is not None for spec in specs)
+    preempting = PREEMPTIONS[group.preemption].preempts
+    exact = preempting or start is not None or any(job.node_labels for job in jobs)
+    return Setting(
+        group=group, every_s=every_s, accounts=accounts, until_s=until_s,
+        epoch=start.epoch if start is not None else EPOCH, start=start, gangs=gangs,
+        half_life_s=group.half_life_s if policy.remembers_usage else 0.0,
+        limited=limited, one_order=policy.keeps_global_order and not limits and not gangs,
+        backfills=any(job.max_runtime_s is not None for job in jobs),
+        preempting=preempting, reserving=group.max_reservations > 0, exact=exact,
+        exact_queue=group.strict_order or not policy.keeps_user_order or exact,
+        every_node=SELECTORS[group.selector].positional or exact,
+        class_values={c.name: c.value for c in group.priority_classes})
+
+
+class ClusterState:
+    """The simulated cluster: each node's totals, what runs there and what it has free."""
+
+    def __init__(self, nodes: list[Node], group: Group, exact: bool):
+        self.nodes = nodes
         self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
         self.totals: dict[str, int] = {}
         for total in self.node_totals.values():
             add_to(self.totals, total)
         self.free = dict(self.totals)
-        self.nodes = nodes
         self.held_on: dict[str, dict[str, int]] = {node.id: {} for node in nodes}
         self.free_on = {node_id: dict(total.items()) for node_id, total in self.node_totals.items()}
+        # The nodes and what runs on them, summed per node (`node_entries`), as the planner starts
+        # from them, kept from one plan to the next (planner/carried.py): all but the plans that
+        # read every running job as it is.
+        self.carried = None if exact else Carried(nodes, group)
+        # Per node with running jobs, its running entry.
+        self.node_entries: dict[str, planned.Running] = {}
+        # Running jobs by id; per node, the running jobs whose driver is there, by id: those of
+        # the reserved nodes.
+        self.running: dict[str, JobRecord] = {}
+        self.running_on: dict[str, dict[str, JobRecord]] = {}
+        # Per shape (the request, with its labels where it has any): whether any node can take it.
+        self.schedulable: dict[Resources | tuple, bool] = {}
+        # Per tracked shape, how many copies of it each node's free resources hold, and in all.
+        self.copies: dict[Resources, dict[str, int]] = {}
+        self.fit: dict[Resources, int] = {}
 
-    def _user(self, name: str) -> UserRecord:
-        user = self.users.get(name)
-        if user is None:
-            spec = self.specs.get(name, DEFAULT_USER)
-            user = self.users[name] = UserRecord(name=name, spec=spec, usage=spec.usage)
-        return user
-
-    def run(self) -> Outcome:
-        outcome = self.outcome
-        if not self.arrivals and self.start is None:
-            return outcome
-        tick = math.ceil(_ready(self.arrivals[0]) / self.every_s)
-        if self.start is not None:
-            tick = 0
-            self._begin(self.start.running)
-        next_arrival = 0
-        while True:
-            now = tick * self.every_s
-            if self.until_s is not None and now > self.until_s:
-                # What runs then is cut there, what waits never starts: the figures end here.
-                outcome.end_s = self.until_s
-                break
-            touched: set[UserRecord] = set()
-            while self.ends and self.ends[0][0] <= now:
-                _, number, record = heapq.heappop(self.ends)
-                if record.running is not None and record.number == number:
-                    self._release(record, now, touched)
-            victims, self.victims = self.victims, []
-            for record in victims:
-                if record.stopping:  # not ended meanwhile
-                    self._stop(record, now, touched)
-            while next_arrival < len(self.arrivals) and _ready(self.arrivals[next_arrival]) <= now:
-                self._arrive(self.arrivals[next_arrival], touched)
-                next_arrival += 1
-            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
-            self.replan = False
-            if self.pending_count:
-                self._plan(now, touched)
-            for user in touched:
-                self._mark(user, now)
-            outcome.ticks += 1
-            upcoming = []
-            if next_arrival < len(self.arrivals):
-                upcoming.append(_ready(self.arrivals[next_arrival]))
-            while self.reserve_at and (self.reserve_at[0] <= now or not self.pending_count):
-                heapq.heappop(self.reserve_at)
-            if self.reserve_at:
-                upcoming.append(self.reserve_at[0])
-            if self.ends:
-                upcoming.append(self.ends[0][0])
-            if not upcoming:
-                outcome.end_s = now
-                break
-            if (self.preempting or self.replan) and self.pending_count:
-                upcoming.append(now + self.every_s)
-            tick = max(tick + 1, math.ceil(min(upcoming) / self.every_s - 1e-9))
-        return outcome
-
-    def _arrive(self, record: JobRecord, touched: set[UserRecord]) -> None:
-        job = record.job
-        self.by_id[job.id] = record
-        self.outcome.events += 1
-        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
-        # waiting_since does), unless the job says otherwise (a forecast's).
-        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
-        pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority=job.priority,
-                                  submitted_at=self.epoch + timedelta(seconds=job.submit_s), **_gang(job),
-                                  priority_class=job.priority_class or UNSET, node_labels=job.node_labels or UNSET,
-                                  max_runtime_s=job.max_runtime_s, waiting_since=self.epoch + timedelta(seconds=since_s))
-        if not self._schedulable(record, pending):
-            record.unschedulable = True
-            return
-        if job.user == NODES_USER:
-            raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
-        user = self._user(job.user)
-        add_to(user.wanted, record.need)
-        touched.add(user)
-        record.pending = pending
-        self._enqueue(record, since_s)
-
-    def _schedulable(self, record: JobRecord, pending: planned.Pending) -> bool:
-        """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
-        node are counted from then on (the first TRACKED_SHAPES of them)."""
-        labels = record.job.node_labels
-        shape = (record.shape, tuple(sorted(labels.items()))) if labels else record.shape
-        schedulable = self.schedulable.get(shape)
-        if schedulable is not None:
-            return schedulable
-        if record.job.bundles:
-            # Whether a gang fits the empty nodes is the planner's question, asked as it does.
-            alone = Snapshot.model_construct(group=self.group, now=self.epoch, nodes=self.nodes, running=[],
-                                             pending=[pending], users={}, state={}, reservations=[])
-            schedulable = all(waiting["reason"] != "Unschedulable" for waiting in plan(alone).waiting)
-        else:
-            schedulable = any(record.need.fits_in(self.node_totals[node.id]) for node in self.nodes
-                              if all(node.labels.get(key) == value for key, value in labels.items()))
-            if schedulable and not labels and len(self.copies) < TRACKED_SHAPES:
-                counts = self.copies[record.need] = {node: copies(free, record.need) for node, free in self.free_on.items()}
-                self.fit[record.need] = sum(counts.values())
-        self.schedulable[shape] = schedulable
-        return schedulable
-
-    def _enqueue(self, record: JobRecord, since_s: float) -> None:
-        """The record waits, since `since_s` (what reserve_after counts from)."""
-        job = record.job
-        # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
-        # then older (the time it reads, to the microsecond), then by id (shorter first).
-        value = self.class_values[job.priority_class or self.group.default_class]
-        record.queue_key = (-value, -job.priority, record.pending.submitted_at, len(job.id), job.id, record.pending)
-        insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
-        self.pending_count += 1
-        if self.reserving:
-            heapq.heappush(self.reserve_at, since_s + self.group.reserve_after_s)
-            heapq.heappush(self.oldest, (since_s, next(self.enqueued), record))
-
-    def _dequeue(self, record: JobRecord) -> None:
-        queues = self.waiting[record.shape]
-        queue = queues[record.job.user]
-        del queue[bisect_left(queue, record.queue_key)]
-        record.queue_key = None
-        if not queue:
-            del queues[record.job.user]
-        self.pending_count -= 1
-
-    def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
-        exact = self.exact or self._reserving(now_s)
-        # With every reservation slot held by the last plan's, no new one can be made: the jobs
-        # that cannot be placed are left out as without reservations, and the reserving jobs go
-        # in. Here a held reservation holds at the plan's start (its job is in, its node is there
-        # and no outside load keeps its job off it for ever: reservations.judge), so no slot frees.
-        held_slots = exact and self._slots_held()
-        # A job that may use a reservation's room before an earlier one of its shape: every job.
-        if held_slots and not self.backfills:
-            pending = self._with_reserving()
-        else:
-            pending = candidates(self.waiting, self.fit, self.free, self.exact_queue or exact, self.one_order)
-        if not pending:
-            return
-        now = self.epoch + timedelta(seconds=now_s)
-        users = {}
-        # Preemption weighs the scores of the running jobs' users too; a team's score, what every
-        # user of it holds and has used. With the reservation slots held, the others' jobs are
-        # compressed (_around_reservations): those of users without a job to plan order nothing.
-        named = [*pending, *self.running.values()] if exact and not held_slots else pending
-        names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
-        for name in [*self.users, *names] if self.accounts else names:
-            if name not in users:
-                user = self._user(name)
-                spec = user.spec
-                if self.half_life_s:
-                    self._charge(user, now_s)
-                    spec = spec.model_copy(update={"usage": user.usage})
-                users[name] = spec
-        aside: list[dict] = []
-        if held_slots:
-            running, aside = self._around_reservations(users)
-        elif exact:
-            running = [record.running for record in self.running.values()]
-        else:
-            running = [entry for name in users for entry in self.users[name].entries]
-        snapshot = Snapshot.model_construct(group=self.group, now=now, nodes=self.nodes, running=running,
-                                            pending=pending, users=users, accounts=self.accounts, state=self.state,
-                                            reservations=self.reservations)
-        result = plan(snapshot, None if exact and not held_slots else self.carried, worded=False)
-        for entry in aside:
-            self.carried.put(entry)
-        self.outcome.plans += 1
-        self.state = {**self.state, **result.state}
-        for placement in result.placements:
-            self._start(self.by_id[placement["job"]], placement, now_s, touched)
-        for preemption in result.preemptions or ():
-            for victim in preemption["victims"]:
-                record = self.running[victim]
-                record.stopping = True
-                record.running = replace(record.running, stopping=True)
-                self.victims.append(record)
-        # A reservation that ended (its job started) frees a slot that only the next plan gives,
-        # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
-        # a slot is free and usage decays: the users' order then moves with time alone, and the
-        # first job to wait for resources, which takes the slot, may be another user's.
-        after = result.reservations or []
-        self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
-        self.reservations = after
-
-    def _with_reserving(self) -> list[planned.Pending]:
-        """The jobs a plan around the held reservations may place, and the reserving jobs."""
-        reserving: dict[Resources | tuple, dict[str, int]] = {}
-        records = [self.by_id[held["job"]] for held in self.reservations]
-        for record in records:
-            behind = reserving.setdefault(record.shape, {})
-            behind[record.job.user] = behind.get(record.job.user, 0) + 1
-        pending = candidates(self.waiting, self.fit, self.free, self.exact_queue, self.one_order, reserving)
-        listed = {job.id for job in pending}
-        return [*pending, *(record.pending for record in records if record.pending.id not in listed)]
-
-    def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
-        """Whether a later plan, with no event between, may make a head-of-line reservation for
-        another job than this one's: under a policy whose order moves with time, a free slot."""
-        heads = sum(held.get("kind") == "head" for held in reservations)
-        return bool(self.half_life_s) and heads < self.group.max_reservations and self._reserving(now_s)
-
-    def _reserving(self, now_s: float) -> bool:
-        """Whether this plan may make or hold a reservation for the head of the line."""
-        if not self.reserving:
-            return False
-        oldest = self.oldest
-        while oldest and oldest[0][2].queue_key is None:
-            heapq.heappop(oldest)
-        return (bool(oldest) and now_s - oldest[0][0] >= self.group.reserve_after_s
-                or any(held.get("kind") == "head" for held in self.reservations))
-
-    def _slots_held(self) -> bool:
-        """Whether the plan can make no new head-of-line reservation, all its slots being held by
-        the last plan's (kept: their jobs wait, their nodes are there): only the reserved nodes'
-        running jobs are then read one by one (their ends judge the reservations again)."""
-        if self.exact or self.every_node or self.gangs:
-            return False
-        heads = sum(1 for held in self.reservations if held.get("kind") == "head")
-        return heads >= self.group.max_reservations
-
-    def _around_reservations(self, users: dict) -> tuple[list[planned.Running], list[planned.Running]]:
-        """The running entries of a plan whose reservations are all held (`_slots_held`), beside
-        the carried picture's: on the reserved nodes every running job as it is, their nodes'
-        entries set aside from the picture (returned: they go back after the plan); the users'
-        entries hold what their jobs hold off those nodes."""
-        reserved = {held["node"] for held in self.reservations}
-        # In the order of `running`, that of their starts.
-        exact = sorted((record for node in reserved for record in self.running_on.get(node, {}).values()),
-                       key=lambda record: record.number)
-        aside = [self.node_entries[node] for node in sorted(reserved) if node in self.node_entries]
-        for entry in aside:
-            self.carried.drop(entry.id)
-        held: list[planned.Running] = []
-        off: dict[str, tuple[dict[str, int], int]] = {}
-        for record in exact:
-            units, count = off.get(record.job.user, ({}, 0))
-            add_to(units, record.need)
-            off[record.job.user] = (units, count + 1)
-        for name in users:
-            user = self.users[name]
-            if name not in off:
-                held.extend(user.entries)
-                continue
-            units, count = off[name]
-            rest = dict(user.held)
-            add_to(rest, units, -1)
-            held.extend(user_entries(name, rest, user.running - count, self.limited))
-        return [*held, *(record.running for record in exact)], aside
-
-    def _charge(self, user: UserRecord, now_s: float) -> None:
-        """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
-        if self.half_life_s:
-            user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
-        user.charged_at = now_s
-
-    def _start(self, record: JobRecord, placement: dict, now_s: float, touched: set[UserRecord]) -> None:
-        self._dequeue(record)
-        self._run(record, placement["node"], now_s, now_s + _run_s(record.job), placement.get("bundle_nodes", ()))
-        self._hold(record, 1, now_s, touched)
-        self.outcome.events += 1
-
-    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float,
-             bundle_nodes: list[str] | tuple = ()) -> None:
-        """The record running on `node` since `start_s` (None: not started yet) until `end_s`, its
-        bundles on `bundle_nodes`."""
-        record.node, record.start_s, record.end_s = node, start_s, end_s
-        record.homes = (node, *bundle_nodes)
-        self.started += 1
-        if not math.isinf(end_s):
-            heapq.heappush(self.ends, (end_s, self.started, record))
-        job = record.job
-        started_at = None if start_s is None else self.epoch + timedelta(seconds=start_s)
-        record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
-                                         priority_class=job.priority_class or self.group.default_class, started_at=started_at, **_gang(job),
-                                         bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
-                                         expected_end=started_at + timedelta(seconds=job.max_runtime_s)
-                                         if started_at is not None and job.max_runtime_s is not None else None)
-        record.number = self.started
-        self.running[job.id] = record
-        self.running_on.setdefault(node, {})[job.id] = record
-
-    def _begin(self, running: list[RunningAtStart]) -> None:
-        """The jobs running at the start: on their nodes, charged to their users from 0 on."""
-        touched: set[UserRecord] = set()
-        for job in running:
-            record = _record(job.job, self.requests)
-            self.by_id[job.job.id] = record
-            # Stopped by a preemption, it waits again, in its place in the queue (its submission).
-            record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
-                                             priority=job.job.priority, priority_class=job.job.priority_class or UNSET,
-                                             submitted_at=self.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job))
-            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
-            # A forecast's running job ends when it is expected to: what reservations count on.
-            ends = ({"expected_end": self.epoch + timedelta(seconds=job.end_s)}
-                    if job.end_s is not None and job.started_s is not None else {})
-            record.stopping = job.stopping
-            record.running = replace(record.running, stopping=job.stopping, **ends)
-            if job.stopping:
-                self.victims.append(record)
-            add_to(self._user(job.job.user).wanted, record.need)
-            self._hold(record, 1, 0.0, touched)
-
-    def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
-        self._hold(record, -1, now_s, touched)
-        self._leave(record)
-        add_to(self._user(record.job.user).wanted, record.need, -1)
-        self.outcome.events += 1
-
-    def _leave(self, record: JobRecord) -> None:
-        """The record runs no more."""
-        del self.running[record.job.id]
-        here = self.running_on[record.node]
-        del here[record.job.id]
-        if not here:
-            del self.running_on[record.node]
-        record.running = None
-        record.stopping = False
-
-    def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
-        """A victim stops: its resources come back, and it waits again in its place in the queue
-        (its submission time is kept), its wait for resources from now; its next run starts from
-        the beginning."""
-        self._hold(record, -1, now_s, touched)
-        self._leave(record)
-        record.stopped.append((record.node, record.start_s, now_s))
-        record.node = record.start_s = record.end_s = None
-        record.homes = ()
-        record.pending = replace(record.pending, waiting_since=self.epoch + timedelta(seconds=now_s))
-        self._enqueue(record, now_s)
-        touched.add(self._user(record.job.user))
-        self.outcome.events += 1
-
-    def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
-        """The record's resources taken (1) or given back (-1): each part on its node, the whole
-        footprint by its user."""
-        for node, part in zip(record.homes, record.parts):
-            # A node that left the group holds nothing there; its job is still its user's.
-            if node in self.held_on:
-                self._hold_on(node, part, sign)
-        self._charge_user(record, sign, now_s, touched)
-
-    def _hold_on(self, node: str, need: Resources, sign: int) -> None:
+    def hold_on(self, node: str, need: Resources, sign: int) -> None:
         """`need` taken (1) or given back (-1) on `node`: its free units, its copies of the tracked
         shapes, the group's free total and the node's running entry."""
         held = self.held_on[node]
@@ -676,20 +339,410 @@ class _Simulation:
         else:
             self.node_entries.pop(node, None)
 
-    def _charge_user(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
-        """The record's resources taken (1) or given back (-1) by its user."""
-        need = record.need
-        user = self._user(record.job.user)
-        self._charge(user, now_s)
+
+@dataclass(eq=False, slots=True)
+class Events:
+    """What happens on the clock: arrivals in the order they may first be planned, the ends of
+    runs, the times waiting jobs pass reserve_after, and the victims that stop at the next tick."""
+
+    arrivals: list[JobRecord]
+    # (end, start number, record): an entry whose start number is no longer the record's is
+    # the end of a run that was stopped.
+    ends: list[tuple[float, int, JobRecord]] = field(default_factory=list)
+    # When waiting jobs pass reserve_after, and the waiting jobs by submission (`_reserving`).
+    reserve_at: list[float] = field(default_factory=list)
+    oldest: list[tuple[float, int, JobRecord]] = field(default_factory=list)
+    enqueued: count = field(default_factory=count)
+    victims: list[JobRecord] = field(default_factory=list)
+    # Starts so far: orders the ends of jobs that end at the same time.
+    started: int = 0
+
+
+class Ledger:
+    """The users' books: what each holds, wants and has used, and the timeline of its shares."""
+
+    def __init__(self, specs: dict[str, User], totals: dict[str, int], half_life_s: float, limited: bool):
+        self.specs, self.totals, self.half_life_s, self.limited = specs, totals, half_life_s, limited
+        self.users: dict[str, UserRecord] = {}
+
+    def user(self, name: str) -> UserRecord:
+        user = self.users.get(name)
+        if user is None:
+            spec = self.specs.get(name, DEFAULT_USER)
+            user = self.users[name] = UserRecord(name=name, spec=spec, usage=spec.usage)
+        return user
+
+    def charge(self, user: UserRecord, now_s: float) -> None:
+        """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
+        if self.half_life_s:
+            user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
+        user.charged_at = now_s
+
+    def take(self, name: str, need: Resources, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """A job's resources taken (1) or given back (-1) by its user."""
+        user = self.user(name)
+        self.charge(user, now_s)
         add_to(user.held, need, sign)
         user.running += sign
         user.held_share = dominant_share(user.held, self.totals)
         user.entries = user_entries(user.name, user.held, user.running, self.limited)
         touched.add(user)
 
-    def _mark(self, user: UserRecord, now_s: float) -> None:
+    def mark(self, user: UserRecord, now_s: float) -> None:
         point = (now_s, user.held_share, dominant_share(user.wanted, self.totals))
         if user.timeline and user.timeline[-1][0] == now_s:
             user.timeline[-1] = point
         else:
             user.timeline.append(point)
+
+
+class _Simulation:
+    def __init__(self, jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User], every_s: float,
+                 start: Start | None, accounts: dict[str, Account], until_s: float | None):
+        self.setting = setting = _setting(jobs, group, users, every_s, start, accounts, until_s)
+        _check_classes(jobs, group)
+        self.cluster = ClusterState(nodes, group, setting.exact)
+        self.books = Ledger(users, self.cluster.totals, setting.half_life_s, setting.limited)
+        self.requests: dict[tuple, Resources] = {}
+        self.records = [_record(job, self.requests) for job in jobs]
+        self.events = Events(sorted(self.records, key=_ready))
+        # The reservations of the last plan, and the planner's state.
+        self.reservations: list[dict] = list(start.reservations) if start is not None else []
+        self.state: dict[str, dict] = dict(start.state) if start is not None else {}
+        # The jobs that arrived, by id; per shape, per user, the user's waiting jobs of that shape
+        # in queue order, and how many wait.
+        self.by_id: dict[str, JobRecord] = {}
+        self.waiting: dict[Resources | tuple, dict[str, list[tuple]]] = {}
+        self.pending_count = 0
+        # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
+        self.replan = False
+        self.outcome = Outcome(records=self.records, users=self.books.users, totals=self.cluster.totals, every_s=every_s)
+
+    def run(self) -> Outcome:
+        outcome = self.outcome
+        if not self.events.arrivals and self.setting.start is None:
+            return outcome
+        tick = math.ceil(_ready(self.events.arrivals[0]) / self.setting.every_s)
+        if self.setting.start is not None:
+            tick = 0
+            self._begin(self.setting.start.running)
+        next_arrival = 0
+        while True:
+            now = tick * self.setting.every_s
+            if self.setting.until_s is not None and now > self.setting.until_s:
+                # What runs then is cut there, what waits never starts: the figures end here.
+                outcome.end_s = self.setting.until_s
+                break
+            touched: set[UserRecord] = set()
+            while self.events.ends and self.events.ends[0][0] <= now:
+                _, number, record = heapq.heappop(self.events.ends)
+                if record.running is not None and record.number == number:
+                    self._release(record, now, touched)
+            victims, self.events.victims = self.events.victims, []
+            for record in victims:
+                if record.stopping:  # not ended meanwhile
+                    self._stop(record, now, touched)
+            while next_arrival < len(self.events.arrivals) and _ready(self.events.arrivals[next_arrival]) <= now:
+                self._arrive(self.events.arrivals[next_arrival], touched)
+                next_arrival += 1
+            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
+            self.replan = False
+            if self.pending_count:
+                self._plan(now, touched)
+            for user in touched:
+                self.books.mark(user, now)
+            outcome.ticks += 1
+            upcoming = []
+            if next_arrival < len(self.events.arrivals):
+                upcoming.append(_ready(self.events.arrivals[next_arrival]))
+            while self.events.reserve_at and (self.events.reserve_at[0] <= now or not self.pending_count):
+                heapq.heappop(self.events.reserve_at)
+            if self.events.reserve_at:
+                upcoming.append(self.events.reserve_at[0])
+            if self.events.ends:
+                upcoming.append(self.events.ends[0][0])
+            if not upcoming:
+                outcome.end_s = now
+                break
+            if (self.setting.preempting or self.replan) and self.pending_count:
+                upcoming.append(now + self.setting.every_s)
+            tick = max(tick + 1, math.ceil(min(upcoming) / self.setting.every_s - 1e-9))
+        return outcome
+
+    def _arrive(self, record: JobRecord, touched: set[UserRecord]) -> None:
+        job = record.job
+        self.by_id[job.id] = record
+        self.outcome.events += 1
+        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
+        # waiting_since does), unless the job says otherwise (a forecast's).
+        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
+        pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority=job.priority,
+                                  submitted_at=self.setting.epoch + timedelta(seconds=job.submit_s), **_gang(job),
+                                  priority_class=job.priority_class or UNSET, node_labels=job.node_labels or UNSET,
+                                  max_runtime_s=job.max_runtime_s, waiting_since=self.setting.epoch + timedelta(seconds=since_s))
+        if not self._schedulable(record, pending):
+            record.unschedulable = True
+            return
+        if job.user == NODES_USER:
+            raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
+        user = self.books.user(job.user)
+        add_to(user.wanted, record.need)
+        touched.add(user)
+        record.pending = pending
+        self._enqueue(record, since_s)
+
+    def _schedulable(self, record: JobRecord, pending: planned.Pending) -> bool:
+        """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
+        node are counted from then on (the first TRACKED_SHAPES of them)."""
+        labels = record.job.node_labels
+        shape = (record.shape, tuple(sorted(labels.items()))) if labels else record.shape
+        schedulable = self.cluster.schedulable.get(shape)
+        if schedulable is not None:
+            return schedulable
+        if record.job.bundles:
+            # Whether a gang fits the empty nodes is the planner's question, asked as it does.
+            alone = Snapshot.model_construct(group=self.setting.group, now=self.setting.epoch, nodes=self.cluster.nodes, running=[],
+                                             pending=[pending], users={}, state={}, reservations=[])
+            schedulable = all(waiting["reason"] != "Unschedulable" for waiting in plan(alone).waiting)
+        else:
+            schedulable = any(record.need.fits_in(self.cluster.node_totals[node.id]) for node in self.cluster.nodes
+                              if all(node.labels.get(key) == value for key, value in labels.items()))
+            if schedulable and not labels and len(self.cluster.copies) < TRACKED_SHAPES:
+                counts = self.cluster.copies[record.need] = {node: copies(free, record.need) for node, free in self.cluster.free_on.items()}
+                self.cluster.fit[record.need] = sum(counts.values())
+        self.cluster.schedulable[shape] = schedulable
+        return schedulable
+
+    def _enqueue(self, record: JobRecord, since_s: float) -> None:
+        """The record waits, since `since_s` (what reserve_after counts from)."""
+        job = record.job
+        # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
+        # then older (the time it reads, to the microsecond), then by id (shorter first).
+        value = self.setting.class_values[job.priority_class or self.setting.group.default_class]
+        record.queue_key = (-value, -job.priority, record.pending.submitted_at, len(job.id), job.id, record.pending)
+        insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
+        self.pending_count += 1
+        if self.setting.reserving:
+            heapq.heappush(self.events.reserve_at, since_s + self.setting.group.reserve_after_s)
+            heapq.heappush(self.events.oldest, (since_s, next(self.events.enqueued), record))
+
+    def _dequeue(self, record: JobRecord) -> None:
+        queues = self.waiting[record.shape]
+        queue = queues[record.job.user]
+        del queue[bisect_left(queue, record.queue_key)]
+        record.queue_key = None
+        if not queue:
+            del queues[record.job.user]
+        self.pending_count -= 1
+
+    def _plan(self, now_s: float, touched: set[UserRecord]) -> None:
+        exact = self.setting.exact or self._reserving(now_s)
+        # With every reservation slot held by the last plan's, no new one can be made: the jobs
+        # that cannot be placed are left out as without reservations, and the reserving jobs go
+        # in. Here a held reservation holds at the plan's start (its job is in, its node is there
+        # and no outside load keeps its job off it for ever: reservations.judge), so no slot frees.
+        held_slots = exact and self._slots_held()
+        # A job that may use a reservation's room before an earlier one of its shape: every job.
+        if held_slots and not self.setting.backfills:
+            pending = self._with_reserving()
+        else:
+            pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue or exact, self.setting.one_order)
+        if not pending:
+            return
+        now = self.setting.epoch + timedelta(seconds=now_s)
+        users = {}
+        # Preemption weighs the scores of the running jobs' users too; a team's score, what every
+        # user of it holds and has used. With the reservation slots held, the others' jobs are
+        # compressed (_around_reservations): those of users without a job to plan order nothing.
+        named = [*pending, *self.cluster.running.values()] if exact and not held_slots else pending
+        names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
+        for name in [*self.books.users, *names] if self.setting.accounts else names:
+            if name not in users:
+                user = self.books.user(name)
+                spec = user.spec
+                if self.setting.half_life_s:
+                    self.books.charge(user, now_s)
+                    spec = spec.model_copy(update={"usage": user.usage})
+                users[name] = spec
+        aside: list[dict] = []
+        if held_slots:
+            running, aside = self._around_reservations(users)
+        elif exact:
+            running = [record.running for record in self.cluster.running.values()]
+        else:
+            running = [entry for name in users for entry in self.books.users[name].entries]
+        snapshot = Snapshot.model_construct(group=self.setting.group, now=now, nodes=self.cluster.nodes, running=running,
+                                            pending=pending, users=users, accounts=self.setting.accounts, state=self.state,
+                                            reservations=self.reservations)
+        result = plan(snapshot, None if exact and not held_slots else self.cluster.carried, worded=False)
+        for entry in aside:
+            self.cluster.carried.put(entry)
+        self.outcome.plans += 1
+        self.state = {**self.state, **result.state}
+        for placement in result.placements:
+            self._start(self.by_id[placement["job"]], placement, now_s, touched)
+        for preemption in result.preemptions or ():
+            for victim in preemption["victims"]:
+                record = self.cluster.running[victim]
+                record.stopping = True
+                record.running = replace(record.running, stopping=True)
+                self.events.victims.append(record)
+        # A reservation that ended (its job started) frees a slot that only the next plan gives,
+        # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
+        # a slot is free and usage decays: the users' order then moves with time alone, and the
+        # first job to wait for resources, which takes the slot, may be another user's.
+        after = result.reservations or []
+        self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+        self.reservations = after
+
+    def _with_reserving(self) -> list[planned.Pending]:
+        """The jobs a plan around the held reservations may place, and the reserving jobs."""
+        reserving: dict[Resources | tuple, dict[str, int]] = {}
+        records = [self.by_id[held["job"]] for held in self.reservations]
+        for record in records:
+            behind = reserving.setdefault(record.shape, {})
+            behind[record.job.user] = behind.get(record.job.user, 0) + 1
+        pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue, self.setting.one_order, reserving)
+        listed = {job.id for job in pending}
+        return [*pending, *(record.pending for record in records if record.pending.id not in listed)]
+
+    def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
+        """Whether a later plan, with no event between, may make a head-of-line reservation for
+        another job than this one's: under a policy whose order moves with time, a free slot."""
+        heads = sum(held.get("kind") == "head" for held in reservations)
+        return bool(self.setting.half_life_s) and heads < self.setting.group.max_reservations and self._reserving(now_s)
+
+    def _reserving(self, now_s: float) -> bool:
+        """Whether this plan may make or hold a reservation for the head of the line."""
+        if not self.setting.reserving:
+            return False
+        oldest = self.events.oldest
+        while oldest and oldest[0][2].queue_key is None:
+            heapq.heappop(oldest)
+        return (bool(oldest) and now_s - oldest[0][0] >= self.setting.group.reserve_after_s
+                or any(held.get("kind") == "head" for held in self.reservations))
+
+    def _slots_held(self) -> bool:
+        """Whether the plan can make no new head-of-line reservation, all its slots being held by
+        the last plan's (kept: their jobs wait, their nodes are there): only the reserved nodes'
+        running jobs are then read one by one (their ends judge the reservations again)."""
+        if self.setting.exact or self.setting.every_node or self.setting.gangs:
+            return False
+        heads = sum(1 for held in self.reservations if held.get("kind") == "head")
+        return heads >= self.setting.group.max_reservations
+
+    def _around_reservations(self, users: dict) -> tuple[list[planned.Running], list[planned.Running]]:
+        """The running entries of a plan whose reservations are all held (`_slots_held`), beside
+        the carried picture's: on the reserved nodes every running job as it is, their nodes'
+        entries set aside from the picture (returned: they go back after the plan); the users'
+        entries hold what their jobs hold off those nodes."""
+        reserved = {held["node"] for held in self.reservations}
+        # In the order of `running`, that of their starts.
+        exact = sorted((record for node in reserved for record in self.cluster.running_on.get(node, {}).values()),
+                       key=lambda record: record.number)
+        aside = [self.cluster.node_entries[node] for node in sorted(reserved) if node in self.cluster.node_entries]
+        for entry in aside:
+            self.cluster.carried.drop(entry.id)
+        held: list[planned.Running] = []
+        off: dict[str, tuple[dict[str, int], int]] = {}
+        for record in exact:
+            units, count = off.get(record.job.user, ({}, 0))
+            add_to(units, record.need)
+            off[record.job.user] = (units, count + 1)
+        for name in users:
+            user = self.books.users[name]
+            if name not in off:
+                held.extend(user.entries)
+                continue
+            units, count = off[name]
+            rest = dict(user.held)
+            add_to(rest, units, -1)
+            held.extend(user_entries(name, rest, user.running - count, self.setting.limited))
+        return [*held, *(record.running for record in exact)], aside
+
+    def _start(self, record: JobRecord, placement: dict, now_s: float, touched: set[UserRecord]) -> None:
+        self._dequeue(record)
+        self._run(record, placement["node"], now_s, now_s + _run_s(record.job), placement.get("bundle_nodes", ()))
+        self._hold(record, 1, now_s, touched)
+        self.outcome.events += 1
+
+    def _run(self, record: JobRecord, node: str, start_s: float | None, end_s: float,
+             bundle_nodes: list[str] | tuple = ()) -> None:
+        """The record running on `node` since `start_s` (None: not started yet) until `end_s`, its
+        bundles on `bundle_nodes`."""
+        record.node, record.start_s, record.end_s = node, start_s, end_s
+        record.homes = (node, *bundle_nodes)
+        self.events.started += 1
+        if not math.isinf(end_s):
+            heapq.heappush(self.events.ends, (end_s, self.events.started, record))
+        job = record.job
+        started_at = None if start_s is None else self.setting.epoch + timedelta(seconds=start_s)
+        record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
+                                         priority_class=job.priority_class or self.setting.group.default_class, started_at=started_at, **_gang(job),
+                                         bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
+                                         expected_end=started_at + timedelta(seconds=job.max_runtime_s)
+                                         if started_at is not None and job.max_runtime_s is not None else None)
+        record.number = self.events.started
+        self.cluster.running[job.id] = record
+        self.cluster.running_on.setdefault(node, {})[job.id] = record
+
+    def _begin(self, running: list[RunningAtStart]) -> None:
+        """The jobs running at the start: on their nodes, charged to their users from 0 on."""
+        touched: set[UserRecord] = set()
+        for job in running:
+            record = _record(job.job, self.requests)
+            self.by_id[job.job.id] = record
+            # Stopped by a preemption, it waits again, in its place in the queue (its submission).
+            record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
+                                             priority=job.job.priority, priority_class=job.job.priority_class or UNSET,
+                                             submitted_at=self.setting.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job))
+            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
+            # A forecast's running job ends when it is expected to: what reservations count on.
+            ends = ({"expected_end": self.setting.epoch + timedelta(seconds=job.end_s)}
+                    if job.end_s is not None and job.started_s is not None else {})
+            record.stopping = job.stopping
+            record.running = replace(record.running, stopping=job.stopping, **ends)
+            if job.stopping:
+                self.events.victims.append(record)
+            add_to(self.books.user(job.job.user).wanted, record.need)
+            self._hold(record, 1, 0.0, touched)
+
+    def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        self._hold(record, -1, now_s, touched)
+        self._leave(record)
+        add_to(self.books.user(record.job.user).wanted, record.need, -1)
+        self.outcome.events += 1
+
+    def _leave(self, record: JobRecord) -> None:
+        """The record runs no more."""
+        del self.cluster.running[record.job.id]
+        here = self.cluster.running_on[record.node]
+        del here[record.job.id]
+        if not here:
+            del self.cluster.running_on[record.node]
+        record.running = None
+        record.stopping = False
+
+    def _stop(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """A victim stops: its resources come back, and it waits again in its place in the queue
+        (its submission time is kept), its wait for resources from now; its next run starts from
+        the beginning."""
+        self._hold(record, -1, now_s, touched)
+        self._leave(record)
+        record.stopped.append((record.node, record.start_s, now_s))
+        record.node = record.start_s = record.end_s = None
+        record.homes = ()
+        record.pending = replace(record.pending, waiting_since=self.setting.epoch + timedelta(seconds=now_s))
+        self._enqueue(record, now_s)
+        touched.add(self.books.user(record.job.user))
+        self.outcome.events += 1
+
+    def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's resources taken (1) or given back (-1): each part on its node, the whole
+        footprint by its user."""
+        for node, part in zip(record.homes, record.parts):
+            # A node that left the group holds nothing there; its job is still its user's.
+            if node in self.cluster.held_on:
+                self.cluster.hold_on(node, part, sign)
+        self.books.take(record.job.user, record.need, sign, now_s, touched)
+
