@@ -73,6 +73,8 @@ class Job:
     waiting_since: datetime | None
     version: Any
     placed_at: datetime | None
+    schedule: str | None
+    slot: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +195,9 @@ FIELDS: tuple[JobField, ...] = (
     JobField("finished_at", "finished_at"),
     JobField("cancel_requested_at", "cancel_requested_at"),
     JobField("updated_at", "updated_at"),
+    # The schedule that made it and for which slot (sql/0026): the tick's to write, not a submit's.
+    JobField("schedule", "schedule"),
+    JobField("slot", "slot"),
     # The queue's own, shown in their own words (cli/jobs.py) or not at all.
     JobField("requeues"),
     JobField("requeued_at"),

@@ -28,8 +28,7 @@ def submit_columns() -> tuple[str, ...]:
 
 
 def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
-    if spec.priority_class is not None:
-        _check_class(conn, spec.group, spec.priority_class)
+    check_class(conn, spec)
     values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
               states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"]
     try:
@@ -49,7 +48,7 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
         # role may not insert jobs at all (then the error goes on as PostgreSQL's).
         conn.rollback()
         me = conn.execute(
-            "SELECT current_user AS name, has_any_column_privilege('jobs', 'INSERT') AS submits").fetchone()
+            "SELECT current_user AS name, pg_has_role('job_submitter', 'MEMBER') AS submits").fetchone()
         if me["submits"] and spec.user != me["name"]:
             raise PermissionDenied(
                 f"user: you are logged in as {me['name']!r} and may submit only as {me['name']!r}") from None
@@ -57,9 +56,12 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     return row["id"]
 
 
-def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
+def check_class(conn: psycopg.Connection, spec: JobSpec) -> None:
     """The class must be one of the group's. A `group set` that drops it between this check and the
     insert's commit leaves a job the tick fails with the reason (group_snapshot.build_snapshot)."""
+    if spec.priority_class is None:
+        return
+    group, name = spec.group, spec.priority_class
     row = conn.execute("SELECT priority_classes FROM resource_groups WHERE name = %s", (group,)).fetchone()
     if row is None:
         raise NotFound(f"group: {group!r} does not exist (see `python -m job group list`)")
