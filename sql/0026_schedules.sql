@@ -24,7 +24,8 @@ CREATE TABLE schedules (
     concurrency text NOT NULL DEFAULT 'allow' CHECK (concurrency IN ('allow', 'forbid', 'replace')),
     starting_deadline_s double precision CHECK (starting_deadline_s > 0),
     paused boolean NOT NULL DEFAULT false,
-    created_at timestamptz NOT NULL DEFAULT now(),
+    -- A whole second: a period's slots fall on whole seconds.
+    created_at timestamptz NOT NULL DEFAULT date_trunc('second', now()),
     CHECK ((cron IS NULL) <> (every_s IS NULL))
 );
 CREATE INDEX schedules_group ON schedules (group_name) WHERE NOT paused;

@@ -13,7 +13,6 @@ from job.cli.parsing import command, database, parser_of, positive_duration
 from job.core.errors import BadInput
 from job.core.job import SUBMITTED
 from job.core.schedules import CONCURRENCY, Schedule, ScheduleRun, next_slot
-from job.core.specs import NAME
 from job.core.units import format_duration
 from job.store import jobs as job_rows, schedules
 
@@ -56,6 +55,7 @@ def _template(spec: Any) -> dict[str, Any]:
 def _read(args: argparse.Namespace) -> dict[str, Any]:
     """The schedule's own options, checked: each refusal names its option."""
     from job.core.cron import parse_cron, parse_timezone
+    from job.core.specs import NAME  # pydantic's models, for `schedule add` only
 
     if not isinstance(args.name, str) or not NAME.fullmatch(args.name):
         raise BadInput(f"name: {args.name!r} is not a valid schedule name: use 1 to 63 letters, digits, '.', '_' or "
@@ -138,8 +138,8 @@ def show(args: argparse.Namespace) -> int:
         return 0
     template = shown.pop("template")
     slot_rows = shown.pop("slots")
-    if run.schedule.starting_deadline_s is not None:
-        shown["starting_deadline_s"] = format_duration(run.schedule.starting_deadline_s)
+    deadline = shown.pop("starting_deadline_s")
+    shown["starting deadline"] = None if deadline is None else format_duration(deadline)
     del shown["cron"], shown["every_s"]
     print_fields({"name": shown.pop("name"), "when": run.schedule.said(), **shown,
                   **{f"job {field.shown}": template[field.column] for field in SUBMITTED
