@@ -11,6 +11,9 @@ import psycopg
 import pytest
 
 from cli_helpers import run_cli
+from fake_ray import FakeRay
+from job.scheduler import tick
+from job.scheduler.config import TickConfig
 from job.scheduler.schedules import run_schedules
 from job.store import schedules
 from job.store.connection import connect
@@ -160,3 +163,17 @@ def test_a_schedule_written_past_the_cli_fails_itself_not_the_group(group, conn,
     assert sorted(made) == ["good", "sparse"] and made["sparse"]["resources"] == {"CPU": 1.0}
     [skipped] = [row for row in slots(conn) if row[1] == "skipped"]
     assert skipped[3].startswith("the template is not a job: invalid input syntax for type integer")
+
+
+def test_a_tick_plans_the_job_of_the_slot_it_took_and_wakes_for_the_next(group, conn, capsys, database_url,
+                                                                         monkeypatch):
+    ray = FakeRay()
+    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    now = datetime.now(timezone.utc)
+    add_schedule(capsys, conn, "often", "--every", "1h", created=now - timedelta(hours=1, seconds=1))
+    [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
+    assert result.status == "ticked" and result.placed == 1
+    [job] = conn.execute("SELECT state, submission_id FROM jobs").fetchall()
+    assert job["state"] == "SUBMITTED" and ray.submitted == [job["submission_id"]]
+    # Nothing else due: the loop wakes at the next slot.
+    assert result.due_at == now - timedelta(seconds=1) + timedelta(hours=1)
