@@ -47,6 +47,17 @@ def submit(*, conn: psycopg.Connection | None = None, database_url: str | None =
     `array`: a spec in Slurm's syntax (`0-99%10`, core/arrays.py) makes one job per index with these
     options, in one statement; the id returned is then the array's, that of its first task."""
     array = options.pop(ARRAY, None)
+    spec = job_spec(**options)
+    tasks = None if array is None else parse_array(array)
+    if conn is not None:
+        return _insert(conn, spec, tasks)
+    with session(database_url or settings().require_database_url()) as own:
+        return _insert(own, spec, tasks)
+
+
+def job_spec(**options: Any) -> JobSpec:
+    """A submit's keywords checked as `submit` checks them, nothing written: a job, or a schedule's
+    template (cli/schedules.py)."""
     fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
     if options:
         raise TypeError(f"submit() got an unexpected keyword argument {next(iter(options))!r}")
@@ -55,13 +66,8 @@ def submit(*, conn: psycopg.Connection | None = None, database_url: str | None =
     # them, which only the database knows.
     runtime_env = fields.get("runtime_env")
     unknown = frozenset(runtime_env) - KNOWN_KEYS if isinstance(runtime_env, dict) else frozenset()
-    spec = validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown,
+    return validated(JobSpec, fields, context={"allowed_runtime_env_keys": unknown,
                                                "allowed_env_vars": controls(runtime_env)})
-    tasks = None if array is None else parse_array(array)
-    if conn is not None:
-        return _insert(conn, spec, tasks)
-    with session(database_url or settings().require_database_url()) as own:
-        return _insert(own, spec, tasks)
 
 
 _DEFAULTS = {field.spec: field.default for field in SUBMITTED}
@@ -75,11 +81,16 @@ submit.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 
 
 def _insert(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None) -> int:
+    check_runtime_env(conn, spec)
+    return jobs.insert_job(conn, spec, array)
+
+
+def check_runtime_env(conn: psycopg.Connection, spec: JobSpec) -> None:
+    """What of the runtime_env only the group allows (keys beyond the known ones, env_vars Ray reads)."""
     if frozenset(spec.runtime_env) - KNOWN_KEYS or controls(spec.runtime_env):
         problem = runtime_env_problem(spec.runtime_env, *groups.runtime_env_allowance(conn, spec.group))
         if problem:
             raise BadInput(f"runtime_env: {problem}")
-    return jobs.insert_job(conn, spec, array)
 
 
 def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,

@@ -36,4 +36,5 @@ def run_process(*argv: str, env: dict[str, str] | None = None, timeout: float = 
 def database_contents(conn) -> list:
     """Every row of the tables a command may write, to show that a refused one wrote nothing."""
     return [conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
-            for table in ("resource_groups", "users", "jobs", "group_state", "user_usage")]
+            for table in ("resource_groups", "users", "jobs", "group_state", "user_usage",
+                                                                   "schedules", "schedule_slots")]

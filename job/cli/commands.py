@@ -13,6 +13,7 @@ FAMILIES: dict[str, dict[str, str]] = {
         "jobs": "list jobs, newest first",
         "show": "every field of one job, including why it waits",
     },
+    "schedules": {"schedule": "submit a job on a cron expression or a period (add, list, show, pause, resume, remove)"},
     "groups": {"group": "manage resource groups"},
     "users": {"user": "manage users and their shares"},
     "accounts": {"account": "manage accounts (teams above users)"},

@@ -51,15 +51,24 @@ READS: dict[str, Callable[[argparse.Namespace, JobField], Any]] = {
 _REPEATED = ("pairs", "bundles", "resources", "list")
 
 
-def register(sub) -> None:
-    p = command(sub, "submit", submit, json_output=True)
+def add_submit_options(parser: argparse.ArgumentParser) -> None:
+    """A job's options, from the field table: `submit`'s, and `schedule add`'s template."""
     for field in SUBMITTED:
         if field.read == "resources":
             for option, _, help in _BUILTIN_RESOURCES:
-                p.add_argument(option, help=help)
-        p.add_argument(field.option, dest=field.spec, action="append" if field.read in _REPEATED else "store",
-                       metavar=field.metavar, help=field.help, required=field.default is REQUIRED)
+                parser.add_argument(option, help=help)
+        parser.add_argument(field.option, dest=field.spec, action="append" if field.read in _REPEATED else "store",
+                            metavar=field.metavar, help=field.help, required=field.default is REQUIRED)
 
+
+def submit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """job.api.submit's keywords from the options of add_submit_options."""
+    return {field.api_keyword: READS[field.read](args, field) for field in SUBMITTED}
+
+
+def register(sub) -> None:
+    p = command(sub, "submit", submit, json_output=True)
+    add_submit_options(p)
     p.add_argument(arrays.OPTION, metavar="SPEC", help=arrays.HELP)
 
     p = command(sub, "cancel", cancel)
@@ -150,7 +159,7 @@ def _est_start(job: Job, now: datetime) -> str:
 
 
 def submit(args: argparse.Namespace) -> int:
-    options = {field.api_keyword: READS[field.read](args, field) for field in SUBMITTED}
+    options = submit_options(args)
     # Imported here: a submit's validation (pydantic's models) is not every command's start.
     from job import api
 

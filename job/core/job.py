@@ -74,6 +74,8 @@ class Job:
     version: Any
     placed_at: datetime | None
     after: list[dict[str, Any]] | None
+    schedule: str | None
+    slot: datetime | None
     array_id: int | None
     array_index: int | None
     array_throttle: int | None
@@ -209,6 +211,9 @@ FIELDS: tuple[JobField, ...] = (
     JobField("array_index", "array_index"),
     JobField("array_throttle", "array_throttle"),
     JobField("updated_at", "updated_at"),
+    # The schedule that made it and for which slot (sql/0026): the tick's to write, not a submit's.
+    JobField("schedule", "schedule"),
+    JobField("slot", "slot"),
     # The queue's own, shown in their own words (cli/jobs.py) or not at all.
     JobField("requeues"),
     JobField("requeued_at"),

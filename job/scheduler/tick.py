@@ -1,4 +1,4 @@
-"""One tick over the resource groups: lock, observe, reconcile, plan, commit, submit, report.
+"""One tick over the resource groups: lock, observe, reconcile, schedules, plan, commit, submit, report.
 
 Each group has its own connection, holding the group's advisory lock for the whole tick: a tick
 that dies releases it with its connection. Intents are committed before Ray is called, and every
@@ -38,6 +38,7 @@ from job.scheduler.pending import PendingRows
 from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
 from job.scheduler.reconcile import Reconciliation, Seen, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
+from job.scheduler.schedules import run_schedules
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
 from job.store import accounts, events, groups, tick_jobs, users
@@ -161,6 +162,9 @@ class _GroupTick:
             done = reconcile_group(self.conn, self.group, seen, self.steps)
             self.result.finished = done.finished
         self.steps.done("reconcile")
+        # A due slot's job, written before the plan reads the pending jobs: planned this tick.
+        next_slot = None if dry_run else run_schedules(self.conn, self.name, seen.now)
+        self.steps.done("schedules")
         step = self.plan(seen, done, dry_run)
         if dry_run:
             self.result.plan = step.plan.document()
@@ -177,7 +181,7 @@ class _GroupTick:
         self.steps.record(self.result, self.conn.statements)
         if self.result.running or intents:
             self.result.busy_cluster = seen.cluster
-        self.result.due_at = due_at(step.pending, done.active, seen.now)
+        self.result.due_at = min(filter(None, (due_at(step.pending, done.active, seen.now), next_slot)), default=None)
         summary(self.result)
         return self.result
 

@@ -33,8 +33,7 @@ def submit_columns() -> tuple[str, ...]:
 def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None = None) -> int:
     """The new job's id; for an array, the id of its first task (its `array_id`), every task
     written by one statement whatever their number."""
-    if spec.priority_class is not None:
-        _check_class(conn, spec.group, spec.priority_class)
+    check_class(conn, spec)
     if spec.after:
         _check_after(conn, [item["job"] for item in spec.after])
     values = {f"v{index}": value for index, value in enumerate(
@@ -70,7 +69,7 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None 
         # role may not insert jobs at all (then the error goes on as PostgreSQL's).
         conn.rollback()
         me = conn.execute(
-            "SELECT current_user AS name, has_any_column_privilege('jobs', 'INSERT') AS submits").fetchone()
+            "SELECT current_user AS name, pg_has_role('job_submitter', 'MEMBER') AS submits").fetchone()
         if me["submits"] and spec.user != me["name"]:
             raise PermissionDenied(
                 f"user: you are logged in as {me['name']!r} and may submit only as {me['name']!r}") from None
@@ -78,9 +77,12 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None 
     return row["id"]
 
 
-def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
+def check_class(conn: psycopg.Connection, spec: JobSpec) -> None:
     """The class must be one of the group's. A `group set` that drops it between this check and the
     insert's commit leaves a job the tick fails with the reason (group_snapshot.build_snapshot)."""
+    if spec.priority_class is None:
+        return
+    group, name = spec.group, spec.priority_class
     row = conn.execute("SELECT priority_classes FROM resource_groups WHERE name = %s", (group,)).fetchone()
     if row is None:
         raise NotFound(f"group: {group!r} does not exist (see `python -m job group list`)")

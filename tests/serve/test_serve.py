@@ -149,7 +149,7 @@ def test_metrics_as_prometheus_reads_them(served, demo):
     assert value(found, "job_group_resource_held", group="cpu", resource="CPU") == 8
     assert time.time() - value(found, "job_last_successful_tick_timestamp_seconds", group="cpu") < 120
     assert {labels for name, labels in found if name == "job_tick_step_seconds_total"} == {
-        (("group", "cpu"), ("step", step)) for step in ("observe", "reconcile", "plan", "commit", "submit")}
+        (("group", "cpu"), ("step", step)) for step in ("observe", "reconcile", "schedules", "plan", "commit", "submit")}
     # Prometheus' conventions: counters end in _total, units are base units.
     for family in text_string_to_metric_families(text):
         assert family.name.startswith("job_")

@@ -160,7 +160,7 @@ def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, dat
     assert result.status == "ticked" and result.placed == 2
     [row] = queue.execute("SELECT * FROM ticks").fetchall()
     assert (row["group_name"], row["outcome"], row["placed"], row["waiting"]) == ("main", "ticked", 2, {"Resources": 1})
-    assert set(row["steps"]) == {"observe", "reconcile", "plan", "commit", "submit"}
+    assert set(row["steps"]) == {"observe", "reconcile", "schedules", "plan", "commit", "submit"}
     assert row["seconds"] >= sum(row["steps"].values()) and row["statements"] == result.statements
     assert [node["id"] for node in row["nodes"]] == ["node-a", "node-b"]
     totals = {(r["outcome"], r["step"]): r["ticks"] for r in queue.execute("SELECT * FROM tick_totals")}

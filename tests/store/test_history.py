@@ -218,7 +218,13 @@ def _add_unfinished(conn: psycopg.Connection) -> None:
     _add(conn, **active, user_name="u03", state="SUBMITTED", submission_id="live-lost", node="node-b")
     _add(conn, **active, user_name="u04", state="SUBMITTING", submission_id="live-cancelled", node="node-a",
          cancel_requested_at=ago(minutes=1))
-    _add(conn, **active, user_name="u00", state="SUBMITTING", submission_id="live-unsent", node="node-b")
+    running = _add(conn, **active, user_name="u00", state="SUBMITTING", submission_id="live-unsent", node="node-b")
+    # A schedule whose last run is going and whose next slot is due: its job made by the tick.
+    conn.execute("""INSERT INTO schedules (name, user_name, group_name, template, every_s, created_at)
+                    VALUES ('often', 'u00', 'main', '{"entrypoint": "true", "resources": {"CPU": 1}}', 60, %s)""",
+                 (ago(minutes=10, seconds=30),))
+    conn.execute("""INSERT INTO schedule_slots (schedule_name, slot, outcome, job_id)
+                    VALUES ('often', %s, 'submitted', %s)""", (ago(minutes=5, seconds=30), running))
     pending = dict(group_name="main", state="PENDING", reason="Queued", message="waiting for the next tick")
     _add(conn, **pending, user_name="u01", submitted_at=ago(days=2))  # past the group's pending timeout
     _add(conn, **pending, user_name="u02", resources='{"CPU": -1}')  # a row the planner cannot read
@@ -400,7 +406,7 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
                 "tick_jobs.update_jobs", "tick_jobs.requeue_infra", "tick_jobs.return_to_pending", "tick_jobs.cancel_absent",
                 "tick_jobs.intents_of", "tick_jobs.fail_pending", "tick_jobs.commit_intents", "tick_jobs.set_waiting",
                 "tick_jobs.mark_submitted", "tick_jobs.recent_run_times", "users.users_of_group", "groups.groups", "groups.group_state",
-                "groups.charge_usage"}
+                "groups.charge_usage", "schedules.group_schedules", "schedules.take_slot", "schedules.insert_slot_job"}
     assert expected <= names, f"not sent by this tick: {sorted(expected - names)}"
     assert_no_history_read(history_db, sent)
 

@@ -427,7 +427,10 @@ def test_the_scheduler_changes_no_group_option_no_user_and_submits_nothing(db, m
     for argv, table in [(("group", "set", GROUP, "--policy", "fifo"), "resource_groups"),
                         (("user", "set", ALICE, "--shares", "100"), "users"),
                         (("submit", "--user", ALICE, "--group", GROUP, "--entrypoint", "true"), "jobs")]:
-        refused_in_one_line(cli_as(db, monkeypatch, capsys, SCHEDULER, *argv), f"permission denied for table {table}")
+        # It inserts a schedule's jobs only (sql/0026): a job of its own, row-level security refuses.
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, SCHEDULER, *argv),
+                            'row-level security policy for table "jobs"' if table == "jobs"
+                            else f"permission denied for table {table}")
     with connect_as(db, SCHEDULER) as scheduler:
         for statement in ["UPDATE resource_groups SET policy = 'fifo'", "UPDATE resource_groups SET max_attempts = 99",
                           "UPDATE users SET shares = 100", "DELETE FROM users", "DELETE FROM resource_groups",
@@ -511,3 +514,41 @@ def test_accounts_are_read_by_every_role_and_written_by_the_admin_only(db, monke
         refused_in_one_line(cli_as(db, monkeypatch, capsys, role, "account", "set", "team", "--shares", "9"),
                             "permission denied for table accounts")
     assert db.conn.execute("SELECT shares FROM accounts").fetchone()["shares"] == 1
+
+
+# --- schedules (sql/0026) --------------------------------------------------------------------------
+
+
+def test_schedules_belong_to_their_user_and_the_scheduler_makes_their_jobs(db, monkeypatch, capsys):
+    def add(role, name, user):
+        return cli_as(db, monkeypatch, capsys, role, "schedule", "add", name, "--every", "1s", "--user", user,
+                      "--group", GROUP, "--entrypoint", "true")
+
+    assert add(ALICE, "alices", ALICE).status == 0
+    refused_in_one_line(add(ALICE, "not-alices", BOB), f"may add schedules only as '{ALICE}'")
+    assert add(ADMIN, "bobs", BOB).status == 0
+    listed = cli_as(db, monkeypatch, capsys, ALICE, "schedule", "list", "--json")
+    assert [row["name"] for row in json.loads(listed.out)] == ["alices"]
+    for action in ("show", "pause", "resume", "remove"):
+        refused_in_one_line(cli_as(db, monkeypatch, capsys, ALICE, "schedule", action, "bobs"),
+                            "schedule 'bobs' does not exist or is not yours")
+    assert cli_as(db, monkeypatch, capsys, ADMIN, "schedule", "pause", "bobs").status == 0
+    with connect_as(db, ALICE) as alice:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            alice.execute("INSERT INTO schedule_slots (schedule_name, slot, outcome) VALUES ('alices', now(), 'skipped')")
+        # A submit cannot say a job is a schedule's.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            alice.execute("INSERT INTO jobs (user_name, group_name, entrypoint, state, schedule, slot) "
+                          "VALUES (%s, %s, 'true', 'PENDING', 'alices', now())", (ALICE, GROUP))
+
+    from job.scheduler.schedules import run_schedules
+
+    with psycopg.connect(db.url(SCHEDULER), row_factory=dict_row) as scheduler:
+        run_schedules(scheduler, GROUP, datetime.now(timezone.utc) + timedelta(seconds=5))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            scheduler.execute("UPDATE schedules SET paused = false")
+    made = db.conn.execute("SELECT user_name, schedule FROM jobs").fetchall()
+    assert made == [{"user_name": ALICE, "schedule": "alices"}]
+    shown = json.loads(cli_as(db, monkeypatch, capsys, ALICE, "schedule", "show", "alices", "--json").out)
+    assert [slot["outcome"] for slot in shown["slots"]] == ["submitted"]
+    assert cli_as(db, monkeypatch, capsys, ALICE, "schedule", "remove", "alices").status == 0
