@@ -82,11 +82,21 @@ def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[i
 
 def states_of(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
     """The states of these jobs, by id, in any group (the jobs a group's pending jobs wait for); a
-    job gone is not in it."""
+    job gone is not in it. An array's id (its first task's) stands for all its tasks: RUNNING while
+    one has not ended, then FAILED if one failed or was stopped, else CANCELLED if one was
+    cancelled, else SUCCEEDED; so `--after ARRAY_ID` waits for every task."""
     if not ids:
         return {}
-    return dict(conn.cursor(row_factory=tuple_row).execute("SELECT id, state FROM jobs WHERE id = ANY(%s)",
-                                                           (ids,)).fetchall())
+    return dict(conn.cursor(row_factory=tuple_row).execute(
+        """SELECT j.id, CASE WHEN j.array_id IS DISTINCT FROM j.id THEN j.state ELSE (
+                   SELECT CASE WHEN bool_or(t.state <> ALL(%(finished)s)) THEN %(running)s
+                               WHEN bool_or(t.state IN (%(failed)s, %(stopped)s)) THEN %(failed)s
+                               WHEN bool_or(t.state = %(cancelled)s) THEN %(cancelled)s
+                               ELSE %(succeeded)s END
+                   FROM jobs t WHERE t.array_id = j.id) END
+           FROM jobs j WHERE j.id = ANY(%(ids)s)""",
+        {"ids": ids, "finished": list(states.FINISHED), "running": states.RUNNING, "failed": states.FAILED,
+         "stopped": states.STOPPED, "cancelled": states.CANCELLED, "succeeded": states.SUCCEEDED}).fetchall())
 
 
 def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:

@@ -118,3 +118,29 @@ def test_the_states_waited_for_are_one_statement_and_none_without_dependencies(d
     assert calls[1:] == [[first, first + 1]]
     assert jobs(conn)[second]["message"] == (f"waits for job {first} to succeed (SUBMITTED), "
                                              f"job {first + 1} to end (PENDING)")
+
+
+def test_a_job_after_an_array_waits_for_every_task(database_url, conn, monkeypatch):
+    """An array's id stands for its tasks: `--after ARRAY_ID` holds once every task succeeded, and
+    `:any` holds once every task ended, one of them failed."""
+    add_group(conn, "http://127.0.0.1:8265")
+    array = submit(user="alice", group="main", entrypoint="true", array="0-2")
+    ok = submit(user="alice", group="main", entrypoint="true", after=[array])
+    ended = submit(user="alice", group="main", entrypoint="true", after=[f"{array}:any"])
+    ray = FakeRay()
+    tick_once(database_url, monkeypatch, ray)
+    tasks = [array, array + 1, array + 2]
+    rows = jobs(conn)
+    assert all(rows[task]["state"] == "SUBMITTED" for task in tasks)
+    # Two of three ended: both still wait for the array.
+    end_in_ray(ray, rows[array], "SUCCEEDED")
+    end_in_ray(ray, rows[array + 1], "FAILED")
+    tick_once(database_url, monkeypatch, ray)
+    rows = jobs(conn)
+    assert why(rows[ok])[:2] == why(rows[ended])[:2] == ("PENDING", "Dependency")
+    assert why(rows[ok])[2] == f"waits for job {array} to succeed (RUNNING)"
+    end_in_ray(ray, rows[array + 2], "SUCCEEDED")
+    tick_once(database_url, monkeypatch, ray)
+    rows = jobs(conn)
+    assert why(rows[ok]) == ("FAILED", "DependencyNeverSatisfied", why(rows[ok])[2]) and str(array) in why(rows[ok])[2]
+    assert rows[ended]["state"] == "SUBMITTED"
