@@ -82,21 +82,32 @@ def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[i
 
 def states_of(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
     """The states of these jobs, by id, in any group (the jobs a group's pending jobs wait for); a
-    job gone is not in it. An array's id (its first task's) stands for all its tasks: RUNNING while
-    one has not ended, then FAILED if one failed or was stopped, else CANCELLED if one was
-    cancelled, else SUCCEEDED; so `--after ARRAY_ID` waits for every task."""
+    job gone is not in it. An array's id (its first task's) stands for all its tasks, so that
+    `--after ARRAY_ID` waits for every task: RUNNING while one has not ended (read through the
+    tasks not ended, sql/0028), then FAILED if one failed or was stopped, else CANCELLED if one was
+    cancelled, else SUCCEEDED. Only that last judgement reads an array's finished tasks: once, in
+    the tick that decides its dependents."""
     if not ids:
         return {}
-    return dict(conn.cursor(row_factory=tuple_row).execute(
-        """SELECT j.id, CASE WHEN j.array_id IS DISTINCT FROM j.id THEN j.state ELSE (
-                   SELECT CASE WHEN bool_or(t.state <> ALL(%(finished)s)) THEN %(running)s
-                               WHEN bool_or(t.state IN (%(failed)s, %(stopped)s)) THEN %(failed)s
-                               WHEN bool_or(t.state = %(cancelled)s) THEN %(cancelled)s
-                               ELSE %(succeeded)s END
-                   FROM jobs t WHERE t.array_id = j.id) END
-           FROM jobs j WHERE j.id = ANY(%(ids)s)""",
-        {"ids": ids, "finished": list(states.FINISHED), "running": states.RUNNING, "failed": states.FAILED,
-         "stopped": states.STOPPED, "cancelled": states.CANCELLED, "succeeded": states.SUCCEEDED}).fetchall())
+    # The unfinished states as literals: PostgreSQL proves the partial index's predicate only from
+    # constants, not from parameters.
+    rows = conn.cursor(row_factory=tuple_row).execute(
+        """SELECT j.id, j.state, j.array_id IS NOT DISTINCT FROM j.id AS of_array, g.going IS NOT NULL AS going
+           FROM jobs j LEFT JOIN LATERAL (
+               SELECT 1 AS going FROM jobs t WHERE t.array_id = j.id
+               AND t.state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING') LIMIT 1) g ON true
+           WHERE j.id = ANY(%s)""", (ids,)).fetchall()
+    found = {job_id: states.RUNNING if of_array and going else state for job_id, state, of_array, going in rows}
+    ended = [job_id for job_id, _, of_array, going in rows if of_array and not going]
+    if ended:
+        found |= dict(conn.cursor(row_factory=tuple_row).execute(
+            """SELECT array_id, CASE WHEN bool_or(state IN (%(failed)s, %(stopped)s)) THEN %(failed)s
+                                     WHEN bool_or(state = %(cancelled)s) THEN %(cancelled)s
+                                     ELSE %(succeeded)s END
+               FROM jobs WHERE array_id = ANY(%(ids)s) GROUP BY array_id""",
+            {"ids": ended, "failed": states.FAILED, "stopped": states.STOPPED, "cancelled": states.CANCELLED,
+             "succeeded": states.SUCCEEDED}).fetchall())
+    return found
 
 
 def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:
