@@ -48,15 +48,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiohttp  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
+import aiohttp
+import psycopg
+from psycopg import sql
+from serve import free_port
+from tick import fresh_database
 
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.gateway.server import MEMORY_BOUND_MIB  # noqa: E402
-from job.store import tokens  # noqa: E402
-from serve import free_port  # noqa: E402  (bench/serve.py)
-from tick import fresh_database  # noqa: E402  (bench/tick.py)
+from job.devtools.local_postgres import start_embedded, with_database
+from job.gateway.server import MEMORY_BOUND_MIB
+from job.store import tokens
 
 LOGIN = "bench_gateway"
 # The gateway pod's memory limit (k8s/gateway.yaml).

@@ -50,11 +50,11 @@ from psycopg.rows import dict_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job import api  # noqa: E402
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec  # noqa: E402
-from job.store.migrations import migrate  # noqa: E402
-from job.store.tokens import create_token  # noqa: E402
+from job import api
+from job.devtools.local_postgres import start_embedded, with_database
+from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec
+from job.store.migrations import migrate
+from job.store.tokens import create_token
 
 HERE = Path(__file__).resolve().parent.parent
 BUDGET_P50_S, BUDGET_P90_S, BUDGET_MAKESPAN = 0.3, 1.0, 1.05

@@ -39,9 +39,9 @@ from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.adapters.ray_cluster import RayCluster  # noqa: E402
-from job.core.observed import RunningJob, observe  # noqa: E402
-from job.core.resources import Resources  # noqa: E402
+from job.adapters.ray_cluster import RayCluster
+from job.core.observed import RunningJob, observe
+from job.core.resources import Resources
 
 RECORDS = json.loads((Path(__file__).resolve().parent / "ray_state_records.json").read_text())
 JOBS = 100

@@ -38,14 +38,14 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.core import collection  # noqa: E402
-from job.core.planner import Snapshot, plan  # noqa: E402
+from job.core import collection
+from job.core.planner import Snapshot, plan
 
 POLICIES = ("fifo", "lifo", "drf", "fairshare")
 SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")
@@ -58,7 +58,7 @@ VALIDATE_BUDGET_S = 1.0
 RSS_BUDGET_GIB = 1.5
 # The line a size's process gives its figures on, for the budgets.
 FIGURES = "figures: "
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def shapes() -> list[tuple[dict, dict]]:

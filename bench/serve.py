@@ -29,14 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
+import psycopg
+from tick import fresh_database, size
 
-from job.devtools.local_postgres import start_embedded  # noqa: E402
-from job.scheduler.report import GroupResult  # noqa: E402
-from job.scheduler.ticks import tick_row  # noqa: E402
-from job.serve.server import Source  # noqa: E402
-from job.store import events, ticks  # noqa: E402
-from tick import fresh_database, size  # noqa: E402  (bench/tick.py)
+from job.devtools.local_postgres import start_embedded
+from job.scheduler.report import GroupResult
+from job.scheduler.ticks import tick_row
+from job.serve.server import Source
+from job.store import events, ticks
 
 NODES = 10
 ACTIVE = 50

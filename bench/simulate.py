@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.plan import size  # noqa: E402
-from job.core.planner.snapshot import Group  # noqa: E402
-from job.core.simulate.cluster import parse_nodes  # noqa: E402
-from job.core.simulate.engine import simulate  # noqa: E402
-from job.core.simulate.generate import generate  # noqa: E402
+from bench.plan import size
+from job.core.planner.snapshot import Group
+from job.core.simulate.cluster import parse_nodes
+from job.core.simulate.engine import simulate
+from job.core.simulate.generate import generate
 
 NODES = "1000x{CPU:32,GPU:8,memory:256GiB}"
 USERS = 1000

@@ -54,17 +54,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
-from psycopg.types.json import Jsonb  # noqa: E402
+import psycopg
+from psycopg.types.json import Jsonb
 
-from job import log  # noqa: E402
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.store.migrations import migrate  # noqa: E402
-from job.scheduler.config import TickConfig  # noqa: E402
-from job.core.planner import plan  # noqa: E402
-from job.scheduler import tick as tick_module  # noqa: E402
-from job.scheduler.pending import PendingRows  # noqa: E402
-from job.scheduler.tick import run_tick  # noqa: E402
+from job import log
+from job.core.planner import plan
+from job.devtools.local_postgres import start_embedded, with_database
+from job.scheduler import tick as tick_module
+from job.scheduler.config import TickConfig
+from job.scheduler.pending import PendingRows
+from job.scheduler.tick import run_tick
+from job.store.migrations import migrate
 
 USERS = 1000
 # A steady tick at 100,000 pending jobs, outside Ray: at most this long, and at most this many times
@@ -221,8 +221,9 @@ def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 30
 
 
 def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None:
-    from job.adapters.ray_cluster import cluster_for
     from ray.job_submission import JobSubmissionClient
+
+    from job.adapters.ray_cluster import cluster_for
 
     print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop "
           f"(medians of {rounds} rounds, each batch on an idle cluster) ==")

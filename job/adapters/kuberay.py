@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from job import log
-from job.core.specs import NodeType
 from job.core.errors import BadInput, ClusterNotReady
+from job.core.specs import NodeType
 
 DEFAULT_DASHBOARD_PORT = 8265
 # (connect, read) seconds: a hung API server must not eat the loop's few seconds per tick.

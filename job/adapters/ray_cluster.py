@@ -23,11 +23,12 @@ Errors, as the tick sees them:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Any, Callable, Generic, TypedDict, TypeVar
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -38,8 +39,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from job import log
 from job.core.errors import JobError, NotFound, Unavailable
 from job.core.observed import Bundle, ClusterWork, PlacementGroup, Work
-from job.core.resources import Resources
 from job.core.redact import redact_url
+from job.core.resources import Resources
 from job.core.runtime_env import runtime_env_problem
 
 T = TypeVar("T")
@@ -136,7 +137,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def _utc(ms: int | None) -> datetime | None:
-    return None if not ms else datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return None if not ms else datetime.fromtimestamp(ms / 1000, UTC)
 
 
 class RayCluster:
@@ -518,7 +519,7 @@ def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:
     return cluster_for(ray_address, timeout_s)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cluster_for(address: str, timeout_s: float) -> RayCluster:
     """The process-wide RayCluster of a dashboard address: one session, its connections kept open."""
     return RayCluster(address, timeout_s)

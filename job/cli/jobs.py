@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
@@ -15,7 +15,6 @@ from job.core.job import REQUIRED, SHOWN, SUBMITTED, Job, JobField
 from job.core.job_row import row_problem
 from job.core.units import format_duration, time_of_day
 from job.store import jobs as job_rows
-
 
 # `--resource`'s shortcuts, before it: option, resource name, help.
 _BUILTIN_RESOURCES = (("--cpus", "CPU", "CPUs (default 1 when no resource is given)"), ("--gpus", "GPU", None),
@@ -192,7 +191,7 @@ def list_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print_json([job_json(job) for job in found])
         return 0
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     problems = {job.id: row_problem(job) for job in found}
     print_table(
         [{**{field.shown: getattr(job, field.column) for field in SHOWN},
@@ -257,7 +256,7 @@ def show(args: argparse.Namespace) -> int:
         shown["position"] = job.queue_position
         start = job.estimated_start_at
         shown["estimated start"] = (job.estimate_basis if start is None else
-                                    f"about {time_of_day(start, datetime.now(timezone.utc))}, {job.estimate_basis}")
+                                    f"about {time_of_day(start, datetime.now(UTC))}, {job.estimate_basis}")
     print_fields(shown)
     return 0
 
@@ -270,5 +269,5 @@ def _reserved_words(job: Job) -> str:
     if held["kind"] != "head":
         return f"{nodes}, to start once its victims have stopped"
     start = job.reserved_start
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return f"{nodes}, expected to start " + ("at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}")

@@ -12,8 +12,8 @@ from pathlib import Path
 from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
-from job.core.errors import BadInput
 from job.core.accounts import walk
+from job.core.errors import BadInput
 from job.core.planner.snapshot import Account, Group, User, check_tree
 from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json

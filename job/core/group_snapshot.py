@@ -14,8 +14,8 @@ import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
-from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
+from job.core.group import GroupConfig
 from job.core.job_row import stored_problem
 from job.core.jobs import ActiveJob
 from job.core.members import AccountRow, Member

@@ -40,7 +40,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         placement_groups: int
         actors: int
         tasks: int
-        over_since: Optional[str] = None
+        over_since: str | None = None
 
     shapes = {
         "duration": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),

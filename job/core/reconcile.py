@@ -43,15 +43,15 @@ the few seconds a worker takes to start (STARTING_S)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from job.core.jobs import ActiveJob
 from job.core.resources import Resources, describe, to_units
+from job.core.states import FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED, SUBMITTING, Reason
 from job.core.units import format_duration
-from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
-                             SUBMITTING, Reason)
 
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
 STOP_REASONS = (Reason.CANCELLED, Reason.RUNTIME_LIMIT, Reason.OVER_USE)

@@ -29,7 +29,7 @@ class Resources(Mapping[str, int]):
     Amounts may be negative (a node over-committed by someone else has negative free resources,
     which simply fits nothing)."""
 
-    __slots__ = ("_units", "_hash")
+    __slots__ = ("_hash", "_units")
 
     def __init__(self, units: Mapping[str, int] | Iterable[tuple[str, int]] = ()):
         self._units = {name: amount for name, amount in dict(units).items() if amount}

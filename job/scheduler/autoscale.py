@@ -29,10 +29,10 @@ import psycopg
 from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import autoscale, specs
-from job.core.specs import NodeType
 from job.core.errors import BadInput, Unavailable
 from job.core.group import GroupConfig
 from job.core.planner import Plan, Snapshot
+from job.core.specs import NodeType
 from job.scheduler.report import GroupResult, Steps
 from job.store import groups
 

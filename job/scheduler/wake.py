@@ -22,7 +22,8 @@ ticks on its timer."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
@@ -54,7 +54,7 @@ class Source:
                 self._close()
                 raise
             self.statements = conn.statements - before
-            now = report.groups[0]["now"] if report.groups else datetime.now(timezone.utc)
+            now = report.groups[0]["now"] if report.groups else datetime.now(UTC)
             self._report = (time.monotonic(), report, now)
             return report, now
 
@@ -94,7 +94,7 @@ def handler_for(source: Source) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "job-serve"
 
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:  # the standard library's name
             path = self.path.split("?", 1)[0]
             try:
                 if path == "/metrics":
@@ -121,7 +121,7 @@ def handler_for(source: Source) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 (the standard library's name)
+        def log_message(self, format: str, *args) -> None:  # the standard library's names
             # One line per request would drown the log at a scrape every few seconds: errors only.
             pass
 

@@ -10,7 +10,8 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.errors import Conflict, NotFound
-from job.core.group import OPTIONS as _GROUP_COLUMNS, GroupConfig
+from job.core.group import OPTIONS as _GROUP_COLUMNS
+from job.core.group import GroupConfig
 from job.core.specs import GroupSpec
 from job.store.params import json_param
 

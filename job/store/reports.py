@@ -9,6 +9,7 @@ import psycopg
 
 from job.core import states
 
+
 def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
     """The groups, each with its last successful tick (when, its steps, the nodes it saw), its last
     failed tick's time and cause when that came after (`failing_since`, `failing_cause`: None for a

@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from job import log
-from job.core.errors import NotFound, Unavailable
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
+from job.core.errors import NotFound, Unavailable
 from job.core.observed import Bundle, PlacementGroup, Work
 from job.core.resources import Resources
 

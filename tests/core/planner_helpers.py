@@ -3,7 +3,7 @@ from docs/planner.md (slow and obvious) that the real planner must agree with.""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -12,7 +12,7 @@ from job.core.planner import Snapshot, plan
 from job.core.resources import dominant_share, fits, to_units
 from job.core.usage import usage_share
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 GIB = 2**30
 
 
@@ -98,7 +98,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
     def age(pair):
         position, job = pair
         when = job.submitted_at
-        return (-job.priority, when or datetime.min.replace(tzinfo=timezone.utc), 0 if when else position, len(job.id), job.id)
+        return (-job.priority, when or datetime.min.replace(tzinfo=UTC), 0 if when else position, len(job.id), job.id)
 
     jobs = [job for _, job in sorted(enumerate(snap.pending), key=age)]
     if group.policy == "lifo":

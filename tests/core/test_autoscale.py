@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planner_helpers import said_as_waiting
 
 from job.cli.options import format_node_type, parse_node_type, read_fields
 from job.core import autoscale
@@ -14,7 +15,6 @@ from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources
 from job.core.specs import GroupSpec, NodeType, parse_node_types, validated
-from planner_helpers import said_as_waiting
 
 GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
 CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)

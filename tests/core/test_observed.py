@@ -4,14 +4,24 @@ records; ours and outside load per node; the fallback when Ray truncated a list;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job.core.observed import (Bundle, ClusterWork, PlacementGroup, RunningJob, Work, held_by, observe, over, record,
-                               SUPERVISOR_PREFIX)
+from job.core.observed import (
+    SUPERVISOR_PREFIX,
+    Bundle,
+    ClusterWork,
+    PlacementGroup,
+    RunningJob,
+    Work,
+    held_by,
+    observe,
+    over,
+    record,
+)
 from job.core.resources import Resources
 
 
@@ -121,7 +131,7 @@ def test_held_by_names_the_job_its_user_its_use_and_its_declaration():
     assert held_by(GREEDY, seen.jobs[42]) == "held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5"
 
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def test_the_record_gives_declared_used_and_charged_what_ray_says_it_is_and_since_when_it_is_over():

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from msgspec import structs
+from planner_helpers import PROPERTY, snapshot, snapshots
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.carried import Carried
 from job.core.planner.snapshot import Running
-from planner_helpers import PROPERTY, snapshot, snapshots
 
 
 def _fresh(document: Snapshot, carried_jobs: list[Running]) -> dict:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from planner_helpers import PROPERTY, at, reference, run, snapshot, snapshots
 from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import MAX_BUNDLES, describe_error
 from job.core.resources import Resources, footprint, to_units
-from planner_helpers import PROPERTY, snapshots
-from planner_helpers import at, reference, run, snapshot
 
 SELECTORS = ("legacy", "dispersed", "concentrated", "roundrobin")
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")

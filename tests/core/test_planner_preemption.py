@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from planner_helpers import NOW, said_as_waiting
+from preemption_helpers import CLASS_NAMES, CLASSES, USERS, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
-from planner_helpers import NOW, said_as_waiting
-from preemption_helpers import CLASS_NAMES, CLASSES, USERS, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 from job.core.resources import to_units
 
 

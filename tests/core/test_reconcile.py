@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from job.core.jobs import ActiveJob
-from job.core.reconcile import (INFRA_REASONS, RAY_FAULTS, CancelAbsent, Finish, NodeRoom, OverUse, Requeue, Resend,
-                                StartCheck, Track, over_use, reconcile, reconcile_all, start_check)
+from job.core.reconcile import (
+    INFRA_REASONS,
+    RAY_FAULTS,
+    CancelAbsent,
+    Finish,
+    NodeRoom,
+    OverUse,
+    Requeue,
+    Resend,
+    StartCheck,
+    Track,
+    over_use,
+    reconcile,
+    reconcile_all,
+    start_check,
+)
 from job.core.resources import to_units
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(minutes=10)
 
 

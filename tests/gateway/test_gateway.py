@@ -17,19 +17,17 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
-
 import pytest
 import requests
+from cli_helpers import database_contents, run_cli
+from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
 from psycopg import sql
 from ray.job_submission import JobStatus, JobSubmissionClient
+from tick_helpers import add_group, wait_for
 
 from job import api
 from job.store import gateway as gateway_store
-
-from cli_helpers import database_contents, run_cli
-from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
 from job.store import tokens
-from tick_helpers import add_group, wait_for
 
 NOWHERE = "http://ray.invalid:8265"
 CAROL = "jobgw_carol"
@@ -361,7 +359,7 @@ class Dashboard(ThreadingHTTPServer):
         dashboard = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:  # the standard library's name
                 dashboard.asked.append(self.path)
                 self.send_response(200 if self.path.startswith("/api/packages/gcs/") else 404)
                 self.send_header("Content-Length", "0")

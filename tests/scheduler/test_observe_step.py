@@ -6,12 +6,12 @@ declaration instead."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-
-import pytest
+from datetime import UTC, datetime, timedelta
 
 import fake_ray
+import pytest
 from fake_ray import FakeRay
+
 from job.core.errors import Unavailable
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, Work
 from job.core.resources import Resources
@@ -28,7 +28,7 @@ def greedy(conn):
     conn.execute("INSERT INTO resource_groups (name, ray_address, policy, half_life_s) VALUES ('main', %s, 'drf', 3600)",
                  (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('greedy')")
-    started = datetime.now(timezone.utc) - timedelta(minutes=1)
+    started = datetime.now(UTC) - timedelta(minutes=1)
     job_id = conn.execute(
         """INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, attempt, submission_id, node,
                              started_at, submitted_at)

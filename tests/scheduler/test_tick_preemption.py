@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
-from psycopg.types.json import Jsonb
-
 from cli_helpers import run_process
+from psycopg.types.json import Jsonb
+from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
+
 from job import log
 from job.adapters.ray_cluster import cluster_for
 from job.api import cancel, submit
 from job.core.errors import BadInput
-from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
 
 pytestmark = pytest.mark.ray
 
