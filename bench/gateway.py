@@ -134,7 +134,7 @@ async def client(base: str, token: str, index: int, count: int) -> list[float]:
 async def load(base: str, tokens_: list[str], submissions: int) -> tuple[float, list[float]]:
     shares = [submissions // len(tokens_) + (1 if i < submissions % len(tokens_) else 0) for i in range(len(tokens_))]
     began = time.perf_counter()
-    results = await asyncio.gather(*(client(base, token, i, n) for i, (token, n) in enumerate(zip(tokens_, shares))))
+    results = await asyncio.gather(*(client(base, token, i, n) for i, (token, n) in enumerate(zip(tokens_, shares, strict=True))))
     return time.perf_counter() - began, [t for took in results for t in took]
 
 

@@ -244,7 +244,7 @@ class Bench:
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
             port = free.getsockname()[1]
-        out = stack.enter_context(open(self.folder / "gateway.log", "wb"))
+        out = stack.enter_context(open(self.folder / "gateway.log", "wb"))  # noqa: SIM115 - the stack closes it
         process = subprocess.Popen([sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                    cwd=code, stdout=out, stderr=subprocess.STDOUT,
                                    env={**os.environ, "JOB_DATABASE_URL": self.url, "PYTHONPATH": str(code)})

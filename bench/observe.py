@@ -166,7 +166,7 @@ def _measure(cluster: RayCluster, size: int, repeat: int, sent: int) -> dict[str
     assert not work.truncated and len(work.actors) == size and len(work.tasks) == size and seen.fallback is None
     assert sum(use.actors for use in seen.jobs.values()) == size - JOBS
     return {"work": statistics.median(fetch), "observe": statistics.median(compute),
-            "both": statistics.median(a + b for a, b in zip(fetch, compute)), "cpu": statistics.median(cpu),
+            "both": statistics.median(a + b for a, b in zip(fetch, compute, strict=True)), "cpu": statistics.median(cpu),
             "bytes": sent}
 
 

@@ -193,7 +193,7 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
         for selector in selectors:
             group = base.group.model_copy(update={"policy": policy, "selector": selector})
             shot = base.model_copy(update={"group": group})
-            seconds, cpu = median_time(lambda: plan(shot), repeat)
+            seconds, cpu = median_time(partial(plan, shot), repeat)
             result = plan(shot)
             first = first or (shot, policy, selector)
             slowest = max(slowest, (seconds, cpu, f"{policy}/{selector}"))
@@ -204,12 +204,12 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
             )
             if teams:
                 tree = with_accounts(shot)
-                down, _ = median_time(lambda: plan(tree), repeat)
+                down, _ = median_time(partial(plan, tree), repeat)
                 print(f"    + accounts (4x5 teams) plan {down:7.3f}s  ratio to flat {down / seconds:5.2f}  "
                       f"placed {len(plan(tree).placements):>6,}", flush=True)
             for mode in ("priority", "fairshare") if preemption else ():
                 classed = with_preemption(shot, mode)
-                with_classes, _ = median_time(lambda: plan(classed), repeat)
+                with_classes, _ = median_time(partial(plan, classed), repeat)
                 result = plan(classed)
                 print(f"    + classes, preemption {mode:<9} plan {with_classes:7.3f}s  ratio to no classes "
                       f"{with_classes / seconds:5.2f}  placed {len(result.placements):>6,}  "

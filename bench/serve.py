@@ -106,7 +106,7 @@ def measure(url: str, requests: int) -> dict:
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit("serve did not start")
+                    raise SystemExit("serve did not start") from None
                 time.sleep(0.2)
         times = {}
         for path in ("/metrics", "/"):

@@ -230,7 +230,7 @@ def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None
     nodes = cluster_for(address, 10.0).nodes({}, use_head_node=False)
     client = JobSubmissionClient(address)
     bare, tick, submit_step = [], [], []
-    for round_ in range(rounds):
+    for _ in range(rounds):
         prefix = uuid.uuid4().hex[:6]
         ids = [f"bare-{prefix}-{i}" for i in range(count)]
         started = time.perf_counter()

@@ -220,7 +220,7 @@ class RayCluster:
         whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
         that did not answer) is named in `truncated`: what it misses cannot be told from nothing."""
         with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
-            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS)))
+            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS), strict=True))
         truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
         # Thousands of records ask for a handful of distinct amounts: each made once (Resources is immutable).
         shapes: dict[tuple, Resources] = {}

@@ -77,7 +77,7 @@ def job_json(job: Job) -> dict:
         **{field.shown: _shown(field, getattr(job, field.column)) for field in SHOWN},
         # Pending jobs' place in plan order and estimated start, as the last tick worked them out
         # (None past the first 1,000 in line, or before the first tick; the basis says why none).
-        **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(job))),
+        **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(job), strict=True)),
         # A pending job's reservation (None: it holds none): why it holds it (`preemption`, `head`),
         # its nodes (its driver's first) and when it is expected to start there (None: not known).
         "reservation": _reservation(job),
@@ -240,7 +240,7 @@ def show(args: argparse.Namespace) -> int:
     # Each bundle with its planned node beside it, once placed.
     nodes = job.bundle_nodes or [None] * len(job.bundles or ())
     shown["bundles"] = "; ".join(format_resources(bundle) + (f" on {node}" if node else "")
-                                 for bundle, node in zip(job.bundles or (), nodes)) or "-"
+                                 for bundle, node in zip(job.bundles or (), nodes, strict=False)) or "-"
     del shown["bundle_nodes"]
     if job.observed is not None:
         shown.update(_observed(job.observed))

@@ -23,9 +23,9 @@ def print_json(value: Any) -> None:
 def print_table(rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
     cells = [[_cell(row.get(column)) for column in columns] for row in rows]
     widths = [max([len(column)] + [len(line[i]) for line in cells]) for i, column in enumerate(columns)]
-    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths)).rstrip())
+    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths, strict=True)).rstrip())
     for line in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 def print_fields(fields: dict[str, Any]) -> None:

@@ -135,7 +135,7 @@ def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> t
 def held_parts(job: ActiveJob) -> list[tuple[str, dict]]:
     """(node, request) of each part of a placed job's footprint: its driver on its node, each bundle
     on the node planned for it. Held in the books there until the job ends."""
-    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or ())]
+    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or (), strict=False)]
 
 
 def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[RunningJob]:
@@ -146,7 +146,7 @@ def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[Run
     for job in active:
         ray_job = ray_jobs.get(job.submission_id)
         if ray_job is not None and ray_job.status == RAY_RUNNING and (ray_job.driver_node_id or job.node):
-            bundles = tuple(Bundle(node, Resources.of(bundle)) for node, bundle in zip(job.bundle_nodes or (), job.bundles or ()))
+            bundles = tuple(Bundle(node, Resources.of(bundle)) for node, bundle in zip(job.bundle_nodes or (), job.bundles or (), strict=False))
             running.append(RunningJob(job.id, job.user_name, job.submission_id, ray_job.driver_job_id,
                                       ray_job.driver_node_id or job.node, Resources.of(job.resources), bundles))
     return running

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def _shapes() -> dict[str, TypeAdapter]:
     # Built at the first row checked, pydantic and the snapshot's shapes (the planner's package) with
     # them: they are not for a command that finds no row, `jobs` on an empty queue (issue 24).
-    from typing import Annotated, Optional
+    from typing import Annotated
 
     from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter
 
@@ -43,12 +43,12 @@ def _shapes() -> dict[str, TypeAdapter]:
         over_since: str | None = None
 
     shapes = {
-        "duration": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),
+        "duration": TypeAdapter(Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None),
         "resources": TypeAdapter(ResourceMap),
         "labels": TypeAdapter(dict[str, str]),
-        "bundles": TypeAdapter(Optional[Bundles]),
-        "nodes": TypeAdapter(Optional[list[str]]),
-        "observed": TypeAdapter(Optional[Observed]),
+        "bundles": TypeAdapter(Bundles | None),
+        "nodes": TypeAdapter(list[str] | None),
+        "observed": TypeAdapter(Observed | None),
     }
     return {field.column: shapes[field.stored] for field in STORED}
 

@@ -70,7 +70,7 @@ def test_a_dashboard_endpoint_that_is_not_a_port_is_refused(api):
     status = ready_status("c")
     status["endpoints"]["dashboard"] = "dashboard"  # a named targetPort, as KubeRay copies it
     api.put("ml", "c", status)
-    with pytest.raises(ClusterNotReady, match="status.endpoints.dashboard is 'dashboard', not a port number"):
+    with pytest.raises(ClusterNotReady, match=r"status\.endpoints\.dashboard is 'dashboard', not a port number"):
         kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 

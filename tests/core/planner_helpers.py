@@ -232,7 +232,7 @@ def snapshots(draw, policy=None, loaded=False):
     nodes = {ident: (draw(st.sampled_from(NODE_RESOURCES)), draw(st.sampled_from(LABELS))) for ident in node_ids}
     outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE])) for ident in node_ids}
     running = [
-        (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from(node_ids + ["gone"])), draw(st.sampled_from(REQUESTS)))
+        (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from([*node_ids, "gone"])), draw(st.sampled_from(REQUESTS)))
         for i in range(draw(st.integers(0, 4)))
     ]
     # Ids around 9 and 10: "10" must come after "9".

@@ -54,7 +54,7 @@ def test_node_type_text(text, fields):
     ("g/pu=CPU:8:max=1", "not a valid node type name"),
 ])
 def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
-    with pytest.raises(BadInput, match="^node_types: ") as refused:
+    with pytest.raises(BadInput, match=r"^node_types: ") as refused:
         validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "node_types": [text]}))
     assert error in str(refused.value)
 

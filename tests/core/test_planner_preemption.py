@@ -566,7 +566,7 @@ def _parts(job_: dict, node: str, bundle_nodes: list[str] | None) -> list[tuple[
     """(node, units) of each part of a job: its driver on `node`, each bundle on its node."""
     bundles = job_.get("bundles", [])
     homes = bundle_nodes or [node] * len(bundles)
-    return [(node, _units(job_["resources"])), *((home, _units(b)) for home, b in zip(homes, bundles))]
+    return [(node, _units(job_["resources"])), *((home, _units(b)) for home, b in zip(homes, bundles, strict=True))]
 
 
 # A node over-committed by outside work (n0 holds 5 of its 2 CPUs) once counted its deficit

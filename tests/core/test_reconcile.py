@@ -200,7 +200,7 @@ def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
 def test_a_supervisor_that_could_not_start_is_said_so():
     ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW, message="Job supervisor actor failed to start within 900.0 seconds.",
                      error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
-    [reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
+    [_reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
     assert message.startswith("Ray's job supervisor could not start (JOB_SUPERVISOR_ACTOR_START_TIMEOUT): Job supervisor")
 
 

@@ -317,10 +317,10 @@ def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users,
     sdk.submit_job(entrypoint="python wait.py", submission_id="waits")
 
     async def open_and_leave() -> None:
-        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
-            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
-                await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
-                assert not ws.closed
+        async with (aiohttp.ClientSession(headers=headers(users[ALICE])) as session,
+                    session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws):
+            await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
+            assert not ws.closed
     asyncio.run(open_and_leave())
     wait_for(lambda: "gateway_tail_ended" in gateway.log())
     assert 'event=gateway_tail_ended group=gpu submission_id=waits why="client left"' in gateway.log(), gateway.log()
@@ -328,9 +328,9 @@ def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users,
     sdk.stop_job("waits")
 
     async def follow() -> list[str]:
-        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
-            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
-                return [message.data async for message in ws]
+        async with (aiohttp.ClientSession(headers=headers(users[ALICE])) as session,
+                    session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws):
+            return [message.data async for message in ws]
     assert asyncio.run(asyncio.wait_for(follow(), 30)) == []
     assert 'submission_id=waits why="job CANCELLED"' in gateway.log(), gateway.log()
 

@@ -151,7 +151,7 @@ def run(database_url, monkeypatch, ray: FakeRay) -> None:
 def test_known_run_times_give_exact_estimates_and_an_unknown_one_none_saying_why(conn, database_url, monkeypatch, group):
     started = group
     # Both nodes (4 CPUs each) full: alice's job for 10 min more at most, bob's of unknown run time.
-    r1, ray1 = running(conn, "alice", "node-a", started, 1200)
+    _r1, ray1 = running(conn, "alice", "node-a", started, 1200)
     r2, ray2 = running(conn, "bob", "node-b", started, None)
     p1 = pending(conn, "alice", 300, started)
     p2 = pending(conn, "carol", None, started + timedelta(seconds=1))

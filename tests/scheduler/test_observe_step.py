@@ -72,7 +72,7 @@ def test_the_use_is_recorded_once_and_written_again_only_when_it_changes(conn, d
 
 
 def test_usage_is_charged_on_what_the_job_uses(conn, database_url, monkeypatch, greedy):
-    job_id, ray = greedy
+    _job_id, ray = greedy
     monkeypatch.setattr(ray, "work", lambda: work(3))
     run(database_url, monkeypatch, ray)  # the first charge only starts the clock
     conn.execute("UPDATE resource_groups SET usage_charged_at = now() - interval '100 seconds'")

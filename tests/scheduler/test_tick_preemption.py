@@ -216,7 +216,7 @@ UNSTOPPABLE = {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "600"}}
 def test_a_job_that_ignores_sigterm_is_still_stopped_by_cancel_preemption_and_max_runtime(ray, conn):
     add_classes_group(conn, ray.address, "priority", max_attempts=1)
     # A stop wait of its own would keep it RUNNING for 600 s after every stop: refused at submit.
-    with pytest.raises(BadInput, match="env_vars.RAY_JOB_STOP_WAIT_TIME_S: "):
+    with pytest.raises(BadInput, match=r"env_vars\.RAY_JOB_STOP_WAIT_TIME_S: "):
         submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, runtime_env=UNSTOPPABLE)
     b = {"node_labels": {"pool": "b"}, "priority_class": "high"}
     victim = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 2}, node_labels={"pool": "a"})

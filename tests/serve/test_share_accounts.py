@@ -45,7 +45,7 @@ def test_share_shows_the_tree_with_each_nodes_figures(teams, capsys):
     assert header.split()[:4] == ["GROUP", "ACCOUNT/USER", "SHARES", "NORM_SHARES"]
     at = header.index("ACCOUNT/USER")
     assert [line[at:at + 6].rstrip() for line in lines] == ["A/", "  A1/", "    a1", "    a2", "B/", "  b", "r"]
-    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:])) for line in lines}
+    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:], strict=True)) for line in lines}
     # Three active children of the root (A, B, r): a third each; A's third goes to A1, then halved.
     assert {name: row["entitled"] for name, row in figures.items()} == {
         "A/": "0.333", "A1/": "0.333", "a1": "0.167", "a2": "0.167", "B/": "0.333", "b": "0.333", "r": "0.333"}

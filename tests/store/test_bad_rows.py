@@ -5,6 +5,7 @@ must tick and read exactly as it does with no bad row at all."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -101,7 +102,7 @@ def _fill(url: str, name: str, monkeypatch) -> tuple[str, dict[str, list[int]]]:
             ids[group] = [api.submit(user="alice", group=group, entrypoint="true", resources={"CPU": 1},
                                      bundles=[{"CPU": 1}], bundle_strategy="PACK", database_url=url)
                           for _ in range(3)]
-            pending, active, done = ids[group]
+            _pending, active, done = ids[group]
             for job_id, state in ((active, "RUNNING"), (done, "SUCCEEDED")):
                 submission = f"{group}-{job_id}"
                 conn.execute("UPDATE jobs SET state = %s, submission_id = %s, node = 'node-a', attempt = 1, "
@@ -167,11 +168,11 @@ def _bad_row_ticks_and_reads(data, table, column, data_type, url, ids, baseline,
     value = data.draw(BY_TYPE[data_type], label="value")
     row = data.draw(st.sampled_from(ids["bad"]), label="job") if table == "jobs" else "bad"
     key = "id" if table == "jobs" else "name"
-    with psycopg.connect(url, autocommit=True) as admin:
-        try:
-            admin.execute(f'UPDATE {table} SET "{column}" = %s WHERE {key} = %s', (value, row))
-        except (psycopg.errors.IntegrityError, psycopg.errors.DataError, psycopg.errors.InvalidTextRepresentation):
-            pass  # the database's own checks refused it: nothing bad was written
+    # The database's own checks may refuse it: then nothing bad was written.
+    with (psycopg.connect(url, autocommit=True) as admin,
+          contextlib.suppress(psycopg.errors.IntegrityError, psycopg.errors.DataError,
+                              psycopg.errors.InvalidTextRepresentation)):
+        admin.execute(f'UPDATE {table} SET "{column}" = %s WHERE {key} = %s', (value, row))
     _reads(capsys, ids)
 
     results = _tick(url)
@@ -207,7 +208,7 @@ def failures(monkeypatch):
 
 
 def test_a_group_whose_default_class_names_no_class_fails_alone_and_shows_failing(world, failures, capsys):
-    url, ids = world
+    url, _ids = world
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("UPDATE resource_groups SET default_class = 'nope' WHERE name = 'bad'")
 

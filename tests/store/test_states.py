@@ -82,7 +82,7 @@ def test_a_transition_names_its_sources_and_target():
     assert states.REQUEUE_INFRA_SPENT.target == states.FAILED
     assert states.REQUEST_CANCEL.targets == list(states.ACTIVE)
     with pytest.raises(ValueError):
-        states.RECONCILE.target  # several targets: no single one
+        _ = states.RECONCILE.target  # several targets: no single one
 
 
 def _reachable(start: str) -> set[str]:
@@ -97,7 +97,7 @@ def _reachable(start: str) -> set[str]:
 
 # --- No state named in the store's SQL ----------------------------------------------------------
 
-_QUOTED_STATE = re.compile(r"""(['"])(%s)\1""" % "|".join(states.STATES))
+_QUOTED_STATE = re.compile(r"""(['"])({})\1""".format("|".join(states.STATES)))
 
 
 def quoted_states(text: str) -> list[tuple[int, str]]:
