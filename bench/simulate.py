@@ -85,7 +85,8 @@ def main() -> None:
             base.setdefault(policy, seconds)
             print(f"  {size(text):>8,} jobs  {policy:<9}  {figure['seconds']:7.1f} s ({seconds:.1f} s CPU)"
                   f"  {figure['events'] / seconds:9,.0f} events per CPU second"
-                  f"  ticks {figure['ticks']:>6,}  plans {figure['plans']:>6,}  {1000 * seconds / max(figure['plans'], 1):5.1f} ms/plan"
+                  f"  ticks {figure['ticks']:>6,}  plans {figure['plans']:>6,}"
+                  f"  {1000 * seconds / max(figure['plans'], 1):5.1f} ms/plan"
                   f"  x{seconds / base[policy]:5.2f} of the first size", flush=True)
     policy, slowest = max(last.items(), key=lambda item: item[1]["cpu_seconds"])
     print(f"slowest configuration at {size(args.sizes.split(',')[-1]):,} jobs: {policy}, {slowest['seconds']:.1f} s "

@@ -398,34 +398,40 @@ def bench_history(server_url: str, address: str, rows: int, ray_jobs: int, pendi
             _row(f"Ray's history {real:,}, PostgreSQL none", after["none"], base)
             _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", after["history"], base)
         else:
-            # Ray's history cannot alternate with the databases (it is the cluster's), so it comes
-            # and goes between rounds instead: with, without, with, without.
-            written = WrittenRayHistory(gcs_address, ray_jobs - real)
-            results: dict[tuple[bool, str], list] = {(present, name): [] for present in (True, False) for name in urls}
-            for round_ in range(4):
-                present = round_ % 2 == 0
-                started = time.perf_counter()
-                if present:
-                    written.write()
-                else:
-                    written.remove()
-                if round_ == 0:
-                    print(f"   {ray_jobs - real:,} finished submissions written into Ray's history (its GCS KV) in "
-                          f"{time.perf_counter() - started:.0f} s; then removed and written again between rounds")
-                    listed, seconds = listed_jobs(address)
-                    print(f"   Ray's whole history lists {listed:,} jobs; listing it (/api/jobs/, which the tick "
-                          f"never asks) takes {seconds:.2f} s")
-                if round_ == 1:
-                    assert listed_jobs(address)[0] == listed - written.count, "the written history was not removed"
-                for name, found in measure(urls, ticks).items():
-                    results[(present, name)].extend(found)
-            print(f"   ({ticks * 2} ticks each, in 4 rounds; ratios to the first of these four lines)")
-            small = _row(f"Ray's history {real:,}, PostgreSQL none", results[(False, "none")])
-            _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", results[(False, "history")], small)
-            _row(f"Ray's history {ray_jobs:,}, PostgreSQL none", results[(True, "none")], small)
-            _row(f"Ray's history {ray_jobs:,}, PostgreSQL {rows:,}", results[(True, "history")], small)
+            _written_history_rounds(urls, address, ticks, rows, ray_jobs, real, gcs_address)
     for url in urls.values():
         stop_all(url, address)
+
+
+def _written_history_rounds(urls: dict[str, str], address: str, ticks: int, rows: int, ray_jobs: int, real: int,
+                            gcs_address: str) -> None:
+    """The ticks with Ray's history beyond what was run written into its GCS KV, in rounds."""
+    # Ray's history cannot alternate with the databases (it is the cluster's), so it comes
+    # and goes between rounds instead: with, without, with, without.
+    written = WrittenRayHistory(gcs_address, ray_jobs - real)
+    results: dict[tuple[bool, str], list] = {(present, name): [] for present in (True, False) for name in urls}
+    for round_ in range(4):
+        present = round_ % 2 == 0
+        started = time.perf_counter()
+        if present:
+            written.write()
+        else:
+            written.remove()
+        if round_ == 0:
+            print(f"   {ray_jobs - real:,} finished submissions written into Ray's history (its GCS KV) in "
+                  f"{time.perf_counter() - started:.0f} s; then removed and written again between rounds")
+            listed, seconds = listed_jobs(address)
+            print(f"   Ray's whole history lists {listed:,} jobs; listing it (/api/jobs/, which the tick "
+                  f"never asks) takes {seconds:.2f} s")
+        if round_ == 1:
+            assert listed_jobs(address)[0] == listed - written.count, "the written history was not removed"
+        for name, found in measure(urls, ticks).items():
+            results[(present, name)].extend(found)
+    print(f"   ({ticks * 2} ticks each, in 4 rounds; ratios to the first of these four lines)")
+    small = _row(f"Ray's history {real:,}, PostgreSQL none", results[(False, "none")])
+    _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", results[(False, "history")], small)
+    _row(f"Ray's history {ray_jobs:,}, PostgreSQL none", results[(True, "none")], small)
+    _row(f"Ray's history {ray_jobs:,}, PostgreSQL {rows:,}", results[(True, "history")], small)
 
 
 def _row(label: str, results: list, base: tuple[float, float, float] | None = None) -> tuple[float, float, float]:

@@ -334,8 +334,8 @@ class RayCluster:
               params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
               once: bool = False, **fields: object) -> Any:
         """One request's JSON answer (what `decoder` keeps of it, when given), retried on connection
-        errors and 5xx for up to retry_s (`once`: one try, within POLL_TIMEOUT_S). An HTTP error that is not retried goes to `handle` when
-        given; every other failure becomes Unavailable."""
+        errors and 5xx for up to retry_s (`once`: one try, within POLL_TIMEOUT_S). An HTTP error that
+        is not retried goes to `handle` when given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
             log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,

@@ -270,4 +270,5 @@ def _reserved_words(job: Job) -> str:
         return f"{nodes}, to start once its victims have stopped"
     start = job.reserved_start
     now = datetime.now(UTC)
-    return f"{nodes}, expected to start " + ("at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}")
+    when = "at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}"
+    return f"{nodes}, expected to start {when}"

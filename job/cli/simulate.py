@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
                     "configurations": [{key: value for key, value in result.items() if key != "shares"} for result in results]})
         return 0
     print(f"{len(trace.jobs)} jobs from {users} users" + (f" ({trace.skipped} skipped)" if trace.skipped else "")
-          + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
+          + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)},"
+          f" fairness per {format_duration(window_s)}")
     print_table([_row(result, totals) for result in results], _columns(totals))
     if accounts:
         print()

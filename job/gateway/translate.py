@@ -88,7 +88,8 @@ def submission(body: Any) -> Submission:
     body = {key: value for key, value in body.items() if value is not None}
     unknown = sorted(set(body) - _REQUEST_FIELDS)
     if unknown:
-        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
+        known = ", ".join(sorted(_REQUEST_FIELDS))
+        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {known})")
     if not isinstance(body.get("entrypoint"), str):
         raise BadInput("entrypoint: required, a string")
     options: dict[str, Any] = {"entrypoint": body["entrypoint"]}
@@ -130,7 +131,8 @@ def _metadata(metadata: dict) -> dict[str, Any]:
         name = key.removeprefix(QUEUE_PREFIX)
         field = QUEUE_FIELDS.get(name)
         if field is None:
-            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({', '.join(QUEUE_PREFIX + k for k in QUEUE_FIELDS)})")
+            keys = ", ".join(QUEUE_PREFIX + k for k in QUEUE_FIELDS)
+            raise BadInput(f"metadata.{key_named(key)}: not one of the queue's keys ({keys})")
         options[field.api_keyword] = _json_list(key, value) if field.structured else value
     if own:
         options["metadata"] = own

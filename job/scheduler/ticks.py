@@ -19,7 +19,8 @@ def tick_row(result: GroupResult) -> dict:
     return {
         "group_name": result.group, "outcome": result.status, "cause": result.cause or None,
         "seconds": round(result.seconds, 4), "steps": {step: round(ms / 1000, 4) for step, ms in result.steps_ms.items()},
-        "ray_seconds": round(result.ray_ms / 1000, 4), "placed": result.placed, "preempted": result.preempted, "running": result.running,
+        "ray_seconds": round(result.ray_ms / 1000, 4), "placed": result.placed, "preempted": result.preempted,
+        "running": result.running,
         "finished": result.finished, "waiting": dict(result.waiting), "reasons_written": result.reasons_written,
         "statements": result.statements, "nodes": result.nodes,
     }

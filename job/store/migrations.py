@@ -32,7 +32,8 @@ def migration_files(package: str = MIGRATIONS_PACKAGE) -> list[Traversable]:
         folder = resources.files(package)
     except ModuleNotFoundError:
         raise IncompleteInstall(f"no migration files found: the package {package} is missing from the installation") from None
-    found = sorted((item for item in folder.iterdir() if _NAME.fullmatch(item.name) and item.is_file()), key=lambda item: item.name)
+    found = sorted((item for item in folder.iterdir() if _NAME.fullmatch(item.name) and item.is_file()),
+                   key=lambda item: item.name)
     if not found:
         raise IncompleteInstall(f"no migration files found in package {package}: the package is incomplete")
     return found

@@ -137,7 +137,8 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
     moves = sorted(move for move in states.RECONCILE.moves if move[0] in from_states)
     return [row["id"] for row in conn.execute(*_each(
         {job_id: tuple(update[column] for column in JOB_UPDATE_COLUMNS) for job_id, update in updates.items()},
-        JOB_UPDATE_TYPES, "UPDATE jobs SET " + ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS) + ", updated_at = now()",
+        JOB_UPDATE_TYPES,
+        "UPDATE jobs SET " + ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS) + ", updated_at = now()",
         "(jobs.state, u.state) IN (SELECT * FROM unnest(%(sources)s::text[], %(targets)s::text[]))",
         {"sources": [source for source, _ in moves], "targets": [target for _, target in moves]},
         returning="jobs.id"))]
@@ -280,7 +281,8 @@ def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]], n
         return
     conn.execute(*_each(waiting, {"reason": "text", "message": "text"},
                         """UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now(),
-                                  waiting_since = CASE WHEN u.reason = ANY(%(resources)s) THEN coalesce(jobs.waiting_since, %(now)s) END""",
+                                  waiting_since = CASE WHEN u.reason = ANY(%(resources)s)
+                                                       THEN coalesce(jobs.waiting_since, %(now)s) END""",
                         "jobs.state = ANY(%(from)s)",
                         {"from": states.SET_WAITING.sources, "resources": [str(r) for r in WAITS_FOR_RESOURCES], "now": now}))
 
@@ -363,7 +365,8 @@ def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
     return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
         outcomes, {"from_state": "text", "message": "text"},
         """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
-                  reason = %(reason)s, message = u.message, node = NULL, bundle_nodes = NULL, started_at = NULL, ray_status = NULL,
+                  reason = %(reason)s, message = u.message, node = NULL, bundle_nodes = NULL, started_at = NULL,
+                  ray_status = NULL,
                   accepted_at = NULL, placed_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL,
                   updated_at = now()""",
         "jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)",

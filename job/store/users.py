@@ -30,7 +30,8 @@ def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
         )
     except psycopg.errors.ForeignKeyViolation:
         conn.rollback()
-        raise NotFound(f"account: {spec.account!r} does not exist (add it with `python -m job account add {spec.account}`)") from None
+        raise NotFound(f"account: {spec.account!r} does not exist "
+                       f"(add it with `python -m job account add {spec.account}`)") from None
 
 
 def _selected(alias: str = "") -> str:
