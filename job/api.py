@@ -19,18 +19,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-import psycopg
-
 from job.core.errors import BadInput, quoted
 from job.core.job import REQUIRED, SUBMITTED
 from job.core.runtime_env import KNOWN_KEYS, controls, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
-from job.store import groups, jobs
+from job.store import DictConnection, groups, jobs
 from job.store.connection import session
 
 
-def submit(*, conn: psycopg.Connection | None = None, database_url: str | None = None, **options: Any) -> int:
+def submit(*, conn: DictConnection | None = None, database_url: str | None = None, **options: Any) -> int:
     """Enqueue one job and return its id. Its keywords are the fields a submit takes, as core/job.py
     FIELDS names them (`api_keyword`): user, group and entrypoint, then what the job asks for and
     when. A job that names no resource asks for CPU 1; memory is in bytes or a size such as
@@ -65,7 +63,7 @@ submit.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     return_annotation=int)
 
 
-def _insert(conn: psycopg.Connection, spec: JobSpec) -> int:
+def _insert(conn: DictConnection, spec: JobSpec) -> int:
     if frozenset(spec.runtime_env) - KNOWN_KEYS or controls(spec.runtime_env):
         problem = runtime_env_problem(spec.runtime_env, *groups.runtime_env_allowance(conn, spec.group))
         if problem:
@@ -73,7 +71,7 @@ def _insert(conn: psycopg.Connection, spec: JobSpec) -> int:
     return jobs.insert_job(conn, spec)
 
 
-def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
+def cancel(ids: list[int], *, conn: DictConnection | None = None,
            database_url: str | None = None) -> dict[int, tuple[str | None, str | None]]:
     """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
     request that the next tick carries out in Ray. Returns per id the state before and after

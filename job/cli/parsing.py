@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from job.cli.commands import HELP
 from job.core.errors import BadInput, PermissionDenied, quoted
 from job.core.units import parse_duration, parse_pairs
+from job.store import DictConnection
 
 if TYPE_CHECKING:
     import psycopg
@@ -37,7 +38,7 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
     return parser
 
 
-def database() -> AbstractContextManager[psycopg.Connection]:
+def database() -> AbstractContextManager[DictConnection]:
     """A session on JOB_DATABASE_URL's migrated database."""
     # Imported here: psycopg and the settings are for the commands that reach the database,
     # not for every start.

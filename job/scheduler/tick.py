@@ -37,7 +37,7 @@ from job.scheduler.reconcile import Observed, Reconciliation, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
-from job.store import accounts, events, groups, tick_jobs, users
+from job.store import DictConnection, accounts, events, groups, tick_jobs, users
 from job.store.connection import connect, session
 
 
@@ -140,7 +140,7 @@ class PlanStep:
 class _GroupTick:
     """One group's tick under its lock, step by step: each step returns what the next ones need."""
 
-    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str,
+    def __init__(self, conn: DictConnection, config: TickConfig, group: GroupConfig, installation: str,
                  pending: PendingRows):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
         self.pending = pending

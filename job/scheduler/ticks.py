@@ -12,7 +12,7 @@ import psycopg
 from job import log
 from job.core.errors import JobError
 from job.scheduler.report import GroupResult
-from job.store import events, ticks
+from job.store import DictConnection, events, ticks
 
 
 def tick_row(result: GroupResult) -> dict:
@@ -26,7 +26,7 @@ def tick_row(result: GroupResult) -> dict:
     }
 
 
-def record_ticks(conn: psycopg.Connection, results: list[GroupResult]) -> None:
+def record_ticks(conn: DictConnection, results: list[GroupResult]) -> None:
     """On the tick's own connection, committed here. One lost meanwhile (the database restarted
     during the groups' ticks) loses this record, not the tick."""
     try:

@@ -29,6 +29,7 @@ import psycopg
 
 from job import log
 from job.core.errors import DatabaseUnavailable, Unavailable
+from job.store import DictConnection
 from job.store.connection import connect
 
 CHANNEL = "job_wake"
@@ -57,7 +58,7 @@ class Wakes:
         self.url = database_url
         self.every_s = every_s
         self.group = group or ""
-        self._conn: psycopg.Connection | None = None
+        self._conn: DictConnection | None = None
         self._timer = False
         self._tried = -RECONNECT_S
         # The clusters watched since the last tick, each with the supervisors it had when last

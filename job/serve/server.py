@@ -22,6 +22,7 @@ from job import log
 from job.core.errors import JobError
 from job.serve import metrics, page
 from job.serve.report import Report, read_report
+from job.store import DictConnection
 from job.store.connection import connect, read_only
 from job.store.migrations import ensure_current
 
@@ -35,7 +36,7 @@ class Source:
     def __init__(self, database_url: str, max_age_s: float):
         self.database_url, self.max_age_s = database_url, max_age_s
         self._lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        self._conn: DictConnection | None = None
         self._report: tuple[float, Report, datetime] | None = None
         # Statements the last read sent (bench/serve.py).
         self.statements = 0
@@ -67,7 +68,7 @@ class Source:
                 self._close()
                 raise
 
-    def _connection(self) -> psycopg.Connection:
+    def _connection(self) -> DictConnection:
         if self._conn is None or self._conn.closed:
             conn = connect(self.database_url, counting=True)
             try:

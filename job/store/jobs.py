@@ -15,6 +15,7 @@ from psycopg.rows import class_row
 from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.job import COLUMNS, SUBMITTED, Job
+from job.store import DictConnection
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def submit_columns() -> tuple[str, ...]:
     return (*(field.column for field in SUBMITTED), "state", "reason", "message")
 
 
-def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
+def insert_job(conn: DictConnection, spec: JobSpec) -> int:
     if spec.priority_class is not None:
         _check_class(conn, spec.group, spec.priority_class)
     values = [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
@@ -57,7 +58,7 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec) -> int:
     return row["id"]
 
 
-def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
+def _check_class(conn: DictConnection, group: str, name: str) -> None:
     """The class must be one of the group's. A `group set` that drops it between this check and the
     insert's commit leaves a job the tick fails with the reason (group_snapshot.build_snapshot)."""
     row = conn.execute("SELECT priority_classes FROM resource_groups WHERE name = %s", (group,)).fetchone()
@@ -68,7 +69,7 @@ def _check_class(conn: psycopg.Connection, group: str, name: str) -> None:
         raise BadInput(f"priority_class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
 
 
-def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
+def cancel_jobs(conn: DictConnection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
     """Cancel at once what is pending (CANCEL_PENDING), ask the tick to stop what Ray has
     (REQUEST_CANCEL). Returns, per id, the state before and after (None, None for an unknown id, or
     for another user's job when the caller may cancel only its own).
@@ -89,11 +90,11 @@ def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str
 _JOB = ", ".join(COLUMNS)
 
 
-def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[Job]:
+def _jobs(conn: DictConnection) -> psycopg.Cursor[Job]:
     return conn.cursor(row_factory=class_row(Job))
 
 
-def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
+def list_jobs(conn: DictConnection, *, user: str | None, group: str | None,
               states: list[str] | None, limit: int) -> list[Job]:
     return _jobs(conn).execute(
         f"""SELECT {_JOB} FROM jobs
@@ -105,7 +106,7 @@ def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
     ).fetchall()
 
 
-def get_job(conn: psycopg.Connection, job_id: int) -> Job:
+def get_job(conn: DictConnection, job_id: int) -> Job:
     row = _jobs(conn).execute(f"SELECT {_JOB} FROM jobs WHERE id = %s", (job_id,)).fetchone()
     if row is None:
         me = own_jobs_only(conn)
@@ -113,7 +114,7 @@ def get_job(conn: psycopg.Connection, job_id: int) -> Job:
     return row
 
 
-def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
+def running_seen(conn: DictConnection, job: Job) -> datetime | None:
     """When a tick first saw the job's current attempt run (its `started` event), if it did."""
     if job.placed_at is None:
         return None
@@ -122,7 +123,7 @@ def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
     return seen["at"]
 
 
-def own_jobs_only(conn: psycopg.Connection) -> str | None:
+def own_jobs_only(conn: DictConnection) -> str | None:
     """The caller's name if row-level security shows it only its own jobs (a submitter), else None."""
     row = conn.execute(
         """SELECT current_user AS name,
