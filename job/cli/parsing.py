@@ -15,10 +15,11 @@ from urllib.parse import urlsplit
 from job.cli.commands import HELP
 from job.core.errors import BadInput, PermissionDenied, quoted
 from job.core.units import parse_duration, parse_pairs
-from job.store import DictConnection
 
 if TYPE_CHECKING:
     import psycopg
+
+    from job.store import DictConnection
 
 
 def parser_of(subparsers, name: str, description: str | None = None) -> argparse.ArgumentParser:
