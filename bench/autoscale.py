@@ -21,12 +21,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan import snapshot  # noqa: E402
+from plan import snapshot
 
-from job.core import autoscale  # noqa: E402
-from job.core.planner import Snapshot, plan  # noqa: E402
-from job.cli.options import parse_node_type  # noqa: E402
-from job.core.specs import parse_node_types  # noqa: E402
+from job.cli.options import parse_node_type
+from job.core import autoscale
+from job.core.planner import Snapshot, plan
+from job.core.specs import parse_node_types
 
 GIB = 2**30
 TYPES = parse_node_types([parse_node_type(text) for text in (

@@ -185,9 +185,9 @@ class Chaos:
         def requeued_and_placed() -> tuple[float, float] | None:
             """the killed job requeued and placed again"""
             lines = [line for line in self.lines() if line.get("job") == victim]
-            requeued = next((_epoch(l["ts"]) for l in lines if l["event"] == "requeued"), None)
-            placed = next((_epoch(l["ts"]) for l in lines if l["event"] == "placed" and l.get("attempt") == 2), None)
-            ended = next((l for l in lines if l["event"] == "job_finished"), None)
+            requeued = next((_epoch(line["ts"]) for line in lines if line["event"] == "requeued"), None)
+            placed = next((_epoch(line["ts"]) for line in lines if line["event"] == "placed" and line.get("attempt") == 2), None)
+            ended = next((line for line in lines if line["event"] == "job_finished"), None)
             if requeued is None and ended is not None:
                 raise SystemExit(f"the killed job ended before its node did: {json.dumps(ended)}")
             return (requeued, placed) if requeued and placed else None

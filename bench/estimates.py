@@ -23,23 +23,23 @@ import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.plan import size  # noqa: E402
-from job.core.estimates import RECENT, Finished, RunTimes  # noqa: E402
-from job.core.forecast import forecast  # noqa: E402
-from job.core.planner import Snapshot, plan  # noqa: E402
-from job.core.planner.snapshot import Group, Pending  # noqa: E402
-from job.core.simulate.cluster import parse_nodes  # noqa: E402
-from job.core.simulate.engine import simulate  # noqa: E402
-from job.core.simulate.generate import generate  # noqa: E402
+from bench.plan import size
+from job.core.estimates import RECENT, Finished, RunTimes
+from job.core.forecast import forecast
+from job.core.planner import Snapshot, plan
+from job.core.planner.snapshot import Group, Pending
+from job.core.simulate.cluster import parse_nodes
+from job.core.simulate.engine import simulate
+from job.core.simulate.generate import generate
 
 NODES = "20x{CPU:32,memory:256GiB}"
 EVERY_S = 5.0
-EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 FIRST = 1000
 
 

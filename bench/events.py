@@ -20,19 +20,19 @@ import os
 import statistics
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
+import psycopg
+from tick import fresh_database, size
 
-from job import log  # noqa: E402
-from job.adapters.ray_cluster import RayJob, RayNode  # noqa: E402
-from job.devtools.local_postgres import start_embedded  # noqa: E402
-from job.scheduler import tick  # noqa: E402
-from job.scheduler.config import TickConfig  # noqa: E402
-from tick import fresh_database, size  # noqa: E402  (bench/tick.py)
+from job import log
+from job.adapters.ray_cluster import RayJob, RayNode
+from job.devtools.local_postgres import start_embedded
+from job.scheduler import tick
+from job.scheduler.config import TickConfig
 
 USERS = 1000
 NODES = 10
@@ -51,7 +51,7 @@ class MemoryRay:
         return {i: self.known[i] for i in submission_ids if i in self.known}
 
     def submit(self, *, submission_id: str, **_) -> None:
-        self.known[submission_id] = RayJob(submission_id, "RUNNING", None, datetime.now(timezone.utc), None, None, None)
+        self.known[submission_id] = RayJob(submission_id, "RUNNING", None, datetime.now(UTC), None, None, None)
 
     def stop(self, submission_id: str) -> bool:
         return True

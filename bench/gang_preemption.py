@@ -18,14 +18,14 @@ import argparse
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.core.planner import Snapshot, plan  # noqa: E402
+from job.core.planner import Snapshot, plan
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def snapshot(nodes: int, max_preemptions: int) -> Snapshot:

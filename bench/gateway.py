@@ -48,15 +48,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import aiohttp  # noqa: E402
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
+import aiohttp
+import psycopg
+from psycopg import sql
+from serve import free_port
+from tick import fresh_database
 
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.gateway.server import MEMORY_BOUND_MIB  # noqa: E402
-from job.store import tokens  # noqa: E402
-from serve import free_port  # noqa: E402  (bench/serve.py)
-from tick import fresh_database  # noqa: E402  (bench/tick.py)
+from job.devtools.local_postgres import start_embedded, with_database
+from job.gateway.server import MEMORY_BOUND_MIB
+from job.store import tokens
 
 LOGIN = "bench_gateway"
 # The gateway pod's memory limit (k8s/gateway.yaml).
@@ -134,7 +134,7 @@ async def client(base: str, token: str, index: int, count: int) -> list[float]:
 async def load(base: str, tokens_: list[str], submissions: int) -> tuple[float, list[float]]:
     shares = [submissions // len(tokens_) + (1 if i < submissions % len(tokens_) else 0) for i in range(len(tokens_))]
     began = time.perf_counter()
-    results = await asyncio.gather(*(client(base, token, i, n) for i, (token, n) in enumerate(zip(tokens_, shares))))
+    results = await asyncio.gather(*(client(base, token, i, n) for i, (token, n) in enumerate(zip(tokens_, shares, strict=True))))
     return time.perf_counter() - began, [t for took in results for t in took]
 
 

@@ -50,11 +50,11 @@ from psycopg.rows import dict_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job import api  # noqa: E402
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec  # noqa: E402
-from job.store.migrations import migrate  # noqa: E402
-from job.store.tokens import create_token  # noqa: E402
+from job import api
+from job.devtools.local_postgres import start_embedded, with_database
+from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec
+from job.store.migrations import migrate
+from job.store.tokens import create_token
 
 HERE = Path(__file__).resolve().parent.parent
 BUDGET_P50_S, BUDGET_P90_S, BUDGET_MAKESPAN = 0.3, 1.0, 1.05
@@ -244,7 +244,7 @@ class Bench:
         with socket.socket() as free:
             free.bind(("127.0.0.1", 0))
             port = free.getsockname()[1]
-        out = stack.enter_context(open(self.folder / "gateway.log", "wb"))
+        out = stack.enter_context(open(self.folder / "gateway.log", "wb"))  # noqa: SIM115 - the stack closes it
         process = subprocess.Popen([sys.executable, "-m", "job", "gateway", "--host", "127.0.0.1", "--port", str(port)],
                                    cwd=code, stdout=out, stderr=subprocess.STDOUT,
                                    env={**os.environ, "JOB_DATABASE_URL": self.url, "PYTHONPATH": str(code)})

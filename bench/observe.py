@@ -39,9 +39,9 @@ from urllib.parse import urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.adapters.ray_cluster import RayCluster  # noqa: E402
-from job.core.observed import RunningJob, observe  # noqa: E402
-from job.core.resources import Resources  # noqa: E402
+from job.adapters.ray_cluster import RayCluster
+from job.core.observed import RunningJob, observe
+from job.core.resources import Resources
 
 RECORDS = json.loads((Path(__file__).resolve().parent / "ray_state_records.json").read_text())
 JOBS = 100
@@ -166,7 +166,7 @@ def _measure(cluster: RayCluster, size: int, repeat: int, sent: int) -> dict[str
     assert not work.truncated and len(work.actors) == size and len(work.tasks) == size and seen.fallback is None
     assert sum(use.actors for use in seen.jobs.values()) == size - JOBS
     return {"work": statistics.median(fetch), "observe": statistics.median(compute),
-            "both": statistics.median(a + b for a, b in zip(fetch, compute)), "cpu": statistics.median(cpu),
+            "both": statistics.median(a + b for a, b in zip(fetch, compute, strict=True)), "cpu": statistics.median(cpu),
             "bytes": sent}
 
 

@@ -38,14 +38,14 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from job.core import collection  # noqa: E402
-from job.core.planner import Snapshot, plan  # noqa: E402
+from job.core import collection
+from job.core.planner import Snapshot, plan
 
 POLICIES = ("fifo", "lifo", "drf", "fairshare")
 SELECTORS = ("legacy", "concentrated", "dispersed", "roundrobin")
@@ -58,7 +58,7 @@ VALIDATE_BUDGET_S = 1.0
 RSS_BUDGET_GIB = 1.5
 # The line a size's process gives its figures on, for the budgets.
 FIGURES = "figures: "
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def shapes() -> list[tuple[dict, dict]]:
@@ -70,8 +70,8 @@ def shapes() -> list[tuple[dict, dict]]:
     return cpu_jobs + gpu_jobs + a100_jobs + custom
 
 
-def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", seed: int = 1) -> dict:
-    rng = random.Random(seed)
+def _nodes(rng: random.Random) -> list[dict]:
+    """1,000 nodes: every fifth a GPU node, the rest CPU nodes of three sizes, some with a licence."""
     nodes = []
     for i in range(1000):
         if i % 5 == 0:
@@ -85,17 +85,26 @@ def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", see
             resources["licence"] = 4
         resources[f"node:10.0.{i // 256}.{i % 256}"] = 1
         nodes.append({"id": f"{i:040x}", "resources": resources, "labels": labels})
-    kinds = shapes()
-    users = [f"user{u:04d}" for u in range(1000)]
-    running = []
+    return nodes
+
+
+def _running(rng: random.Random, nodes: list[dict], kinds: list, users: list[str]) -> list[dict]:
+    """10,000 running jobs of the smaller kinds, each on a node with room for it."""
+    running: list[dict] = []
     free = [dict(node["resources"]) for node in nodes]
     while len(running) < 10_000:
-        resources, labels = rng.choice(kinds[:24])
+        resources, _ = rng.choice(kinds[:24])
         index = rng.randrange(len(nodes))
         if all(free[index].get(r, 0) >= a for r, a in resources.items()):
             for r, a in resources.items():
                 free[index][r] -= a
-            running.append({"id": f"r{len(running)}", "user": rng.choice(users), "node": nodes[index]["id"], "resources": resources})
+            running.append({"id": f"r{len(running)}", "user": rng.choice(users), "node": nodes[index]["id"],
+                            "resources": resources})
+    return running
+
+
+def _pending(rng: random.Random, pending: int, kinds: list, users: list[str]) -> list[dict]:
+    """`pending` jobs, mostly small, half of them from a few heavy users; one in 100 not before an hour."""
     jobs = []
     for j in range(pending):
         resources, labels = kinds[min(int(rng.expovariate(0.12)), len(kinds) - 1)]
@@ -111,6 +120,16 @@ def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", see
         if j % 100 == 0:
             job["not_before"] = (NOW + timedelta(hours=1)).isoformat()
         jobs.append(job)
+    return jobs
+
+
+def snapshot(pending: int, policy: str = "drf", selector: str = "dispersed", seed: int = 1) -> dict:
+    rng = random.Random(seed)
+    nodes = _nodes(rng)
+    kinds = shapes()
+    users = [f"user{u:04d}" for u in range(1000)]
+    running = _running(rng, nodes, kinds, users)
+    jobs = _pending(rng, pending, kinds, users)
     user_specs = {name: {"shares": rng.choice((1, 1, 2, 4)), "usage": rng.uniform(0, 10_000)} for name in users}
     for name in users[::20]:
         user_specs[name]["max_running"] = 20
@@ -193,7 +212,7 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
         for selector in selectors:
             group = base.group.model_copy(update={"policy": policy, "selector": selector})
             shot = base.model_copy(update={"group": group})
-            seconds, cpu = median_time(lambda: plan(shot), repeat)
+            seconds, cpu = median_time(partial(plan, shot), repeat)
             result = plan(shot)
             first = first or (shot, policy, selector)
             slowest = max(slowest, (seconds, cpu, f"{policy}/{selector}"))
@@ -204,12 +223,12 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
             )
             if teams:
                 tree = with_accounts(shot)
-                down, _ = median_time(lambda: plan(tree), repeat)
+                down, _ = median_time(partial(plan, tree), repeat)
                 print(f"    + accounts (4x5 teams) plan {down:7.3f}s  ratio to flat {down / seconds:5.2f}  "
                       f"placed {len(plan(tree).placements):>6,}", flush=True)
             for mode in ("priority", "fairshare") if preemption else ():
                 classed = with_preemption(shot, mode)
-                with_classes, _ = median_time(lambda: plan(classed), repeat)
+                with_classes, _ = median_time(partial(plan, classed), repeat)
                 result = plan(classed)
                 print(f"    + classes, preemption {mode:<9} plan {with_classes:7.3f}s  ratio to no classes "
                       f"{with_classes / seconds:5.2f}  placed {len(result.placements):>6,}  "
@@ -221,9 +240,11 @@ def run_size(pending: int, repeat: int, policies, selectors, preemption: bool = 
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"  peak memory: one plan ({policy}/{selector}) {peak / 2**20:,.0f} MiB; process max RSS {rss / 2**20:,.0f} MiB", flush=True)
+    print(f"  peak memory: one plan ({policy}/{selector}) {peak / 2**20:,.0f} MiB; "
+          f"process max RSS {rss / 2**20:,.0f} MiB", flush=True)
     return {"pending": pending, "plan": slowest[0], "plan_cpu": slowest[1], "which": slowest[2], "decode": decoded,
-            "decode_cpu": decoded_cpu, "load": load, "load_cpu": load_cpu, "validate": validated, "validate_cpu": validated_cpu, "rss": rss}
+            "decode_cpu": decoded_cpu, "load": load, "load_cpu": load_cpu, "validate": validated,
+            "validate_cpu": validated_cpu, "rss": rss}
 
 
 def budgets(figures: list[dict]) -> None:

@@ -29,14 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
+import psycopg
+from tick import fresh_database, size
 
-from job.devtools.local_postgres import start_embedded  # noqa: E402
-from job.scheduler.report import GroupResult  # noqa: E402
-from job.scheduler.ticks import tick_row  # noqa: E402
-from job.serve.server import Source  # noqa: E402
-from job.store import events, ticks  # noqa: E402
-from tick import fresh_database, size  # noqa: E402  (bench/tick.py)
+from job.devtools.local_postgres import start_embedded
+from job.scheduler.report import GroupResult
+from job.scheduler.ticks import tick_row
+from job.serve.server import Source
+from job.store import events, ticks
 
 NODES = 10
 ACTIVE = 50
@@ -106,7 +106,7 @@ def measure(url: str, requests: int) -> dict:
                 break
             except OSError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit("serve did not start")
+                    raise SystemExit("serve did not start") from None
                 time.sleep(0.2)
         times = {}
         for path in ("/metrics", "/"):

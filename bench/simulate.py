@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.plan import size  # noqa: E402
-from job.core.planner.snapshot import Group  # noqa: E402
-from job.core.simulate.cluster import parse_nodes  # noqa: E402
-from job.core.simulate.engine import simulate  # noqa: E402
-from job.core.simulate.generate import generate  # noqa: E402
+from bench.plan import size
+from job.core.planner.snapshot import Group
+from job.core.simulate.cluster import parse_nodes
+from job.core.simulate.engine import simulate
+from job.core.simulate.generate import generate
 
 NODES = "1000x{CPU:32,GPU:8,memory:256GiB}"
 USERS = 1000
@@ -85,7 +85,8 @@ def main() -> None:
             base.setdefault(policy, seconds)
             print(f"  {size(text):>8,} jobs  {policy:<9}  {figure['seconds']:7.1f} s ({seconds:.1f} s CPU)"
                   f"  {figure['events'] / seconds:9,.0f} events per CPU second"
-                  f"  ticks {figure['ticks']:>6,}  plans {figure['plans']:>6,}  {1000 * seconds / max(figure['plans'], 1):5.1f} ms/plan"
+                  f"  ticks {figure['ticks']:>6,}  plans {figure['plans']:>6,}"
+                  f"  {1000 * seconds / max(figure['plans'], 1):5.1f} ms/plan"
                   f"  x{seconds / base[policy]:5.2f} of the first size", flush=True)
     policy, slowest = max(last.items(), key=lambda item: item[1]["cpu_seconds"])
     print(f"slowest configuration at {size(args.sizes.split(',')[-1]):,} jobs: {policy}, {slowest['seconds']:.1f} s "

@@ -68,7 +68,7 @@ def main() -> int:
                 figures[label].append(timed(argv, env))
     medians = {label: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
                for label, runs in figures.items()}
-    bare_wall, bare_cpu = medians["python -c pass"]
+    _, bare_cpu = medians["python -c pass"]
     print(f"median of {args.rounds} rounds; budget {BUDGET_S:g} s")
     print(f"{'command':<34} {'wall s':>7} {'CPU s':>7} {'x bare (CPU)':>12} {'budget':>7}")
     for label, (wall, cpu) in medians.items():

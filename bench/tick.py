@@ -54,17 +54,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psycopg  # noqa: E402
-from psycopg.types.json import Jsonb  # noqa: E402
+import psycopg
+from psycopg.types.json import Jsonb
 
-from job import log  # noqa: E402
-from job.devtools.local_postgres import start_embedded, with_database  # noqa: E402
-from job.store.migrations import migrate  # noqa: E402
-from job.scheduler.config import TickConfig  # noqa: E402
-from job.core.planner import plan  # noqa: E402
-from job.scheduler import tick as tick_module  # noqa: E402
-from job.scheduler.pending import PendingRows  # noqa: E402
-from job.scheduler.tick import run_tick  # noqa: E402
+from job import log
+from job.core.planner import plan
+from job.devtools.local_postgres import start_embedded, with_database
+from job.scheduler import tick as tick_module
+from job.scheduler.config import TickConfig
+from job.scheduler.pending import PendingRows
+from job.scheduler.tick import run_tick
+from job.store.migrations import migrate
 
 USERS = 1000
 # A steady tick at 100,000 pending jobs, outside Ray: at most this long, and at most this many times
@@ -221,15 +221,16 @@ def wait_finished(address: str, submission_ids: list[str], timeout_s: float = 30
 
 
 def bench_submit(server_url: str, address: str, count: int, rounds: int) -> None:
-    from job.adapters.ray_cluster import cluster_for
     from ray.job_submission import JobSubmissionClient
+
+    from job.adapters.ray_cluster import cluster_for
 
     print(f"\n== submitting {count} jobs: through the tick vs a bare JobSubmissionClient loop "
           f"(medians of {rounds} rounds, each batch on an idle cluster) ==")
     nodes = cluster_for(address, 10.0).nodes({}, use_head_node=False)
     client = JobSubmissionClient(address)
     bare, tick, submit_step = [], [], []
-    for round_ in range(rounds):
+    for _ in range(rounds):
         prefix = uuid.uuid4().hex[:6]
         ids = [f"bare-{prefix}-{i}" for i in range(count)]
         started = time.perf_counter()
@@ -397,34 +398,40 @@ def bench_history(server_url: str, address: str, rows: int, ray_jobs: int, pendi
             _row(f"Ray's history {real:,}, PostgreSQL none", after["none"], base)
             _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", after["history"], base)
         else:
-            # Ray's history cannot alternate with the databases (it is the cluster's), so it comes
-            # and goes between rounds instead: with, without, with, without.
-            written = WrittenRayHistory(gcs_address, ray_jobs - real)
-            results: dict[tuple[bool, str], list] = {(present, name): [] for present in (True, False) for name in urls}
-            for round_ in range(4):
-                present = round_ % 2 == 0
-                started = time.perf_counter()
-                if present:
-                    written.write()
-                else:
-                    written.remove()
-                if round_ == 0:
-                    print(f"   {ray_jobs - real:,} finished submissions written into Ray's history (its GCS KV) in "
-                          f"{time.perf_counter() - started:.0f} s; then removed and written again between rounds")
-                    listed, seconds = listed_jobs(address)
-                    print(f"   Ray's whole history lists {listed:,} jobs; listing it (/api/jobs/, which the tick "
-                          f"never asks) takes {seconds:.2f} s")
-                if round_ == 1:
-                    assert listed_jobs(address)[0] == listed - written.count, "the written history was not removed"
-                for name, found in measure(urls, ticks).items():
-                    results[(present, name)].extend(found)
-            print(f"   ({ticks * 2} ticks each, in 4 rounds; ratios to the first of these four lines)")
-            small = _row(f"Ray's history {real:,}, PostgreSQL none", results[(False, "none")])
-            _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", results[(False, "history")], small)
-            _row(f"Ray's history {ray_jobs:,}, PostgreSQL none", results[(True, "none")], small)
-            _row(f"Ray's history {ray_jobs:,}, PostgreSQL {rows:,}", results[(True, "history")], small)
+            _written_history_rounds(urls, address, ticks, rows, ray_jobs, real, gcs_address)
     for url in urls.values():
         stop_all(url, address)
+
+
+def _written_history_rounds(urls: dict[str, str], address: str, ticks: int, rows: int, ray_jobs: int, real: int,
+                            gcs_address: str) -> None:
+    """The ticks with Ray's history beyond what was run written into its GCS KV, in rounds."""
+    # Ray's history cannot alternate with the databases (it is the cluster's), so it comes
+    # and goes between rounds instead: with, without, with, without.
+    written = WrittenRayHistory(gcs_address, ray_jobs - real)
+    results: dict[tuple[bool, str], list] = {(present, name): [] for present in (True, False) for name in urls}
+    for round_ in range(4):
+        present = round_ % 2 == 0
+        started = time.perf_counter()
+        if present:
+            written.write()
+        else:
+            written.remove()
+        if round_ == 0:
+            print(f"   {ray_jobs - real:,} finished submissions written into Ray's history (its GCS KV) in "
+                  f"{time.perf_counter() - started:.0f} s; then removed and written again between rounds")
+            listed, seconds = listed_jobs(address)
+            print(f"   Ray's whole history lists {listed:,} jobs; listing it (/api/jobs/, which the tick "
+                  f"never asks) takes {seconds:.2f} s")
+        if round_ == 1:
+            assert listed_jobs(address)[0] == listed - written.count, "the written history was not removed"
+        for name, found in measure(urls, ticks).items():
+            results[(present, name)].extend(found)
+    print(f"   ({ticks * 2} ticks each, in 4 rounds; ratios to the first of these four lines)")
+    small = _row(f"Ray's history {real:,}, PostgreSQL none", results[(False, "none")])
+    _row(f"Ray's history {real:,}, PostgreSQL {rows:,}", results[(False, "history")], small)
+    _row(f"Ray's history {ray_jobs:,}, PostgreSQL none", results[(True, "none")], small)
+    _row(f"Ray's history {ray_jobs:,}, PostgreSQL {rows:,}", results[(True, "history")], small)
 
 
 def _row(label: str, results: list, base: tuple[float, float, float] | None = None) -> tuple[float, float, float]:

@@ -28,11 +28,11 @@ from job.core.job import REQUIRED, SUBMITTED
 from job.core.runtime_env import KNOWN_KEYS, controls, runtime_env_problem
 from job.core.specs import JobSpec, validated
 from job.settings import settings
-from job.store import groups, jobs
+from job.store import DictConnection, groups, jobs
 from job.store.connection import session
 
 
-def submit(*, conn: psycopg.Connection | None = None, database_url: str | None = None, **options: Any) -> int:
+def submit(*, conn: DictConnection | None = None, database_url: str | None = None, **options: Any) -> int:
     """Enqueue one job and return its id. Its keywords are the fields a submit takes, as core/job.py
     FIELDS names them (`api_keyword`): user, group and entrypoint, then what the job asks for and
     when. A job that names no resource asks for CPU 1; memory is in bytes or a size such as
@@ -93,7 +93,7 @@ def check_runtime_env(conn: psycopg.Connection, spec: JobSpec) -> None:
             raise BadInput(f"runtime_env: {problem}")
 
 
-def cancel(ids: list[int], *, conn: psycopg.Connection | None = None,
+def cancel(ids: list[int], *, conn: DictConnection | None = None,
            database_url: str | None = None) -> dict[int, tuple[str | None, str | None]]:
     """Cancel jobs: PENDING ones at once; SUBMITTING, SUBMITTED and RUNNING ones get a cancel
     request that the next tick carries out in Ray. Returns per id the state before and after

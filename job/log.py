@@ -20,10 +20,8 @@ import json
 import re
 import sys
 import threading
-from datetime import datetime, timezone
-from typing import Any
-
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, WrappedLogger
@@ -45,7 +43,7 @@ def _quote(value: object) -> str:
 
 def _lead_with_ts_level_event(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
     """ts (UTC, milliseconds), level and event first, then the fields in the order given."""
-    ts = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    ts = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     level = event_dict.pop("level")
     return {"ts": ts, "level": level, "event": event_dict.pop("event"), **event_dict}
 

@@ -4,7 +4,7 @@ statements a real tick sends, what a database role may do), never for behaviour 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
@@ -15,12 +15,12 @@ REFUSED = "refused-by-ray"
 
 
 def finished(submission_id: str, node: str) -> RayJob:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return RayJob(submission_id, states.SUCCEEDED, node, now - timedelta(minutes=9), now, None, 0)
 
 
 def running(submission_id: str, node: str, minutes: int = 9) -> RayJob:
-    return RayJob(submission_id, states.RAY_RUNNING, node, datetime.now(timezone.utc) - timedelta(minutes=minutes),
+    return RayJob(submission_id, states.RAY_RUNNING, node, datetime.now(UTC) - timedelta(minutes=minutes),
                   None, None, None)
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import psutil
 import pytest
 
-from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec
 from job.adapters.ray_cluster import RayCluster
 from job.core.errors import Unavailable
+from job.devtools.local_ray import GIB, MIB, LocalRayCluster, NodeSpec
 
 HEAD = NodeSpec(cpus=1, memory_bytes=1 * GIB, object_store_bytes=100 * MIB)
 WORKER_A = NodeSpec(cpus=2, labels={"pool": "a"}, memory_bytes=1 * GIB, object_store_bytes=100 * MIB)

@@ -3,13 +3,13 @@ Ray adapter gives it, an active job row."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from job.core.group import GroupConfig
 from job.core.jobs import ActiveJob
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 GIB = 2**30
 GROUP = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", selector="dispersed",
                     resource_priority=["GPU", "CPU", "memory"], half_life_s=0, max_running_per_user=None,

@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from job import log
-from job.core.specs import NodeType
 from job.core.errors import BadInput, ClusterNotReady
+from job.core.specs import NodeType
 
 DEFAULT_DASHBOARD_PORT = 8265
 # (connect, read) seconds: a hung API server must not eat the loop's few seconds per tick.
@@ -150,7 +150,8 @@ def _not_ready_reason(status: dict[str, Any]) -> str | None:
     """
     state = status.get("state") or "unset"
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
-    suspending = [kind for kind in ("RayClusterSuspending", "RayClusterSuspended") if conditions.get(kind, {}).get("status") == "True"]
+    suspending = [kind for kind in ("RayClusterSuspending", "RayClusterSuspended")
+                  if conditions.get(kind, {}).get("status") == "True"]
     head = conditions.get("HeadPodReady")
     if head is not None:
         ready = head.get("status") == "True"
@@ -196,7 +197,8 @@ def _read_raycluster(namespace: str, name: str, cluster: str) -> dict[str, Any]:
             ) from None
         raise ClusterNotReady(f"{cluster}: the Kubernetes API answered {exc.status} {exc.reason}") from None
     except HTTPError as exc:
-        raise ClusterNotReady(f"{cluster}: cannot reach the Kubernetes API at {api.api_client.configuration.host}: {exc}") from None
+        host = api.api_client.configuration.host
+        raise ClusterNotReady(f"{cluster}: cannot reach the Kubernetes API at {host}: {exc}") from None
 
 
 @lru_cache(maxsize=1)
@@ -215,7 +217,8 @@ def _custom_objects_api():
             config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         except (config.ConfigException, OSError) as exc:
             raise ClusterNotReady(
-                f"cannot resolve raycluster:// addresses: no Kubernetes configuration (in cluster: {in_cluster}; kubeconfig {kubeconfig}: {exc})"
+                "cannot resolve raycluster:// addresses: no Kubernetes configuration "
+                f"(in cluster: {in_cluster}; kubeconfig {kubeconfig}: {exc})"
             ) from None
     # One quick retry covers a pooled connection the API server closed while idle.
     configuration.retries = 1

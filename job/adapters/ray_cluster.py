@@ -23,11 +23,12 @@ Errors, as the tick sees them:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Any, Callable, Generic, TypedDict, TypeVar
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -38,8 +39,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from job import log
 from job.core.errors import JobError, NotFound, Unavailable
 from job.core.observed import Bundle, ClusterWork, PlacementGroup, Work
-from job.core.resources import Resources
 from job.core.redact import redact_url
+from job.core.resources import Resources
 from job.core.runtime_env import runtime_env_problem
 
 T = TypeVar("T")
@@ -136,7 +137,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def _utc(ms: int | None) -> datetime | None:
-    return None if not ms else datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return None if not ms else datetime.fromtimestamp(ms / 1000, UTC)
 
 
 class RayCluster:
@@ -219,7 +220,7 @@ class RayCluster:
         whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
         that did not answer) is named in `truncated`: what it misses cannot be told from nothing."""
         with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
-            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS)))
+            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS), strict=True))
         truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
         # Thousands of records ask for a handful of distinct amounts: each made once (Resources is immutable).
         shapes: dict[tuple, Resources] = {}
@@ -333,8 +334,8 @@ class RayCluster:
               params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
               once: bool = False, **fields: object) -> Any:
         """One request's JSON answer (what `decoder` keeps of it, when given), retried on connection
-        errors and 5xx for up to retry_s (`once`: one try, within POLL_TIMEOUT_S). An HTTP error that is not retried goes to `handle` when
-        given; every other failure becomes Unavailable."""
+        errors and 5xx for up to retry_s (`once`: one try, within POLL_TIMEOUT_S). An HTTP error that
+        is not retried goes to `handle` when given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
             log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,
@@ -518,7 +519,7 @@ def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:
     return cluster_for(ray_address, timeout_s)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cluster_for(address: str, timeout_s: float) -> RayCluster:
     """The process-wide RayCluster of a dashboard address: one session, its connections kept open."""
     return RayCluster(address, timeout_s)

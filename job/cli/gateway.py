@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from job import log
 from job.cli.output import iso, print_json, print_table
@@ -74,7 +74,7 @@ def gateway(args: argparse.Namespace) -> int:
 def token_create(args: argparse.Namespace) -> int:
     expires_at = None
     if args.expires is not None:
-        expires_at = datetime.now(timezone.utc) + timedelta(seconds=positive_duration(args.expires, "--expires"))
+        expires_at = datetime.now(UTC) + timedelta(seconds=positive_duration(args.expires, "--expires"))
     with database() as conn:
         token_id, token = tokens.create_token(conn, args.user, expires_at)
     # The token on stdout alone, for `$(...)`; what it is on stderr.

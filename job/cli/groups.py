@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
+from job.cli.output import format_resources, iso, print_fields, print_json, print_table
 from job.cli.parsing import command, database, parser_of
 from job.core.errors import InvalidRow
 from job.core.group import GroupConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from job.cli.output import format_footprint, format_resources, iso, print_fields, print_json, print_table
@@ -15,7 +15,6 @@ from job.core.job import REQUIRED, SHOWN, SUBMITTED, Job, JobField
 from job.core.job_row import row_problem
 from job.core.units import format_duration, time_of_day
 from job.store import jobs as job_rows
-
 
 # `--resource`'s shortcuts, before it: option, resource name, help.
 _BUILTIN_RESOURCES = (("--cpus", "CPU", "CPUs (default 1 when no resource is given)"), ("--gpus", "GPU", None),
@@ -91,7 +90,7 @@ def job_json(job: Job) -> dict:
         **{field.shown: _shown(field, getattr(job, field.column)) for field in SHOWN},
         # Pending jobs' place in plan order and estimated start, as the last tick worked them out
         # (None past the first 1,000 in line, or before the first tick; the basis says why none).
-        **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(job))),
+        **dict(zip(("position", "estimated_start_at", "estimate_basis"), _estimate(job), strict=True)),
         # A pending job's reservation (None: it holds none): why it holds it (`preemption`, `head`),
         # its nodes (its driver's first) and when it is expected to start there (None: not known).
         "reservation": _reservation(job),
@@ -230,7 +229,7 @@ def list_jobs(args: argparse.Namespace) -> int:
         print_json([{**job_json(job), **({"array": summaries[job.array_id].document()} if job.array_id in summaries else {})}
                     for job in found])
         return 0
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     problems = {job.id: row_problem(job) for job in found}
     print_table(
         [_row(job, problems[job.id], now) if job.array_id not in summaries else _array_row(job, summaries[job.array_id])
@@ -301,7 +300,7 @@ def show(args: argparse.Namespace) -> int:
     # Each bundle with its planned node beside it, once placed.
     nodes = job.bundle_nodes or [None] * len(job.bundles or ())
     shown["bundles"] = "; ".join(format_resources(bundle) + (f" on {node}" if node else "")
-                                 for bundle, node in zip(job.bundles or (), nodes)) or "-"
+                                 for bundle, node in zip(job.bundles or (), nodes, strict=False)) or "-"
     del shown["bundle_nodes"]
     if job.observed is not None:
         shown.update(_observed(job.observed))
@@ -319,7 +318,7 @@ def show(args: argparse.Namespace) -> int:
         shown["position"] = job.queue_position
         start = job.estimated_start_at
         shown["estimated start"] = (job.estimate_basis if start is None else
-                                    f"about {time_of_day(start, datetime.now(timezone.utc))}, {job.estimate_basis}")
+                                    f"about {time_of_day(start, datetime.now(UTC))}, {job.estimate_basis}")
     print_fields(shown)
     return 0
 
@@ -338,5 +337,6 @@ def _reserved_words(job: Job) -> str:
     if held["kind"] != "head":
         return f"{nodes}, to start once its victims have stopped"
     start = job.reserved_start
-    now = datetime.now(timezone.utc)
-    return f"{nodes}, expected to start " + ("at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}")
+    now = datetime.now(UTC)
+    when = "at a time not known" if start is None else f"about {time_of_day(max(start, now), now)}"
+    return f"{nodes}, expected to start {when}"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from job.core.resources import format_amount, to_units
 
@@ -12,7 +13,7 @@ from job.core.resources import format_amount, to_units
 def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def print_json(value: Any) -> None:
@@ -22,9 +23,9 @@ def print_json(value: Any) -> None:
 def print_table(rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
     cells = [[_cell(row.get(column)) for column in columns] for row in rows]
     widths = [max([len(column)] + [len(line[i]) for line in cells]) for i, column in enumerate(columns)]
-    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths)).rstrip())
+    print("  ".join(column.upper().ljust(width) for column, width in zip(columns, widths, strict=True)).rstrip())
     for line in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 def print_fields(fields: dict[str, Any]) -> None:
@@ -37,7 +38,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, dict):

@@ -19,6 +19,8 @@ from job.core.units import parse_duration, parse_pairs
 if TYPE_CHECKING:
     import psycopg
 
+    from job.store import DictConnection
+
 
 def parser_of(subparsers, name: str, description: str | None = None) -> argparse.ArgumentParser:
     """The parser of a command of `python -m job`, with its line of `--help` (cli/commands.py), which
@@ -37,7 +39,7 @@ def command(subparsers, name: str, handler: Callable[[argparse.Namespace], int],
     return parser
 
 
-def database() -> AbstractContextManager[psycopg.Connection]:
+def database() -> AbstractContextManager[DictConnection]:
     """A session on JOB_DATABASE_URL's migrated database."""
     # Imported here: psycopg and the settings are for the commands that reach the database,
     # not for every start.

@@ -38,15 +38,17 @@ def shares(path: str, configurations: list[tuple[str, Windows]]) -> None:
         for user, values in windows.received.items():
             served_in_all[user] = served_in_all.get(user, 0.0) + sum(values)
     served = sorted(served_in_all, key=lambda user: (-served_in_all[user], user))
-    for (name, windows), ax in zip(configurations, axes[:, 0]):
+    for (name, windows), ax in zip(configurations, axes[:, 0], strict=True):
         # A step per window, closed at the end of the last one.
         origin = windows.starts[0]
-        hours = [(start - origin) / 3600 for start in windows.starts] + [(windows.starts[-1] + windows.lengths[-1] - origin) / 3600]
+        end = windows.starts[-1] + windows.lengths[-1]
+        hours = [(start - origin) / 3600 for start in windows.starts] + [(end - origin) / 3600]
         empty = [0.0] * len(windows.starts)
         bands = [windows.received.get(user, empty) + windows.received.get(user, empty)[-1:] for user in served[:USERS_DRAWN]]
         labels = served[:USERS_DRAWN]
         if len(served) > USERS_DRAWN:
-            others = [sum(values) for values in zip(empty, *(windows.received.get(user, empty) for user in served[USERS_DRAWN:]))]
+            rest = (windows.received.get(user, empty) for user in served[USERS_DRAWN:])
+            others = [sum(values) for values in zip(empty, *rest, strict=True)]
             bands.append(others + others[-1:])
             labels.append(f"{len(served) - USERS_DRAWN} others")
         if bands:

@@ -22,7 +22,8 @@ def register(sub) -> None:
 
     p = command(sub, "loop", run_loop)
     p.add_argument("--for", dest="for_", metavar="DURATION", required=True, help="stop starting ticks after this long, e.g. 75s")
-    p.add_argument("--every", metavar="DURATION", required=True, help="tick at least this often, e.g. 5s; the loop also ticks at once on a submit, "
+    p.add_argument("--every", metavar="DURATION", required=True,
+                   help="tick at least this often, e.g. 5s; the loop also ticks at once on a submit, "
                    "a cancel, a group's or user's change and a job's start or end in Ray")
     p.add_argument("--group", help="only this group")
 

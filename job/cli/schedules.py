@@ -4,7 +4,7 @@ options of `submit` (cli/jobs.py, from the field table): the template each slot'
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from job.cli.jobs import add_submit_options, submit_options
@@ -14,7 +14,8 @@ from job.core.errors import BadInput
 from job.core.job import SUBMITTED
 from job.core.schedules import CONCURRENCY, Schedule, ScheduleRun, next_slot
 from job.core.units import format_duration
-from job.store import jobs as job_rows, schedules
+from job.store import jobs as job_rows
+from job.store import schedules
 
 # How many of a schedule's last slots `show` lists.
 SHOWN_SLOTS = 10
@@ -87,9 +88,9 @@ def add(args: argparse.Namespace) -> int:
         api.check_runtime_env(conn, spec)
         job_rows.check_class(conn, spec)
         schedules.insert_schedule(conn, Schedule(args.name, spec.user, spec.group, _template(spec), paused=False,
-                                                 created_at=datetime.now(timezone.utc), **own))
+                                                 created_at=datetime.now(UTC), **own))
         added = schedules.get_schedule(conn, args.name)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     print(f"schedule {args.name} added: {added.schedule.said()}, next slot {iso(next_slot(added.schedule, now))}")
     return 0
 
@@ -114,7 +115,7 @@ def _json(run: ScheduleRun, now: datetime) -> dict[str, Any]:
 def list_schedules(args: argparse.Namespace) -> int:
     with database() as conn:
         found = schedules.schedules(conn)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if args.json:
         print_json([_json(run, now) for run in found])
         return 0
@@ -130,7 +131,7 @@ def show(args: argparse.Namespace) -> int:
     with database() as conn:
         run = schedules.get_schedule(conn, args.name)
         slots = schedules.slots_of(conn, args.name, SHOWN_SLOTS)
-    shown = _json(run, datetime.now(timezone.utc))
+    shown = _json(run, datetime.now(UTC))
     shown["slots"] = [{"slot": iso(row["slot"]), "outcome": row["outcome"], "job": row["job_id"],
                        "job_state": row["state"], "message": row["message"]} for row in slots]
     if args.json:

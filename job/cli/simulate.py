@@ -12,8 +12,8 @@ from pathlib import Path
 from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
-from job.core.errors import BadInput
 from job.core.accounts import walk
+from job.core.errors import BadInput
 from job.core.planner.snapshot import Account, Group, User, check_tree
 from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json
@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
                     "configurations": [{key: value for key, value in result.items() if key != "shares"} for result in results]})
         return 0
     print(f"{len(trace.jobs)} jobs from {users} users" + (f" ({trace.skipped} skipped)" if trace.skipped else "")
-          + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)}, fairness per {format_duration(window_s)}")
+          + f" on {len(nodes)} nodes ({totals}); a tick every {format_duration(every_s)},"
+          f" fairness per {format_duration(window_s)}")
     print_table([_row(result, totals) for result in results], _columns(totals))
     if accounts:
         print()

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict
 
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
-from job.cli.parsing import command, database, parser_of, pairs
+from job.cli.parsing import command, database, pairs, parser_of
 from job.core.errors import NotFound
 from job.core.members import UserRow, settings_of
 from job.store import users

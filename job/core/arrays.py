@@ -52,34 +52,41 @@ def parse_array(text: object, field: str = "array") -> ArraySpec:
     if len(text) > MAX_SPEC_CHARS:
         raise BadInput(f"{field}: at most {MAX_SPEC_CHARS} characters, got {len(text)}")
     body, percent, limit = text.strip().partition("%")
-    throttle = None
-    if percent:
-        if not _THROTTLE.fullmatch(limit) or not 1 <= int(limit) <= MAX_TASKS:
-            raise BadInput(f"{field}: {quoted(limit)} after '%' is not a throttle: give 1 to {MAX_TASKS} "
-                           "(at most that many tasks running at once)")
-        throttle = int(limit)
+    throttle = _throttle(limit, field) if percent else None
     indexes: set[int] = set()
     for item in body.split(","):
-        found = _ITEM.fullmatch(item.strip())
-        if found is None:
-            raise BadInput(f"{field}: {quoted(item)} is not an index or a range: use N, A-B or A-B:STEP, "
-                           "comma-separated, e.g. 0-99%10 or 1,3,5")
-        first, last, step = (int(part) if part is not None else None for part in found.groups())
-        last = first if last is None else last
-        step = 1 if step is None else step
-        if last > MAX_INDEX:
-            raise BadInput(f"{field}: {quoted(item)}: indexes go from 0 to {MAX_INDEX}")
-        if last < first:
-            raise BadInput(f"{field}: {quoted(item)}: a range goes up (A-B with A at most B)")
-        if step < 1:
-            raise BadInput(f"{field}: {quoted(item)}: a step is at least 1")
-        if (last - first) // step + 1 > MAX_TASKS:
-            raise BadInput(f"{field}: at most {MAX_TASKS} tasks an array, {quoted(item)} alone makes "
-                           f"{(last - first) // step + 1}")
-        indexes.update(range(first, last + 1, step))
+        indexes.update(_item(item, field))
         if len(indexes) > MAX_TASKS:
             raise BadInput(f"{field}: at most {MAX_TASKS} tasks an array, got more")
     return ArraySpec(tuple(sorted(indexes)), throttle)
+
+
+def _throttle(limit: str, field: str) -> int:
+    if not _THROTTLE.fullmatch(limit) or not 1 <= int(limit) <= MAX_TASKS:
+        raise BadInput(f"{field}: {quoted(limit)} after '%' is not a throttle: give 1 to {MAX_TASKS} "
+                       "(at most that many tasks running at once)")
+    return int(limit)
+
+
+def _item(item: str, field: str) -> range:
+    """One index or range of a spec, its size checked before it is expanded."""
+    found = _ITEM.fullmatch(item.strip())
+    if found is None:
+        raise BadInput(f"{field}: {quoted(item)} is not an index or a range: use N, A-B or A-B:STEP, "
+                       "comma-separated, e.g. 0-99%10 or 1,3,5")
+    first, last, step = (int(part) if part is not None else None for part in found.groups())
+    last = first if last is None else last
+    step = 1 if step is None else step
+    if last > MAX_INDEX:
+        raise BadInput(f"{field}: {quoted(item)}: indexes go from 0 to {MAX_INDEX}")
+    if last < first:
+        raise BadInput(f"{field}: {quoted(item)}: a range goes up (A-B with A at most B)")
+    if step < 1:
+        raise BadInput(f"{field}: {quoted(item)}: a step is at least 1")
+    if (last - first) // step + 1 > MAX_TASKS:
+        raise BadInput(f"{field}: at most {MAX_TASKS} tasks an array, {quoted(item)} alone makes "
+                       f"{(last - first) // step + 1}")
+    return range(first, last + 1, step)
 
 
 def describe(indexes: Iterable[int], throttle: int | None = None) -> str:

@@ -144,7 +144,7 @@ class _Bins:
 
     def __init__(self, snapshot: Snapshot, types: list[NodeType]):
         self.nodes = [(node.labels, dict(Resources.of(node.resources).items())) for node in snapshot.nodes]
-        self.by_id = {node.id: free for node, (_, free) in zip(snapshot.nodes, self.nodes)}
+        self.by_id = {node.id: free for node, (_, free) in zip(snapshot.nodes, self.nodes, strict=False)}
         self.left = []
         for t in types:
             present = sum(1 for node in snapshot.nodes if t.labels and all(node.labels.get(k) == v for k, v in t.labels.items()))
@@ -210,7 +210,7 @@ class _Bins:
             if index < count:
                 accumulate(self.nodes[index][1], part)
         del self.nodes[count:]
-        for entry, before in zip(self.left, left):
+        for entry, before in zip(self.left, left, strict=False):
             entry[1] = before
         # Nodes filled up again here only: where each request may go is looked for anew.
         self.start.clear()
@@ -275,7 +275,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         counts[(need, selector)] = counts.get((need, selector), 0) + 1
 
     def hold(job: Running | Pending, nodes: list[str], selector: tuple) -> None:
-        for node, need in zip(nodes, request.parts(job)):
+        for node, need in zip(nodes, request.parts(job), strict=False):
             if not need:
                 continue
             free = bins.by_id.get(node)
@@ -304,7 +304,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             full.add((need, selector))
             continue
         limits.add(job.user, need)
-        for position, (part, index) in enumerate(zip(parts, where)):
+        for position, (part, index) in enumerate(zip(parts, where, strict=False)):
             if part:
                 new = apart and position and index >= len(snapshot.nodes)
                 count(part, _elsewhere(selector, snapshot) if new else selector)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -80,7 +80,7 @@ class Cron:
 
     def _instant(self, local: datetime) -> datetime:
         # fold=0: a repeated local time's first occurrence, a skipped one's offset before the change.
-        return local.replace(tzinfo=self.zone, fold=0).astimezone(timezone.utc)
+        return local.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first slot strictly after `after` (aware), in UTC; None if none in nine years."""
@@ -111,7 +111,7 @@ def parse_cron(text: str, zone: str = "UTC") -> Cron:
     if len(parts) != 5:
         raise ValueError(f"{text!r} is not a cron expression: give 5 fields, minute hour day-of-month month "
                          f"day-of-week (e.g. '30 2 * * mon-fri'), got {len(parts)}")
-    sets = [_field(part, *spec) for part, spec in zip(parts, _FIELDS)]
+    sets = [_field(part, *spec) for part, spec in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(day % 7 for day in sets[4])
     cron = Cron(text, sets[0], sets[1], sets[2], sets[3], weekdays, parts[2].startswith("*"),
                 parts[4].startswith("*"), tz)

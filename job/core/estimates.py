@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import chain, islice
 from datetime import datetime, timedelta
+from itertools import chain, islice
 from typing import Any
 
 from job.core.forecast import Estimate, among, forecast

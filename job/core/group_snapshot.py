@@ -14,8 +14,8 @@ import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
-from job.core.group import GroupConfig
 from job.core.estimates import RunTimes
+from job.core.group import GroupConfig
 from job.core.job_row import stored_problem
 from job.core.jobs import ActiveJob
 from job.core.members import AccountRow, Member
@@ -140,7 +140,7 @@ def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> t
 def held_parts(job: ActiveJob) -> list[tuple[str, dict]]:
     """(node, request) of each part of a placed job's footprint: its driver on its node, each bundle
     on the node planned for it. Held in the books there until the job ends."""
-    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or ())]
+    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or (), strict=False)]
 
 
 def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[RunningJob]:
@@ -151,7 +151,8 @@ def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[Run
     for job in active:
         ray_job = ray_jobs.get(job.submission_id)
         if ray_job is not None and ray_job.status == RAY_RUNNING and (ray_job.driver_node_id or job.node):
-            bundles = tuple(Bundle(node, Resources.of(bundle)) for node, bundle in zip(job.bundle_nodes or (), job.bundles or ()))
+            bundles = tuple(Bundle(node, Resources.of(bundle))
+                            for node, bundle in zip(job.bundle_nodes or (), job.bundles or (), strict=False))
             running.append(RunningJob(job.id, job.user_name, job.submission_id, ray_job.driver_job_id,
                                       ray_job.driver_node_id or job.node, Resources.of(job.resources), bundles))
     return running
@@ -217,6 +218,41 @@ class MadeJobs:
         self.plannable: list[PendingRow] = []
 
 
+def _cached(cache: dict[str, dict | str], value: str, shape: TypeAdapter, field: str) -> dict | str:
+    """`value` checked against `shape` once per distinct value: what it holds, or why it is wrong."""
+    found = cache.get(value)
+    if found is None:
+        found = cache[value] = _checked(shape, value, field)
+    return found
+
+
+def _pending_job(row: PendingRow, group: GroupConfig, classes: frozenset[str], now: datetime,
+                 requests: dict[str, dict | str], labels: dict[str, dict | str]) -> Pending | str:
+    """The planner's job of one pending row, or why the row cannot be planned."""
+    request = _cached(requests, row.resources, _REQUEST, "resources")
+    label_map = _cached(labels, row.node_labels, _LABELS, "node_labels")
+    if isinstance(request, str) or isinstance(label_map, str):
+        return request if isinstance(request, str) else label_map
+    bundles = strategy = priority_class = msgspec.UNSET
+    if row.bundles is not None:
+        bundles = _checked(_BUNDLES, row.bundles, "bundles")
+        if isinstance(bundles, str):
+            return bundles
+        strategy = row.bundle_strategy or "PACK"
+    if row.priority_class is not None:
+        if row.priority_class not in classes:
+            return (f"priority_class: {row.priority_class!r} is no longer a class of group {group.name!r} "
+                    f"(its classes: {', '.join(sorted(classes))})")
+        priority_class = row.priority_class
+    if row.max_runtime_s is not None and (problem := stored_problem("max_runtime_s", row.max_runtime_s)):
+        return problem
+    return Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
+                   submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, priority_class=priority_class,
+                   bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
+                   # A job whose wait for resources has not begun before this tick begins it now.
+                   waiting_since=row.waiting_since or now)
+
+
 def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None
                   ) -> tuple[list[Pending], dict[int, str], list[dict]]:
     """The planner's pending jobs, the rows that cannot be planned (id -> why) and the reservations
@@ -235,36 +271,10 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
             kept[row.id] = known
             jobs.append(known[1])
             continue
-        request = requests.get(row.resources)
-        if request is None:
-            request = requests[row.resources] = _checked(_REQUEST, row.resources, "resources")
-        label_map = labels.get(row.node_labels)
-        if label_map is None:
-            label_map = labels[row.node_labels] = _checked(_LABELS, row.node_labels, "node_labels")
-        if isinstance(request, str) or isinstance(label_map, str):
-            invalid[row.id] = request if isinstance(request, str) else label_map
+        job = _pending_job(row, group, classes, now, requests, labels)
+        if isinstance(job, str):
+            invalid[row.id] = job
             continue
-        bundles = strategy = priority_class = msgspec.UNSET
-        if row.bundles is not None:
-            bundles = _checked(_BUNDLES, row.bundles, "bundles")
-            if isinstance(bundles, str):
-                invalid[row.id] = bundles
-                continue
-            strategy = row.bundle_strategy or "PACK"
-        if row.priority_class is not None:
-            if row.priority_class not in classes:
-                invalid[row.id] = (f"priority_class: {row.priority_class!r} is no longer a class of group {group.name!r} "
-                                   f"(its classes: {', '.join(sorted(classes))})")
-                continue
-            priority_class = row.priority_class
-        if row.max_runtime_s is not None and (problem := stored_problem("max_runtime_s", row.max_runtime_s)):
-            invalid[row.id] = problem
-            continue
-        job = Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
-                      submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, priority_class=priority_class,
-                      bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
-                      # A job whose wait for resources has not begun before this tick begins it now.
-                      waiting_since=row.waiting_since or now)
         if row.reserved_node is not None:
             if not expired(row, group.start_timeout_s, now):
                 reservations.append(_reservation(job.id, _stored(row)))
@@ -306,7 +316,8 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
     Each node carries `outside`, what work outside the queue holds there (`outside_load`), where
     there is any. With our running jobs' observed use (`use`), each node also carries what they
     hold there beyond their declaration (`held`), and each running job what Ray shows it holding
-    (`uses`): its user's charge, and the words naming it in the messages of the jobs it holds back. A pending job that names a class the group no longer has cannot be planned; a
+    (`uses`): its user's charge, and the words naming it in the messages of the jobs it holds back.
+    A pending job that names a class the group no longer has cannot be planned; a
     running one counts as of the group's default class. A reservation older than the group's start
     timeout has ended: the plan leaves it out. A job of ours that ended less than RELEASE_S ago
     (`ended` in this tick, (node, request) of those Ray ran; the group state RELEASING for earlier

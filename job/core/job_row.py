@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def _shapes() -> dict[str, TypeAdapter]:
     # Built at the first row checked, pydantic and the snapshot's shapes (the planner's package) with
     # them: they are not for a command that finds no row, `jobs` on an empty queue (issue 24).
-    from typing import Annotated, Optional
+    from typing import Annotated
 
     from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter
 
@@ -41,16 +41,16 @@ def _shapes() -> dict[str, TypeAdapter]:
         placement_groups: int
         actors: int
         tasks: int
-        over_since: Optional[str] = None
+        over_since: str | None = None
 
     shapes = {
-        "duration": TypeAdapter(Optional[Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)]]),
+        "duration": TypeAdapter(Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None),
         "resources": TypeAdapter(ResourceMap),
         "labels": TypeAdapter(dict[str, str]),
-        "bundles": TypeAdapter(Optional[Bundles]),
-        "nodes": TypeAdapter(Optional[list[str]]),
-        "observed": TypeAdapter(Optional[ObservedRecord]),
-        "after": TypeAdapter(Optional[Annotated[list, AfterValidator(dependencies.parse)]]),
+        "bundles": TypeAdapter(Bundles | None),
+        "nodes": TypeAdapter(list[str] | None),
+        "observed": TypeAdapter(ObservedRecord | None),
+        "after": TypeAdapter(Annotated[list, AfterValidator(dependencies.parse)] | None),
     }
     return {field.column: shapes[field.stored] for field in STORED}
 

@@ -135,10 +135,7 @@ def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> O
         fallback = f"ray truncated its list of {', '.join(work.truncated)}: {_DECLARED}"
     else:
         fallback = None
-    if fallback is not None:
-        uses = {job.id: _as_declared(job) for job in jobs}
-    else:
-        uses = _observed_uses(jobs, work)
+    uses = {job.id: _as_declared(job) for job in jobs} if fallback is not None else _observed_uses(jobs, work)
     ours = _merged(use.held() for use in uses.values())
     return Observed(uses, ours, _outside(nodes, ours), fallback)
 

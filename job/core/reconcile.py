@@ -43,15 +43,15 @@ the few seconds a worker takes to start (STARTING_S)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from job.core.jobs import ActiveJob
 from job.core.resources import Resources, describe, to_units
+from job.core.states import FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED, SUBMITTING, Reason
 from job.core.units import format_duration
-from job.core.states import (FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED,
-                             SUBMITTING, Reason)
 
 # Reasons we give when we stop a job ourselves; kept when Ray reports it STOPPED.
 STOP_REASONS = (Reason.CANCELLED, Reason.RUNTIME_LIMIT, Reason.OVER_USE)
@@ -171,27 +171,7 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
         "accepted_at": job.accepted_at or now,
     }
     if status in FINISHED_IN_RAY:
-        if status == STOPPED and job.preempted_at is not None and job.cancel_requested_at is None:
-            ran = (ray_job.end_time or now) - (job.started_at or ray_job.start_time or now)
-            return Preempted(f"stopped after running {format_duration(int(max(ran.total_seconds(), 0)))} to make room "
-                             f"for job {job.preempted_by}; back in the queue with its place")
-        if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
-                and job.cancel_requested_at is None):
-            return Requeue(Reason.INFRA_FAILURE, _ray_fault(job, ray_job))
-        fields.update(state=status, finished_at=ray_job.end_time or now,
-                      started_at=job.started_at or ray_job.start_time)
-        if status == STOPPED and job.reason == Reason.OVER_USE:
-            # Stopped for its own use: a failure of its own, with the message it was stopped with.
-            fields.update(state=FAILED, message=job.message)
-        elif status == STOPPED and job.reason in STOP_REASONS:
-            fields["message"] = _message_of_stop(job.reason)
-        elif status == STOPPED:
-            fields.update(reason=Reason.STOPPED, message="stopped in Ray, not by the scheduler")
-        elif status == FAILED:
-            fields.update(reason=Reason.FAILED, message=_exit_text(ray_job) + (f": {ray_job.message}" if ray_job.message else ""))
-        else:
-            fields.update(reason=Reason.SUCCEEDED, message=_exit_text(ray_job))
-        return Finish(fields)
+        return _finished(job, ray_job, fields, now)
     lost = _lost_bundle_node(job, ray_job, start)
     if lost is not None and job.cancel_requested_at is None and job.preempted_at is None:
         return Requeue(Reason.INFRA_FAILURE, f"its bundle's node {lost} died under it (gone from the group's alive "
@@ -209,6 +189,33 @@ def reconcile(job: ActiveJob, ray_job: Any | None, now: datetime, start: StartCh
     if stop is not None:
         fields["reason"], fields["message"] = stop
     return Track(fields, stop)
+
+
+def _finished(job: ActiveJob, ray_job: Any, fields: dict[str, Any], now: datetime) -> Decision:
+    """What a job Ray holds ended becomes: preempted, requeued after a fault of Ray's, or finished
+    with the reason and message of its end."""
+    status = ray_job.status
+    if status == STOPPED and job.preempted_at is not None and job.cancel_requested_at is None:
+        ran = (ray_job.end_time or now) - (job.started_at or ray_job.start_time or now)
+        return Preempted(f"stopped after running {format_duration(int(max(ran.total_seconds(), 0)))} to make room "
+                         f"for job {job.preempted_by}; back in the queue with its place")
+    if (status == FAILED and getattr(ray_job, "error_type", None) in RAY_FAULTS
+            and job.cancel_requested_at is None):
+        return Requeue(Reason.INFRA_FAILURE, _ray_fault(job, ray_job))
+    fields.update(state=status, finished_at=ray_job.end_time or now,
+                  started_at=job.started_at or ray_job.start_time)
+    if status == STOPPED and job.reason == Reason.OVER_USE:
+        # Stopped for its own use: a failure of its own, with the message it was stopped with.
+        fields.update(state=FAILED, message=job.message)
+    elif status == STOPPED and job.reason in STOP_REASONS:
+        fields["message"] = _message_of_stop(job.reason)
+    elif status == STOPPED:
+        fields.update(reason=Reason.STOPPED, message="stopped in Ray, not by the scheduler")
+    elif status == FAILED:
+        fields.update(reason=Reason.FAILED, message=_exit_text(ray_job) + (f": {ray_job.message}" if ray_job.message else ""))
+    else:
+        fields.update(reason=Reason.SUCCEEDED, message=_exit_text(ray_job))
+    return Finish(fields)
 
 
 def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse | None) -> tuple[str, str] | None:
@@ -242,7 +249,8 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
     if room is None:
         cause = f"its node {node_id} is not among the group's alive nodes"
         if past:
-            return Reason.NODE_GONE, f"{held_for}: {cause}", (Reason.INFRA_FAILURE, f"Ray did not start the driver within {limit}: {cause}")
+            requeue = (Reason.INFRA_FAILURE, f"Ray did not start the driver within {limit}: {cause}")
+            return Reason.NODE_GONE, f"{held_for}: {cause}", requeue
         return Reason.NODE_GONE, f"{held_for}: {cause} (requeued past {limit})", None
     if room.free is None:
         return Reason.STARTING, f"{held_for} (Ray did not report what is free on its node)", None
@@ -269,7 +277,8 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
              f"(free {describe((name, room.free.get(name, 0)) for name in short)}; "
              f"it needs {describe((name, need[name]) for name in short)})")
     if past:
-        return Reason.NODE_BUSY, f"{held_for}: {cause}", (Reason.NODE_BUSY, f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
+        requeue = (Reason.NODE_BUSY, f"Ray did not start the driver within {limit} on node {node_id}: {cause}")
+        return Reason.NODE_BUSY, f"{held_for}: {cause}", requeue
     return Reason.NODE_BUSY, f"{held_for}: {cause}; requeued past {limit}", None
 
 

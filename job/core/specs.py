@@ -38,7 +38,8 @@ BUNDLE_STRATEGIES = get_args(BundleStrategy)
 def _check_name(value: str, pattern: re.Pattern, what: str) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ValueError(
-            f"{quoted(value)} is not a valid {what} name: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            f"{quoted(value)} is not a valid {what} name: "
+            "use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return value
 
@@ -52,7 +53,8 @@ def _check_resource_name(name: str) -> str:
         if name != builtin and name.lower() == builtin.lower():
             raise ValueError(f"unknown resource {name!r}: did you mean {builtin!r}?")
     if name == "object_store_memory" or not RESOURCE_NAME.fullmatch(name):
-        raise ValueError(f"unknown resource {quoted(name)}: use CPU, GPU, memory or a custom resource name of letters, digits, '_', '.', '-', '/'")
+        raise ValueError(f"unknown resource {quoted(name)}: use CPU, GPU, memory "
+                         "or a custom resource name of letters, digits, '_', '.', '-', '/'")
     return name
 
 
@@ -91,7 +93,8 @@ def parse_labels(labels: dict[str, Any]) -> dict[str, str]:
         if not isinstance(key, str) or not LABEL_KEY.fullmatch(key):
             raise ValueError(f"{quoted(key)} is not a valid label key (e.g. ray.io/accelerator-type or pool)")
         if not isinstance(value, str) or not LABEL_VALUE.fullmatch(value):
-            raise ValueError(f"label {key}: {quoted(value)} is not a valid label value (at most 63 letters, digits, '.', '_', '-')")
+            raise ValueError(f"label {key}: {quoted(value)} is not a valid label value "
+                             "(at most 63 letters, digits, '.', '_', '-')")
     return dict(labels)
 
 

@@ -7,7 +7,7 @@ import math
 import re
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 from job.core.errors import quoted
@@ -18,7 +18,7 @@ from job.core.resources import UNIT
 MAX_DURATION_S = 100 * 365 * 86400.0
 # Times are before this: a later start is no plan, and the times a forecast adds run times to
 # still hold.
-LATEST_TIME = datetime(3000, 1, 1, tzinfo=timezone.utc)
+LATEST_TIME = datetime(3000, 1, 1, tzinfo=UTC)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -131,9 +131,9 @@ def parse_time(text: str | datetime) -> datetime:
         except ValueError:
             raise ValueError(f"not a time: {quoted(text)} (use ISO 8601, e.g. 2026-11-29T08:00:00Z)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     try:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
         moment = None
     if moment is None or moment >= LATEST_TIME:
@@ -157,7 +157,7 @@ def format_duration(seconds: float, parts: int = 4) -> str:
 
 def time_of_day(moment: datetime, now: datetime) -> str:
     """A time to come, as people read one: 14:20 UTC within the next day from `now`, else with its date."""
-    moment = moment.astimezone(timezone.utc)
+    moment = moment.astimezone(UTC)
     return moment.strftime("%H:%M UTC" if moment - now < timedelta(days=1) else "%Y-%m-%d %H:%M UTC")
 
 

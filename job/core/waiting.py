@@ -81,7 +81,7 @@ def waiting_changes(pending: list[PendingRow], waiting: list[dict], compared: Co
     only the records it leaves unsure are read."""
     if compared is not None:
         waiting = compared.unsure(waiting, said)
-    known = dict(zip(map(_ID, pending), pending)) if waiting else {}
+    known = dict(zip(map(_ID, pending), pending, strict=True)) if waiting else {}
     differed, changed, refreshes = set(), {}, []
     for record in waiting:
         ident, reason, message = record["job"], record["reason"], record["message"]

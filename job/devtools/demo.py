@@ -43,7 +43,7 @@ def _database(stack: ExitStack, url: str | None) -> str:
 def _ray(stack: ExitStack, address: str | None) -> str:
     if address:
         return address
-    from job.devtools.local_ray import NodeSpec, LocalRayCluster
+    from job.devtools.local_ray import LocalRayCluster, NodeSpec
 
     cluster = LocalRayCluster(
         head=NodeSpec(cpus=1, labels={"role": "head"}),

@@ -7,6 +7,7 @@ processes this cluster started, by their ids, and never another cluster sharing 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -228,10 +229,8 @@ class LocalRayCluster:
         # Survivors, with any child they started meanwhile.
         left = {p.pid: p for p in alive}
         for p in alive:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 left.update((c.pid, c) for c in p.children(recursive=True))
-            except psutil.NoSuchProcess:
-                pass
         _send(list(left.values()), signal.SIGKILL)
         psutil.wait_procs(list(left.values()), timeout=5)
         for process in self._processes:
@@ -261,8 +260,6 @@ class LocalRayCluster:
 
 def _send(processes: list[psutil.Process], sig: int) -> None:
     for p in processes:
-        try:
-            # psutil refuses when the pid now belongs to another process.
+        # psutil refuses when the pid now belongs to another process.
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass

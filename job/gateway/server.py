@@ -40,8 +40,8 @@ from job.adapters.ray_cluster import cluster_of
 from job.adapters.ray_stream import RayStream
 from job.core.errors import BadInput, Conflict, JobError, NotFound, PermissionDenied
 from job.gateway import translate
+from job.store import DictConnection, tokens
 from job.store import gateway as rows
-from job.store import tokens
 from job.store.connection import connect
 from job.store.migrations import ensure_current
 
@@ -97,10 +97,10 @@ class Database:
 
     def __init__(self, url: str, size: int):
         self.url, self.size = url, size
-        self._idle: queue.SimpleQueue[psycopg.Connection] = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[DictConnection] = queue.SimpleQueue()
         self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="gateway-db")
 
-    def _take(self) -> psycopg.Connection:
+    def _take(self) -> DictConnection:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
@@ -128,7 +128,7 @@ class Database:
             else:
                 conn.close()
 
-    def own(self, work: Callable[[psycopg.Connection], T]) -> T:
+    def own(self, work: Callable[[DictConnection], T]) -> T:
         """`work(conn)` in one transaction as the gateway's own login, committed."""
         conn = self._take()
         try:
@@ -237,7 +237,7 @@ async def _turn(slots: asyncio.Semaphore, what: str) -> AsyncIterator[None]:
         slots.release()
 
 
-def _listed(conn: psycopg.Connection, group: str) -> list[bytes]:
+def _listed(conn: DictConnection, group: str) -> list[bytes]:
     """The group's jobs as Ray's JobDetails, newest first, as many as MAX_LIST_BYTES hold."""
     parts, size = [], 2
     for row in rows.named_jobs(conn, group):
@@ -255,7 +255,7 @@ def _check_path(request: web.Request) -> None:
             raise BadInput(f"{_PATH_PARTS.get(part, part)}: must not contain control characters")
 
 
-def _job(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> rows.GatewayJob:
+def _job(conn: DictConnection, user: str, group: str, submission_id: str) -> rows.GatewayJob:
     row = rows.job_named(conn, user, group, submission_id)
     if row is None:
         raise NotFound(f"Job {submission_id} does not exist")
@@ -294,12 +294,12 @@ class Gateway:
             request["user"] = user
         return await handler(request)
 
-    async def _as_user(self, request: web.Request, work: Callable[[psycopg.Connection, str], T]) -> T:
+    async def _as_user(self, request: web.Request, work: Callable[[DictConnection, str], T]) -> T:
         """`work(conn, user)` in one transaction under the caller's role, committed; the token's
         user looked up first in it, unless `authenticate` did."""
         known = request.get("user")
 
-        def acting(conn: psycopg.Connection) -> T:
+        def acting(conn: DictConnection) -> T:
             user = known or tokens.user_of(conn, request["token"])
             if user is None:
                 raise Unauthorized
@@ -343,7 +343,7 @@ class Gateway:
         group = request.match_info["group"]
         body = await read_body(request, MAX_SUBMIT_BYTES)
 
-        def enqueue(conn: psycopg.Connection, user: str) -> tuple[translate.Submission, int]:
+        def enqueue(conn: DictConnection, user: str) -> tuple[translate.Submission, int]:
             # Parsed once the token is known, by a database worker, not in the event loop: a large
             # body delays no other request, and no more are parsed at once than there are workers.
             asked = translate.submission(translate.read_json(body))
@@ -387,7 +387,7 @@ class Gateway:
     async def stop(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
 
-        def cancel(conn: psycopg.Connection, user: str) -> bool:
+        def cancel(conn: DictConnection, user: str) -> bool:
             row = _job(conn, user, group, ident)
             before, _ = api.cancel([row.id], conn=conn)[row.id]
             return before is not None and not translate.is_final(before)
@@ -399,7 +399,7 @@ class Gateway:
     async def delete(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
 
-        def forget(conn: psycopg.Connection, user: str) -> dict:
+        def forget(conn: DictConnection, user: str) -> dict:
             row = _job(conn, user, group, ident)
             if not translate.is_final(row.state):
                 raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row.state)}): stop it first")

@@ -93,7 +93,8 @@ def submission(body: Any) -> Submission:
     body = {key: value for key, value in body.items() if value is not None}
     unknown = sorted(set(body) - _REQUEST_FIELDS)
     if unknown:
-        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {', '.join(sorted(_REQUEST_FIELDS))})")
+        known = ", ".join(sorted(_REQUEST_FIELDS))
+        raise BadInput(f"{key_named(unknown[0])}: not a field of Ray's job submission (known: {known})")
     if not isinstance(body.get("entrypoint"), str):
         raise BadInput("entrypoint: required, a string")
     options: dict[str, Any] = {"entrypoint": body["entrypoint"]}

@@ -24,17 +24,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import psycopg
-
 from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import autoscale, specs
-from job.core.specs import NodeType
 from job.core.errors import BadInput, Unavailable
 from job.core.group import GroupConfig
 from job.core.planner import Plan, Snapshot
+from job.core.specs import NodeType
 from job.scheduler.report import GroupResult, Steps
-from job.store import groups
+from job.store import DictConnection, groups
 
 STATE = "autoscale"
 DEMAND_TIMEOUT_S = 120
@@ -73,7 +71,7 @@ def plan_demand(snapshot: Snapshot, decided: Plan, group: GroupConfig, types: li
     return autoscale.demand(snapshot, decided, types, group.node_labels)
 
 
-def send_demand(conn: psycopg.Connection, cluster: RayCluster, group: GroupConfig, installation: str, state: dict,
+def send_demand(conn: DictConnection, cluster: RayCluster, group: GroupConfig, installation: str, state: dict,
                 bundles: list[dict], now: datetime, result: GroupResult, steps: Steps) -> None:
     """Settles the demand job in flight, if any, then sends the demand if it changed since the
     last one Ray took. Writes the group's autoscale state in its own transaction."""

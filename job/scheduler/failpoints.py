@@ -8,6 +8,7 @@ import signal
 
 from job import log
 
+
 def failpoint(name: str, armed: str | None) -> None:
     """Die here if `armed` (the configured failpoint) names this point."""
     if armed == name:

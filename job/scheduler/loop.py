@@ -18,7 +18,7 @@ import signal
 import time
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -110,7 +110,7 @@ def _sleeper(window: _Window):
 
 def _monotonic(at: datetime) -> float:
     """`at` on the loop's clock, a little after: a runtime limit counts as passed once exceeded."""
-    return time.monotonic() + (at - datetime.now(timezone.utc)).total_seconds() + DUE_MARGIN_S
+    return time.monotonic() + (at - datetime.now(UTC)).total_seconds() + DUE_MARGIN_S
 
 
 def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None = None) -> int:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import psycopg
-
 from job.core.group_snapshot import MadeJobs, PendingRow
 from job.core.waiting import Compared
-from job.store import tick_jobs
+from job.store import DictConnection, tick_jobs
 
 
 @dataclass
@@ -40,7 +38,7 @@ class PendingRows:
     def __init__(self) -> None:
         self._kept: dict[str, _Kept] = {}
 
-    def read(self, conn: psycopg.Connection, group: str) -> list[PendingRow]:
+    def read(self, conn: DictConnection, group: str) -> list[PendingRow]:
         # Taken out while it is brought up to date: a read that fails midway leaves nothing kept.
         kept = self._kept.pop(group, None)
         since = tick_jobs.current_snapshot(conn)

@@ -7,8 +7,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-import psycopg
-
 from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.core import states
@@ -22,7 +20,7 @@ from job.core.resources import Resources, accumulate
 from job.core.states import Reason
 from job.core.usage import charge_users
 from job.scheduler.report import Steps
-from job.store import groups, tick_jobs, users
+from job.store import DictConnection, groups, tick_jobs, users
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,7 @@ class Seen:
     records: dict[int, dict] = field(default_factory=dict)
 
 
-def reconcile_group(conn: psycopg.Connection, group: GroupConfig, seen: Seen, steps: Steps) -> Reconciliation:
+def reconcile_group(conn: DictConnection, group: GroupConfig, seen: Seen, steps: Steps) -> Reconciliation:
     start = start_check(group.start_timeout_s, seen.nodes, seen.active, seen.ray_jobs)
     over = ({job_id: stop for job_id, record in seen.records.items()
              if (stop := over_use(record, group.overuse_grace_s, seen.now)) is not None}
@@ -118,7 +116,7 @@ def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[ActiveJob], d
     return untaken
 
 
-def _write(conn: psycopg.Connection, group: GroupConfig, active: list[ActiveJob], decided: Reconciled) -> int:
+def _write(conn: DictConnection, group: GroupConfig, active: list[ActiveJob], decided: Reconciled) -> int:
     """Writes what was decided; returns how many jobs finished."""
     name = group.name
     written = set(tick_jobs.update_jobs(conn, decided.updates, from_states=states.ACTIVE))
@@ -143,7 +141,7 @@ def _write(conn: psycopg.Connection, group: GroupConfig, active: list[ActiveJob]
     return len(decided.finished)
 
 
-def charge(conn: psycopg.Connection, group: GroupConfig, ran: list[ActiveJob], totals: dict[str, int],
+def charge(conn: DictConnection, group: GroupConfig, ran: list[ActiveJob], totals: dict[str, int],
            now: datetime, use: ObservedUse | None = None) -> list[Member]:
     """Charge each user the dominant share its jobs held since the last charge, decayed by the half
     life: a running job's charge per resource is the larger of what it declared and what Ray shows

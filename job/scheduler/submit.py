@@ -41,7 +41,7 @@ def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent
 def bundles_json(intent: Intent) -> str:
     """`[{"resources": {...}, "node": "<node id>"}, ...]`, one per bundle, in the bundles' order."""
     nodes = intent.bundle_nodes or [None] * len(intent.bundles)
-    return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes)])
+    return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes, strict=True)])
 
 
 def _submit_one(cluster: RayCluster, intent: Intent, group: GroupConfig) -> tuple[Intent, Exception | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 
@@ -20,8 +20,8 @@ from job.core import collection
 from job.core.arrays import throttle
 from job.core.dependents import Dependents, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
-from job.core.group import GroupConfig
 from job.core.estimates import RECENT, RunTimes, estimate
+from job.core.group import GroupConfig
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, due_at, reservation_changes, running_of
 from job.core.job_row import usable
 from job.core.jobs import Intent, Victim
@@ -32,21 +32,21 @@ from job.core.resources import to_units
 from job.core.share import placement_figures
 from job.core.states import Reason
 from job.core.waiting import counted, waiting_changes
+from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.pending import PendingRows
-from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
 from job.scheduler.reconcile import Reconciliation, Seen, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.schedules import run_schedules
 from job.scheduler.submit import submit_intents
 from job.scheduler.ticks import record_ticks
-from job.store import accounts, events, groups, tick_jobs, users
+from job.store import DictConnection, accounts, events, groups, tick_jobs, users
 from job.store.connection import connect, session
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def run_tick(config: TickConfig, group_name: str | None = None, *, dry_run: bool = False,
@@ -81,7 +81,7 @@ def _tick_groups(config: TickConfig, chosen: list[GroupConfig], installation: st
         except (JobError, OSError, psycopg.Error) as exc:
             result = GroupResult(group.name, "failed", cause=str(exc))
             log.error("group_failed", group=group.name, cause=str(exc), **getattr(exc, "fields", {}))
-        except Exception as exc:  # noqa: BLE001 - a value no check foresaw (a row written past the CLI)
+        except Exception as exc:  # a value no check foresaw (a row written past the CLI)
             # fails its own group, not the groups after it: named by its type, for the bug report.
             result = GroupResult(group.name, "failed", cause=f"{type(exc).__name__}: {exc}")
             log.error("group_failed", group=group.name, cause=result.cause, error=type(exc).__name__)
@@ -146,7 +146,7 @@ class PlanStep:
 class _GroupTick:
     """One group's tick under its lock, step by step: each step returns what the next ones need."""
 
-    def __init__(self, conn: psycopg.Connection, config: TickConfig, group: GroupConfig, installation: str,
+    def __init__(self, conn: DictConnection, config: TickConfig, group: GroupConfig, installation: str,
                  pending: PendingRows):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
         self.pending = pending

@@ -12,20 +12,21 @@ import psycopg
 from job import log
 from job.core.errors import JobError
 from job.scheduler.report import GroupResult
-from job.store import events, ticks
+from job.store import DictConnection, events, ticks
 
 
 def tick_row(result: GroupResult) -> dict:
     return {
         "group_name": result.group, "outcome": result.status, "cause": result.cause or None,
         "seconds": round(result.seconds, 4), "steps": {step: round(ms / 1000, 4) for step, ms in result.steps_ms.items()},
-        "ray_seconds": round(result.ray_ms / 1000, 4), "placed": result.placed, "preempted": result.preempted, "running": result.running,
+        "ray_seconds": round(result.ray_ms / 1000, 4), "placed": result.placed, "preempted": result.preempted,
+        "running": result.running,
         "finished": result.finished, "waiting": dict(result.waiting), "reasons_written": result.reasons_written,
         "statements": result.statements, "nodes": result.nodes,
     }
 
 
-def record_ticks(conn: psycopg.Connection, results: list[GroupResult]) -> None:
+def record_ticks(conn: DictConnection, results: list[GroupResult]) -> None:
     """On the tick's own connection, committed here. One lost meanwhile (the database restarted
     during the groups' ticks) loses this record, not the tick."""
     try:

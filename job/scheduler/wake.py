@@ -22,12 +22,14 @@ ticks on its timer."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 from job import log
 from job.core.errors import DatabaseUnavailable, Unavailable
+from job.store import DictConnection
 from job.store.connection import connect
 
 CHANNEL = "job_wake"
@@ -56,7 +58,7 @@ class Wakes:
         self.url = database_url
         self.every_s = every_s
         self.group = group or ""
-        self._conn: psycopg.Connection | None = None
+        self._conn: DictConnection | None = None
         self._timer = False
         self._tried = -RECONNECT_S
         # The clusters watched since the last tick, each with the supervisors it had when last

@@ -4,13 +4,13 @@ queue. It reloads itself every REFRESH_S seconds and fits a phone's width."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 
 from job.core.job_row import row_problem
 from job.core.resources import Resources, describe, footprint
-from job.core.units import format_duration, time_of_day
 from job.core.share import AccountShare, UserShare
+from job.core.units import format_duration, time_of_day
 from job.serve.report import Report
 
 REFRESH_S = 15
@@ -44,7 +44,7 @@ def render(report: Report, now: datetime) -> str:
 
 
 def _when(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _group(report: Report, group: dict, now: datetime) -> str:

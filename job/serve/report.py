@@ -6,13 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import psycopg
-
 from job.core import states
 from job.core.job_row import row_problem
 from job.core.share import AccountShare, UserShare, account_shares, group_shares, totals_of
+from job.store import DictConnection, reports
 from job.store import accounts as account_rows
-from job.store import reports
 
 
 @dataclass
@@ -30,7 +28,7 @@ class Report:
     accounts: dict[str, list[AccountShare]] = field(default_factory=dict)
 
 
-def read_report(conn: psycopg.Connection, group: str | None = None, *, totals: bool = False,
+def read_report(conn: DictConnection, group: str | None = None, *, totals: bool = False,
                 queue: int = 0) -> Report:
     """The groups (one, or all), their users' shares, pending and active jobs; with `totals` the
     ticks' and events' running totals; with `queue` that many pending jobs per group."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
@@ -22,6 +22,7 @@ from job import log
 from job.core.errors import JobError
 from job.serve import metrics, page
 from job.serve.report import Report, read_report
+from job.store import DictConnection
 from job.store.connection import connect, read_only
 from job.store.migrations import ensure_current
 
@@ -35,7 +36,7 @@ class Source:
     def __init__(self, database_url: str, max_age_s: float):
         self.database_url, self.max_age_s = database_url, max_age_s
         self._lock = threading.Lock()
-        self._conn: psycopg.Connection | None = None
+        self._conn: DictConnection | None = None
         self._report: tuple[float, Report, datetime] | None = None
         # Statements the last read sent (bench/serve.py).
         self.statements = 0
@@ -54,7 +55,7 @@ class Source:
                 self._close()
                 raise
             self.statements = conn.statements - before
-            now = report.groups[0]["now"] if report.groups else datetime.now(timezone.utc)
+            now = report.groups[0]["now"] if report.groups else datetime.now(UTC)
             self._report = (time.monotonic(), report, now)
             return report, now
 
@@ -67,7 +68,7 @@ class Source:
                 self._close()
                 raise
 
-    def _connection(self) -> psycopg.Connection:
+    def _connection(self) -> DictConnection:
         if self._conn is None or self._conn.closed:
             conn = connect(self.database_url, counting=True)
             try:
@@ -94,7 +95,7 @@ def handler_for(source: Source) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "job-serve"
 
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:  # the standard library's name
             path = self.path.split("?", 1)[0]
             try:
                 if path == "/metrics":
@@ -121,7 +122,7 @@ def handler_for(source: Source) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args) -> None:  # noqa: A002 (the standard library's name)
+        def log_message(self, format: str, *args) -> None:  # the standard library's names
             # One line per request would drown the log at a scrape every few seconds: errors only.
             pass
 

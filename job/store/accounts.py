@@ -10,6 +10,7 @@ from psycopg.rows import class_row
 
 from job.core.errors import BadInput, Conflict, NotFound
 from job.core.members import AccountRow, ListedAccount
+from job.store import DictConnection
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def _unknown_parent(spec: AccountSpec) -> NotFound:
     return NotFound(f"parent: account {spec.parent!r} does not exist (add it with `python -m job account add {spec.parent}`)")
 
 
-def insert_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
+def insert_account(conn: DictConnection, spec: AccountSpec) -> None:
     values, columns = spec.model_dump(), _columns(spec)
     try:
         conn.execute(f"INSERT INTO accounts ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
@@ -38,7 +39,7 @@ def insert_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
         raise _unknown_parent(spec) from None
 
 
-def update_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
+def update_account(conn: DictConnection, spec: AccountSpec) -> None:
     """Write the account's fields; a parent below it is refused by the table's trigger (a cycle)."""
     values = spec.model_dump()
     updates = [column for column in _columns(spec) if column != "name"]
@@ -55,7 +56,7 @@ def update_account(conn: psycopg.Connection, spec: AccountSpec) -> None:
         raise BadInput(f"parent: {exc.diag.message_primary}") from None
 
 
-def _rows(conn: psycopg.Connection, kind: type[AccountRow] = AccountRow) -> psycopg.Cursor:
+def _rows(conn: DictConnection, kind: type[AccountRow] = AccountRow) -> psycopg.Cursor:
     return conn.cursor(row_factory=class_row(kind))
 
 
@@ -63,7 +64,7 @@ def _selected(alias: str = "") -> str:
     return ", ".join(alias + field.name for field in fields(AccountRow))
 
 
-def get_account(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> AccountRow:
+def get_account(conn: DictConnection, name: str, *, for_update: bool = False) -> AccountRow:
     row = _rows(conn).execute(f"SELECT {_selected()} FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""),
                               (name,)).fetchone()
     if row is None:
@@ -71,7 +72,7 @@ def get_account(conn: psycopg.Connection, name: str, *, for_update: bool = False
     return row
 
 
-def list_accounts(conn: psycopg.Connection) -> list[ListedAccount]:
+def list_accounts(conn: DictConnection) -> list[ListedAccount]:
     """Every account, with its users and child accounts by name."""
     return _rows(conn, ListedAccount).execute(
         f"""SELECT {_selected("a.")},
@@ -80,12 +81,12 @@ def list_accounts(conn: psycopg.Connection) -> list[ListedAccount]:
            FROM accounts a ORDER BY a.name""").fetchall()
 
 
-def tree(conn: psycopg.Connection) -> list[AccountRow]:
+def tree(conn: DictConnection) -> list[AccountRow]:
     """What the planner needs of every account (a tick reads it once per group)."""
     return _rows(conn).execute(f"SELECT {_selected()} FROM accounts ORDER BY name").fetchall()
 
 
-def remove_account(conn: psycopg.Connection, name: str) -> None:
+def remove_account(conn: DictConnection, name: str) -> None:
     """Remove an account without users or child accounts."""
     get_account(conn, name, for_update=True)
     row = conn.execute("""SELECT (SELECT count(*) FROM users WHERE account = %(name)s) AS users,

@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
 from job.core.errors import DatabaseUnavailable
 from job.core.redact import redact_url
+from job.store import DictConnection
 from job.store.migrations import check_current
 
 CONNECT_TIMEOUT_S = 5
 
 
-class CountingConnection(psycopg.Connection):
+class CountingConnection(psycopg.Connection[DictRow]):
     """Counts the statements a tick sends, for its summary line and the benchmark."""
 
     statements = 0
 
 
-class _CountingCursor(psycopg.Cursor):
+class _CountingCursor(psycopg.Cursor[DictRow]):
     # Connection.execute sends through a cursor too, as the store's typed reads do with their own
     # row factories: counted here, every statement is counted once.
     def execute(self, *args: Any, **kwargs: Any):
@@ -30,7 +32,7 @@ class _CountingCursor(psycopg.Cursor):
         return super().execute(*args, **kwargs)
 
 
-def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> psycopg.Connection:
+def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> DictConnection:
     """A connection with dict rows; `counting` makes one that counts its statements (the tick's).
     Its session reads times in UTC: psycopg then gives every timestamptz the one tzinfo it keeps
     for UTC, where a server's zone (even Etc/UTC) costs a zone lookup per value, half the time of
@@ -59,7 +61,7 @@ def _first_line(exc: Exception) -> str:
 
 
 @contextmanager
-def session(url: str) -> Iterator[psycopg.Connection]:
+def session(url: str) -> Iterator[DictConnection]:
     """A connection to a migrated database, checked in its first transaction; commits on success,
     rolls back on error."""
     with connect(url) as conn:
@@ -70,7 +72,7 @@ def session(url: str) -> Iterator[psycopg.Connection]:
 READER_ROLE = "job_reader"
 
 
-def read_only(conn: psycopg.Connection) -> str:
+def read_only(conn: DictConnection) -> str:
     """Make the session read only: every transaction READ ONLY, and the rights of job_reader
     (sql/0005_roles.sql) where that role exists and the login may take it, whatever else the login
     may do. Returns the role the session reads as."""

@@ -4,11 +4,12 @@ the policy's figures, which the row does not hold."""
 
 from __future__ import annotations
 
-import psycopg
 from psycopg.types.json import Jsonb
 
+from job.store import DictConnection
 
-def events_of(conn: psycopg.Connection, job_id: int) -> list[dict]:
+
+def events_of(conn: DictConnection, job_id: int) -> list[dict]:
     return conn.execute(
         """SELECT id, at, kind, from_state, state, reason, message, node, attempt, details
            FROM job_events WHERE job_id = %s ORDER BY id""",
@@ -16,7 +17,7 @@ def events_of(conn: psycopg.Connection, job_id: int) -> list[dict]:
     ).fetchall()
 
 
-def note_placements(conn: psycopg.Connection, figures: dict[int, tuple[int, dict]]) -> None:
+def note_placements(conn: DictConnection, figures: dict[int, tuple[int, dict]]) -> None:
     """The figures (job id -> (attempt, details)) on the `placed` event of that attempt."""
     if not figures:
         return
@@ -29,6 +30,6 @@ def note_placements(conn: psycopg.Connection, figures: dict[int, tuple[int, dict
     )
 
 
-def fold_counts(conn: psycopg.Connection) -> None:
+def fold_counts(conn: DictConnection) -> None:
     """One row per key again in the counts the triggers keep (job_counts, job_event_totals)."""
     conn.execute("SELECT job_fold_counts()")

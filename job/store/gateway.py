@@ -12,6 +12,7 @@ from psycopg.rows import class_row
 
 from job.core.errors import BadInput
 from job.core.job import COLUMNS, Job
+from job.store import DictConnection
 
 # At most this many jobs in a list: Ray's own list only grows, the gateway's stops here.
 LIST_LIMIT = 1000
@@ -28,11 +29,11 @@ class GatewayJob(Job):
     ray_address: str
 
 
-def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[GatewayJob]:
+def _jobs(conn: DictConnection) -> psycopg.Cursor[GatewayJob]:
     return conn.cursor(row_factory=class_row(GatewayJob))
 
 
-def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
+def name_job(conn: DictConnection, submission_id: str, job_id: int) -> None:
     """The id among the job's user's ids: another user's job of the same id is neither found nor told of."""
     try:
         conn.execute("""INSERT INTO gateway_submissions (user_name, submission_id, job_id)
@@ -42,13 +43,13 @@ def name_job(conn: psycopg.Connection, submission_id: str, job_id: int) -> None:
         raise BadInput(f"submission_id: {submission_id!r} is already the id of another job") from None
 
 
-def job_named(conn: psycopg.Connection, user: str, group: str, submission_id: str) -> GatewayJob | None:
+def job_named(conn: DictConnection, user: str, group: str, submission_id: str) -> GatewayJob | None:
     return _jobs(conn).execute(f"""SELECT {_JOB_COLUMNS} FROM {_FROM}
                             WHERE s.user_name = %s AND s.submission_id = %s AND j.group_name = %s""",
                         (user, submission_id, group)).fetchone()
 
 
-def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) -> Iterator[GatewayJob]:
+def named_jobs(conn: DictConnection, group: str, limit: int = LIST_LIMIT) -> Iterator[GatewayJob]:
     """The group's jobs, newest first, fetched LIST_BATCH at a time (a job may be 150 KB): the
     caller stops when its answer is full, and no more is read."""
     with conn.cursor(name="gateway_named_jobs", row_factory=class_row(GatewayJob)) as cursor:
@@ -58,17 +59,17 @@ def named_jobs(conn: psycopg.Connection, group: str, limit: int = LIST_LIMIT) ->
         yield from cursor
 
 
-def forget(conn: psycopg.Connection, job_id: int) -> bool:
+def forget(conn: DictConnection, job_id: int) -> bool:
     """The job leaves the gateway's view (Ray's `delete`), its id free again; the queue keeps its history."""
     return conn.execute("DELETE FROM gateway_submissions WHERE job_id = %s RETURNING job_id", (job_id,)).fetchone() is not None
 
 
-def ray_address(conn: psycopg.Connection, group: str) -> str | None:
+def ray_address(conn: DictConnection, group: str) -> str | None:
     row = conn.execute("SELECT ray_address FROM resource_groups WHERE name = %s", (group,)).fetchone()
     return None if row is None else row["ray_address"]
 
 
-def waiting_packages(conn: psycopg.Connection) -> list[dict]:
+def waiting_packages(conn: DictConnection) -> list[dict]:
     """The gcs:// packages of jobs waiting in the queue, with their clusters' addresses
     (sql/0018_tokens.sql gateway_waiting_packages): what the gateway keeps pinned in Ray."""
     return conn.execute("SELECT ray_address, uri FROM gateway_waiting_packages()").fetchall()

@@ -10,15 +10,17 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.errors import Conflict, NotFound
-from job.core.group import OPTIONS as _GROUP_COLUMNS, GroupConfig
+from job.core.group import OPTIONS as _GROUP_COLUMNS
+from job.core.group import GroupConfig
 from job.core.specs import GroupSpec
+from job.store import DictConnection
 from job.store.params import json_param
 
 # Advisory lock namespace of the per-group tick lock: pg_try_advisory_lock(int, int).
 TICK_LOCK_CLASS = 0x6A6F62  # "job"
 
 
-def _one_autoscaler_per_cluster(conn: psycopg.Connection, spec: GroupSpec) -> None:
+def _one_autoscaler_per_cluster(conn: DictConnection, spec: GroupSpec) -> None:
     """Ray keeps one request_resources per cluster, the last one made: two groups asking for their
     own demand on one cluster would each erase the other's."""
     if not spec.autoscale:
@@ -30,7 +32,7 @@ def _one_autoscaler_per_cluster(conn: psycopg.Connection, spec: GroupSpec) -> No
                        "demand per cluster, so only one group of a cluster may autoscale")
 
 
-def insert_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+def insert_group(conn: DictConnection, spec: GroupSpec) -> None:
     _one_autoscaler_per_cluster(conn, spec)
     values = spec.model_dump()
     try:
@@ -43,7 +45,7 @@ def insert_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
         raise Conflict(f"group {spec.name!r} already exists (change it with `python -m job group set {spec.name}`)") from None
 
 
-def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) -> GroupConfig:
+def get_group(conn: DictConnection, name: str, *, for_update: bool = False) -> GroupConfig:
     row = conn.execute(
         "SELECT * FROM resource_groups WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)
     ).fetchone()
@@ -52,7 +54,7 @@ def get_group(conn: psycopg.Connection, name: str, *, for_update: bool = False) 
     return GroupConfig.from_row(row)
 
 
-def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
+def update_group(conn: DictConnection, spec: GroupSpec) -> None:
     """Write the group's options. Moving it to another Ray cluster is refused while it has active
     jobs: their submissions live in the old cluster, and the next tick, not finding them in the new
     one, would submit them again. Dropping a class is refused while unfinished jobs name it."""
@@ -89,7 +91,7 @@ def update_group(conn: psycopg.Connection, spec: GroupSpec) -> None:
     )
 
 
-def list_groups(conn: psycopg.Connection) -> list[dict]:
+def list_groups(conn: DictConnection) -> list[dict]:
     return conn.execute(
         """SELECT g.*, count(j.id) FILTER (WHERE j.state = %s) AS pending,
                   count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
@@ -99,7 +101,7 @@ def list_groups(conn: psycopg.Connection) -> list[dict]:
     ).fetchall()
 
 
-def remove_group(conn: psycopg.Connection, name: str) -> int:
+def remove_group(conn: DictConnection, name: str) -> int:
     """Remove a group without pending or active jobs, with its finished jobs; returns how many."""
     get_group(conn, name, for_update=True)
     busy = conn.execute(
@@ -113,7 +115,7 @@ def remove_group(conn: psycopg.Connection, name: str) -> int:
     return finished
 
 
-def runtime_env_allowance(conn: psycopg.Connection, name: str) -> tuple[frozenset[str], frozenset[str]]:
+def runtime_env_allowance(conn: DictConnection, name: str) -> tuple[frozenset[str], frozenset[str]]:
     """The runtime_env keys the group lets its jobs use beyond the known ones, and the env_vars Ray
     reads for control it lets them set (none for a group that does not exist: the job's insert
     says so)."""
@@ -122,32 +124,32 @@ def runtime_env_allowance(conn: psycopg.Connection, name: str) -> tuple[frozense
     return (frozenset(row["keys"]), frozenset(row["env_vars"])) if row else (frozenset(), frozenset())
 
 
-def installation_id(conn: psycopg.Connection) -> str:
+def installation_id(conn: DictConnection) -> str:
     return conn.execute("SELECT id FROM installation").fetchone()["id"]
 
 
-def groups(conn: psycopg.Connection, name: str | None) -> list[GroupConfig]:
+def groups(conn: DictConnection, name: str | None) -> list[GroupConfig]:
     return [GroupConfig.from_row(row) for row in conn.execute(
         "SELECT * FROM resource_groups WHERE %(name)s::text IS NULL OR name = %(name)s ORDER BY name", {"name": name}
     )]
 
 
-def try_lock(conn: psycopg.Connection, group: str) -> bool:
+def try_lock(conn: DictConnection, group: str) -> bool:
     return conn.execute(
         "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked", (TICK_LOCK_CLASS, group)
     ).fetchone()["locked"]
 
 
-def unlock(conn: psycopg.Connection, group: str) -> None:
+def unlock(conn: DictConnection, group: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (TICK_LOCK_CLASS, group))
 
 
-def group_state(conn: psycopg.Connection, group: str) -> dict[str, dict]:
+def group_state(conn: DictConnection, group: str) -> dict[str, dict]:
     return {row["name"]: row["document"]
             for row in conn.execute("SELECT name, document FROM group_state WHERE group_name = %s", (group,))}
 
 
-def save_group_state(conn: psycopg.Connection, group: str, documents: dict[str, dict]) -> None:
+def save_group_state(conn: DictConnection, group: str, documents: dict[str, dict]) -> None:
     if not documents:
         return
     conn.execute(
@@ -158,7 +160,7 @@ def save_group_state(conn: psycopg.Connection, group: str, documents: dict[str, 
     )
 
 
-def charge_usage(conn: psycopg.Connection, group: str, usage: dict[str, float], since: datetime | None,
+def charge_usage(conn: DictConnection, group: str, usage: dict[str, float], since: datetime | None,
                  now: datetime) -> bool:
     """Write users' usage as charged for the interval since..now, only if the group's last charge
     is still `since` (no other tick charged meanwhile); returns whether it was written."""

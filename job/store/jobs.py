@@ -14,9 +14,10 @@ import psycopg
 from psycopg.rows import class_row
 
 from job.core import states
-from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.arrays import ArraySummary
+from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.job import ARRAY_COLUMNS, COLUMNS, SUBMITTED, Job
+from job.store import DictConnection
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def submit_columns() -> tuple[str, ...]:
     return (*(field.column for field in SUBMITTED), "state", "reason", "message", *ARRAY_COLUMNS)
 
 
-def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None = None) -> int:
+def insert_job(conn: DictConnection, spec: JobSpec, array: ArraySpec | None = None) -> int:
     """The new job's id; for an array, the id of its first task (its `array_id`), every task
     written by one statement whatever their number."""
     check_class(conn, spec)
@@ -77,7 +78,7 @@ def insert_job(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None 
     return row["id"]
 
 
-def check_class(conn: psycopg.Connection, spec: JobSpec) -> None:
+def check_class(conn: DictConnection, spec: JobSpec) -> None:
     """The class must be one of the group's. A `group set` that drops it between this check and the
     insert's commit leaves a job the tick fails with the reason (group_snapshot.build_snapshot)."""
     if spec.priority_class is None:
@@ -91,7 +92,7 @@ def check_class(conn: psycopg.Connection, spec: JobSpec) -> None:
         raise BadInput(f"priority_class: {name!r} is not a class of group {group!r} (its classes: {', '.join(names)})")
 
 
-def _check_after(conn: psycopg.Connection, ids: list[int]) -> None:
+def _check_after(conn: DictConnection, ids: list[int]) -> None:
     """Each job named must exist and be the caller's to see (row-level security: a submitter sees
     its own jobs), so that only existing jobs are named and no cycle can arise. A job pruned
     between this check and the commit leaves a dependency the tick finds gone."""
@@ -102,7 +103,7 @@ def _check_after(conn: psycopg.Connection, ids: list[int]) -> None:
         raise BadInput(f"after: job {missing[0]} does not exist" + (f" or is not yours ({only_own(me)})" if me else ""))
 
 
-def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
+def cancel_jobs(conn: DictConnection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
     """Cancel at once what is pending (CANCEL_PENDING), ask the tick to stop what Ray has
     (REQUEST_CANCEL). Returns, per id, the state before and after (None, None for an unknown id, or
     for another user's job when the caller may cancel only its own).
@@ -123,7 +124,7 @@ def cancel_jobs(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str
 _JOB = ", ".join(COLUMNS)
 
 
-def _jobs(conn: psycopg.Connection) -> psycopg.Cursor[Job]:
+def _jobs(conn: DictConnection) -> psycopg.Cursor[Job]:
     return conn.cursor(row_factory=class_row(Job))
 
 
@@ -133,7 +134,7 @@ _FILTERS = """(%(user)s::text IS NULL OR user_name = %(user)s)
               AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))"""
 
 
-def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
+def list_jobs(conn: DictConnection, *, user: str | None, group: str | None,
               states: list[str] | None, limit: int) -> list[Job]:
     return _jobs(conn).execute(
         f"SELECT {_JOB} FROM jobs WHERE {_FILTERS} ORDER BY id DESC LIMIT %(limit)s",
@@ -141,7 +142,7 @@ def list_jobs(conn: psycopg.Connection, *, user: str | None, group: str | None,
     ).fetchall()
 
 
-def get_job(conn: psycopg.Connection, job_id: int) -> Job:
+def get_job(conn: DictConnection, job_id: int) -> Job:
     row = _jobs(conn).execute(f"SELECT {_JOB} FROM jobs WHERE id = %s", (job_id,)).fetchone()
     if row is None:
         me = own_jobs_only(conn)
@@ -149,7 +150,7 @@ def get_job(conn: psycopg.Connection, job_id: int) -> Job:
     return row
 
 
-def edges(conn: psycopg.Connection, job: Job) -> tuple[dict[int, str], list[int]]:
+def edges(conn: DictConnection, job: Job) -> tuple[dict[int, str], list[int]]:
     """A job's dependencies both ways, as far as the caller sees (row-level security): the states
     of the jobs it waits for, by id (a job gone or not the caller's is not in it), and the ids of
     the jobs that wait for it (through the index jobs_after, sql/0025)."""
@@ -161,7 +162,7 @@ def edges(conn: psycopg.Connection, job: Job) -> tuple[dict[int, str], list[int]
     return found, [row["id"] for row in before]
 
 
-def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
+def running_seen(conn: DictConnection, job: Job) -> datetime | None:
     """When a tick first saw the job's current attempt run (its `started` event), if it did."""
     if job.placed_at is None:
         return None
@@ -170,7 +171,7 @@ def running_seen(conn: psycopg.Connection, job: Job) -> datetime | None:
     return seen["at"]
 
 
-def own_jobs_only(conn: psycopg.Connection) -> str | None:
+def own_jobs_only(conn: DictConnection) -> str | None:
     """The caller's name if row-level security shows it only its own jobs (a submitter), else None."""
     row = conn.execute(
         """SELECT current_user AS name,
@@ -185,7 +186,7 @@ def only_own(name: str) -> str:
     return f"you are logged in as {name!r} and see and cancel only your own jobs"
 
 
-def list_listed(conn: psycopg.Connection, *, user: str | None, group: str | None,
+def list_listed(conn: DictConnection, *, user: str | None, group: str | None,
                 states: list[str] | None, limit: int) -> list[Job]:
     """As `list_jobs`, an array counted as one job: of each array with a task that matches, its
     first such task (newest arrays and jobs first, by the array's id), through sql/0027's jobs_listed."""
@@ -200,7 +201,7 @@ def list_listed(conn: psycopg.Connection, *, user: str | None, group: str | None
     ).fetchall()
 
 
-def array_jobs(conn: psycopg.Connection, array_id: int, *, states: list[str] | None, limit: int) -> list[Job]:
+def array_jobs(conn: DictConnection, array_id: int, *, states: list[str] | None, limit: int) -> list[Job]:
     """An array's tasks, in index order."""
     return _jobs(conn).execute(
         f"""SELECT {_JOB} FROM jobs WHERE array_id = %(array)s AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s))
@@ -209,7 +210,7 @@ def array_jobs(conn: psycopg.Connection, array_id: int, *, states: list[str] | N
     ).fetchall()
 
 
-def array_summaries(conn: psycopg.Connection, ids: list[int]) -> dict[int, ArraySummary]:
+def array_summaries(conn: DictConnection, ids: list[int]) -> dict[int, ArraySummary]:
     """The arrays of these ids (those that are not an array's are left out), each in one row."""
     rows = conn.execute(
         """SELECT array_id, max(array_throttle) AS throttle, array_agg(array_index ORDER BY array_index) AS indexes,
@@ -219,7 +220,7 @@ def array_summaries(conn: psycopg.Connection, ids: list[int]) -> dict[int, Array
                                           dict(Counter(row["states"]))) for row in rows}
 
 
-def array_tasks(conn: psycopg.Connection, ids: list[int]) -> dict[int, list[int]]:
+def array_tasks(conn: DictConnection, ids: list[int]) -> dict[int, list[int]]:
     """The tasks of each of these ids that is an array's (its first task's), in id order."""
     rows = conn.execute("""SELECT array_id, array_agg(id ORDER BY id) AS tasks FROM jobs
                            WHERE array_id = ANY(%s) GROUP BY array_id""", (ids,)).fetchall()

@@ -13,10 +13,9 @@ import re
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-import psycopg
-
 from job import log
 from job.core.errors import IncompleteInstall, NotMigrated
+from job.store import DictConnection
 from job.store.jobs import submit_columns
 
 MIGRATIONS_PACKAGE = "job.migrations"
@@ -32,32 +31,33 @@ def migration_files(package: str = MIGRATIONS_PACKAGE) -> list[Traversable]:
         folder = resources.files(package)
     except ModuleNotFoundError:
         raise IncompleteInstall(f"no migration files found: the package {package} is missing from the installation") from None
-    found = sorted((item for item in folder.iterdir() if _NAME.fullmatch(item.name) and item.is_file()), key=lambda item: item.name)
+    found = sorted((item for item in folder.iterdir() if _NAME.fullmatch(item.name) and item.is_file()),
+                   key=lambda item: item.name)
     if not found:
         raise IncompleteInstall(f"no migration files found in package {package}: the package is incomplete")
     return found
 
 
-def applied(conn: psycopg.Connection) -> set[str]:
+def applied(conn: DictConnection) -> set[str]:
     exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS exists").fetchone()["exists"]
     if not exists:
         return set()
     return {row["name"] for row in conn.execute("SELECT name FROM schema_migrations")}
 
 
-def pending(conn: psycopg.Connection) -> list[Traversable]:
+def pending(conn: DictConnection) -> list[Traversable]:
     done = applied(conn)
     return [path for path in migration_files() if path.name not in done]
 
 
-def ensure_current(conn: psycopg.Connection) -> None:
+def ensure_current(conn: DictConnection) -> None:
     """Raises NotMigrated unless every migration is applied; the check's transaction is ended, for
     a connection kept idle after it (the gateway's and the metrics server's)."""
     check_current(conn)
     conn.commit()
 
 
-def check_current(conn: psycopg.Connection) -> None:
+def check_current(conn: DictConnection) -> None:
     """The same check, inside the caller's first transaction: a connection per command, or per
     tick, then costs PostgreSQL no transaction of its own for it (an idle minute of the loop)."""
     missing = pending(conn)
@@ -66,14 +66,14 @@ def check_current(conn: psycopg.Connection) -> None:
         raise NotMigrated(f"the database schema is not current (pending: {names}): run `python -m job migrate`")
 
 
-def _grant_submit_columns(conn: psycopg.Connection) -> None:
+def _grant_submit_columns(conn: DictConnection) -> None:
     """Submitters insert the columns a submit writes and no other (sql/0005_roles.sql): granted
     from the submit's own list, so that a new field of a job needs no GRANT of its own."""
     columns = ", ".join(submit_columns())
     conn.execute(f"GRANT INSERT ({columns}) ON jobs TO job_submitter")
 
 
-def migrate(conn: psycopg.Connection) -> list[str]:
+def migrate(conn: DictConnection) -> list[str]:
     """Apply pending migrations; returns the names applied. `conn` must be in autocommit mode."""
     conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:

@@ -11,26 +11,25 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import psycopg
-
 from job.core import states
+from job.store import DictConnection
 
 
-def cutoff(conn: psycopg.Connection, older_than_s: float) -> datetime:
+def cutoff(conn: DictConnection, older_than_s: float) -> datetime:
     """The database's now less `older_than_s`, to the second: finished_at is written with the
     database's clock."""
     return conn.execute("SELECT date_trunc('second', now() - make_interval(secs => %s)) AS cutoff",
                         (older_than_s,)).fetchone()["cutoff"]
 
 
-def count_finished_before(conn: psycopg.Connection, before: datetime) -> int:
+def count_finished_before(conn: DictConnection, before: datetime) -> int:
     return conn.execute(
         "SELECT count(*) AS n FROM jobs WHERE state = ANY(%s) AND finished_at < %s",
         (list(states.FINISHED), before),
     ).fetchone()["n"]
 
 
-def delete_finished_before(conn: psycopg.Connection, before: datetime, after_id: int, limit: int) -> list[int]:
+def delete_finished_before(conn: DictConnection, before: datetime, after_id: int, limit: int) -> list[int]:
     """Deletes up to `limit` finished jobs with finished_at before `before` and an id above
     `after_id`, lowest ids first; returns their ids. Fewer than `limit` means none was left above
     `after_id` (rows another session deleted meanwhile, e.g. `group remove`, can only end it early)."""

@@ -5,11 +5,11 @@ through their partial indexes, never the history."""
 
 from __future__ import annotations
 
-import psycopg
-
 from job.core import states
+from job.store import DictConnection
 
-def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
+
+def groups(conn: DictConnection, group: str | None = None) -> list[dict]:
     """The groups, each with its last successful tick (when, its steps, the nodes it saw), its last
     failed tick's time and cause when that came after (`failing_since`, `failing_cause`: None for a
     group whose last tick went well), the age of its oldest pending job (the lowest id, from
@@ -38,7 +38,7 @@ def groups(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
     ).fetchall()
 
 
-def users(conn: psycopg.Connection) -> list[dict]:
+def users(conn: DictConnection) -> list[dict]:
     """Every user's shares, account and decayed usage per group ({group: usage})."""
     return conn.execute(
         """SELECT u.name, u.shares, u.account,
@@ -49,7 +49,7 @@ def users(conn: psycopg.Connection) -> list[dict]:
     ).fetchall()
 
 
-def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
+def job_counts(conn: DictConnection, group: str | None = None) -> list[dict]:
     """Unfinished jobs per group, user, class, state and reason ('' for none; a class of '': the
     group's default)."""
     return conn.execute(
@@ -60,7 +60,7 @@ def job_counts(conn: psycopg.Connection, group: str | None = None) -> list[dict]
     ).fetchall()
 
 
-def active_jobs(conn: psycopg.Connection, group: str | None = None) -> list[dict]:
+def active_jobs(conn: DictConnection, group: str | None = None) -> list[dict]:
     """What each active job holds: as many as the clusters run at once, read through jobs_active.
     A running job holds what it is charged, the larger of declared and observed per resource
     (`observed`, the tick's record); the others their request."""
@@ -75,18 +75,18 @@ def active_jobs(conn: psycopg.Connection, group: str | None = None) -> list[dict
     ).fetchall()
 
 
-def tick_totals(conn: psycopg.Connection) -> list[dict]:
+def tick_totals(conn: DictConnection) -> list[dict]:
     return conn.execute(
         "SELECT group_name, outcome, step, ticks, seconds, last_at FROM tick_totals ORDER BY 1, 2, 3").fetchall()
 
 
-def event_totals(conn: psycopg.Connection) -> list[dict]:
+def event_totals(conn: DictConnection) -> list[dict]:
     return conn.execute(
         """SELECT group_name, kind, state, reason, sum(count)::bigint AS count FROM job_event_totals
            GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
 
 
-def queue_head(conn: psycopg.Connection, limit: int) -> list[dict]:
+def queue_head(conn: DictConnection, limit: int) -> list[dict]:
     """The first `limit` pending jobs of each group in plan order, as the last tick stored it (those
     without a position after, oldest first). Their ids come from jobs_pending_position alone (an
     index-only scan): ordered over the whole table, PostgreSQL would walk through the history."""

@@ -8,7 +8,6 @@ from datetime import datetime
 from itertools import repeat
 from typing import Any
 
-import psycopg
 from psycopg.rows import args_row, class_row, tuple_row
 from psycopg.types.json import Jsonb
 
@@ -17,6 +16,7 @@ from job.core.estimates import Finished
 from job.core.group_snapshot import WAITS_FOR_RESOURCES, Held, PendingRow
 from job.core.jobs import ActiveJob, Intent, Moved, Victim
 from job.core.states import Reason
+from job.store import DictConnection
 
 
 def _select(fields: tuple[str, ...], computed: dict[str, str]) -> str:
@@ -32,14 +32,14 @@ _PENDING = _select(PendingRow._fields, {"resources": "resources::text", "node_la
                                          "bundles": "bundles::text", "after": "after::text"})
 
 
-def active_jobs(conn: psycopg.Connection, group: str) -> list[ActiveJob]:
+def active_jobs(conn: DictConnection, group: str) -> list[ActiveJob]:
     return conn.cursor(row_factory=class_row(ActiveJob)).execute(
         f"SELECT {_ACTIVE} FROM jobs WHERE group_name = %s AND state = ANY(%s) ORDER BY id",
         (group, list(states.ACTIVE)),
     ).fetchall()
 
 
-def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
+def pending_jobs(conn: DictConnection, group: str) -> list[PendingRow]:
     rows = conn.cursor(row_factory=tuple_row).execute(
         f"SELECT {_PENDING} FROM jobs WHERE group_name = %s AND state = %s ORDER BY id",
         (group, states.PENDING),
@@ -50,13 +50,13 @@ def pending_jobs(conn: psycopg.Connection, group: str) -> list[PendingRow]:
     return list(map(tuple.__new__, repeat(PendingRow), rows))
 
 
-def current_snapshot(conn: psycopg.Connection) -> str:
+def current_snapshot(conn: DictConnection) -> str:
     """The database's snapshot now (pg_snapshot, as text): the rows written by any transaction it
     does not see are the ones `pending_changes` reads later."""
     return conn.execute("SELECT pg_current_snapshot()::text AS snapshot").fetchone()["snapshot"]
 
 
-def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:
+def pending_changes(conn: DictConnection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:
     """The group's jobs written by transactions the snapshot `since` did not see (sql/0020): those
     pending now, and the ids of the others; with the number of the group's pending jobs, in the
     same statement, so that the three are of one moment. The number is the triggers' (job_counts,
@@ -80,7 +80,7 @@ def pending_changes(conn: psycopg.Connection, group: str, since: str) -> tuple[i
     return rows[0][0], pending, left
 
 
-def states_of(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
+def states_of(conn: DictConnection, ids: list[int]) -> dict[int, str]:
     """The states of these jobs, by id, in any group (the jobs a group's pending jobs wait for); a
     job gone is not in it. An array's id (its first task's) stands for all its tasks, so that
     `--after ARRAY_ID` waits for every task: RUNNING while one has not ended (read through the
@@ -110,7 +110,7 @@ def states_of(conn: psycopg.Connection, ids: list[int]) -> dict[int, str]:
     return found
 
 
-def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[Finished]:
+def recent_run_times(conn: DictConnection, group: str, limit: int) -> list[Finished]:
     """The group's `limit` most recent successful jobs that have both times, newest first: user,
     request, seconds run. Through jobs_succeeded_recent, reading `limit` rows of the history
     whatever its size."""
@@ -123,7 +123,7 @@ def recent_run_times(conn: psycopg.Connection, group: str, limit: int) -> list[F
     return [row for row in rows if row.seconds is not None]
 
 
-def fail_pending_timeouts(conn: psycopg.Connection, group: str, timeout_s: float, now: datetime) -> list[Moved]:
+def fail_pending_timeouts(conn: DictConnection, group: str, timeout_s: float, now: datetime) -> list[Moved]:
     return conn.cursor(row_factory=class_row(Moved)).execute(
         """UPDATE jobs SET state = %(to)s, reason = %(reason)s, finished_at = %(now)s, updated_at = now(),
                   message = 'waited longer than the group''s pending timeout of ' || %(timeout)s || ' s'
@@ -157,7 +157,7 @@ JOB_UPDATE_TYPES = {"state": "text", "node": "text", "ray_status": "text", "ray_
 JOB_UPDATE_COLUMNS = tuple(JOB_UPDATE_TYPES)
 
 
-def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
+def update_jobs(conn: DictConnection, updates: dict[int, dict[str, Any]], *,
                 from_states: tuple[str, ...] = states.ACTIVE) -> list[int]:
     """Write each job's new fields (all of JOB_UPDATE_COLUMNS) in one statement, only where the job is
     still in one of `from_states` and the move from its state to the new one is one of RECONCILE's;
@@ -167,13 +167,14 @@ def update_jobs(conn: psycopg.Connection, updates: dict[int, dict[str, Any]], *,
     moves = sorted(move for move in states.RECONCILE.moves if move[0] in from_states)
     return [row["id"] for row in conn.execute(*_each(
         {job_id: tuple(update[column] for column in JOB_UPDATE_COLUMNS) for job_id, update in updates.items()},
-        JOB_UPDATE_TYPES, "UPDATE jobs SET " + ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS) + ", updated_at = now()",
+        JOB_UPDATE_TYPES,
+        "UPDATE jobs SET " + ", ".join(f"{column} = u.{column}" for column in JOB_UPDATE_COLUMNS) + ", updated_at = now()",
         "(jobs.state, u.state) IN (SELECT * FROM unnest(%(sources)s::text[], %(targets)s::text[]))",
         {"sources": [source for source, _ in moves], "targets": [target for _, target in moves]},
         returning="jobs.id"))]
 
 
-def set_observed(conn: psycopg.Connection, observed: dict[int, dict]) -> None:
+def set_observed(conn: DictConnection, observed: dict[int, dict]) -> None:
     """Each running job's observed use (core/observed.py `record`), in one statement; only jobs
     still RUNNING."""
     if observed:
@@ -186,7 +187,7 @@ def set_observed(conn: psycopg.Connection, observed: dict[int, dict]) -> None:
 _REQUEUE = {"from_state": "text", "reason": "text", "message": "text"}
 
 
-def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int
+def return_to_pending(conn: DictConnection, outcomes: dict[int, tuple[str, str, str]], max_attempts: int
                       ) -> list[Moved]:
     """Submissions Ray refused for the job's own request (id -> (from_state, reason, message)): back
     to PENDING (REQUEUE), or FAILED once the group's attempts are spent (REQUEUE_SPENT); only jobs
@@ -211,7 +212,7 @@ def return_to_pending(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
         returning="jobs.id, jobs.state, jobs.user_name")).fetchall()
 
 
-def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, str]], max_requeues: int
+def requeue_infra(conn: DictConnection, outcomes: dict[int, tuple[str, str, str]], max_requeues: int
                   ) -> list[Moved]:
     """Attempts ended by an infrastructure fault (id -> (from_state, reason, message)): back to
     PENDING (REQUEUE_INFRA) with its place in the queue (submitted_at kept), one more requeue and
@@ -241,7 +242,7 @@ def requeue_infra(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str, 
         returning="jobs.id, jobs.state, jobs.user_name, jobs.requeues")).fetchall()
 
 
-def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
+def cancel_absent(conn: DictConnection, ids: list[int]) -> list[int]:
     """Jobs with a cancel request that Ray does not know (never received, or forgot): CANCELLED."""
     if not ids:
         return []
@@ -257,7 +258,7 @@ def cancel_absent(conn: psycopg.Connection, ids: list[int]) -> list[int]:
 _INTENT = ", ".join(f"jobs.{column}" for column in Intent.__dataclass_fields__)
 
 
-def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], installation: str,
+def commit_intents(conn: DictConnection, placements: list[tuple[int, str]], installation: str,
                    bundle_nodes: Mapping[int, list[str]] | None = None) -> list[Intent]:
     """The write-ahead intent: chosen node (and the node of each bundle, `bundle_nodes` by job),
     next attempt and its submission_id, for jobs still PENDING and not cancelled meanwhile. Returns
@@ -281,7 +282,7 @@ def commit_intents(conn: psycopg.Connection, placements: list[tuple[int, str]], 
         returning=_INTENT)).fetchall()
 
 
-def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[Intent]:
+def intents_of(conn: DictConnection, ids: list[int]) -> list[Intent]:
     """The intents of jobs still SUBMITTING, to send again under their own submission ids."""
     if not ids:
         return []
@@ -295,7 +296,7 @@ def intents_of(conn: psycopg.Connection, ids: list[int]) -> list[Intent]:
 _FAILS = {Reason.INVALID_JOB: states.FAIL_INVALID, Reason.DEPENDENCY_NEVER: states.FAIL_DEPENDENCY}
 
 
-def fail_pending(conn: psycopg.Connection, failed: dict[int, str], reason: Reason) -> None:
+def fail_pending(conn: DictConnection, failed: dict[int, str], reason: Reason) -> None:
     """Pending jobs FAILED for `reason`, each with its message: rows the planner cannot read
     (written around `submit`'s checks: InvalidJob), jobs waiting for a job that will never end as
     they ask (DependencyNeverSatisfied)."""
@@ -308,7 +309,7 @@ def fail_pending(conn: psycopg.Connection, failed: dict[int, str], reason: Reaso
         "jobs.state = ANY(%(from)s)", {"to": write.target, "from": write.sources, "reason": reason}))
 
 
-def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]], now: datetime) -> None:
+def set_waiting(conn: DictConnection, waiting: dict[int, tuple[str, str]], now: datetime) -> None:
     """Pending jobs' new reasons and messages. A job's wait for resources starts `now` when its
     reason becomes one of WAITS_FOR_RESOURCES and is kept while it stays one of them (a requeued
     job starts again: its intent cleared it)."""
@@ -316,12 +317,13 @@ def set_waiting(conn: psycopg.Connection, waiting: dict[int, tuple[str, str]], n
         return
     conn.execute(*_each(waiting, {"reason": "text", "message": "text"},
                         """UPDATE jobs SET reason = u.reason, message = u.message, updated_at = now(),
-                                  waiting_since = CASE WHEN u.reason = ANY(%(resources)s) THEN coalesce(jobs.waiting_since, %(now)s) END""",
+                                  waiting_since = CASE WHEN u.reason = ANY(%(resources)s)
+                                                       THEN coalesce(jobs.waiting_since, %(now)s) END""",
                         "jobs.state = ANY(%(from)s)",
                         {"from": states.SET_WAITING.sources, "resources": [str(r) for r in WAITS_FOR_RESOURCES], "now": now}))
 
 
-def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | None, datetime | None, str | None]]
+def set_estimates(conn: DictConnection, estimates: dict[int, tuple[int | None, datetime | None, str | None]]
                   ) -> None:
     """Pending jobs' position, estimated start and its basis that changed (id -> the three, None
     each to clear them)."""
@@ -332,7 +334,7 @@ def set_estimates(conn: psycopg.Connection, estimates: dict[int, tuple[int | Non
                         "jobs.state = ANY(%(from)s)", {"from": states.SET_ESTIMATE.sources}))
 
 
-def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
+def mark_submitted(conn: DictConnection, ids: list[int]) -> None:
     if not ids:
         return
     conn.execute(
@@ -343,7 +345,7 @@ def mark_submitted(conn: psycopg.Connection, ids: list[int]) -> None:
     )
 
 
-def set_reservations(conn: psycopg.Connection, reservations: Mapping[int, Held | None], now: datetime) -> None:
+def set_reservations(conn: DictConnection, reservations: Mapping[int, Held | None], now: datetime) -> None:
     """Pending jobs' reservations that changed (id -> the reservation, None: ended). One that holds
     the same nodes as before keeps its reserved_at; a new one starts `now`. A preemption's expected
     start is when it was made; a head-of-line one's, the plan's."""
@@ -364,7 +366,7 @@ def set_reservations(conn: psycopg.Connection, reservations: Mapping[int, Held |
         "jobs.state = ANY(%(from)s)", {"now": now, "from": states.SET_RESERVATION.sources}))
 
 
-def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetime) -> list[Victim]:
+def mark_victims(conn: DictConnection, victims: dict[int, int], now: datetime) -> list[Victim]:
     """The preemption decision (victim id -> the job it makes room for), written before Ray is
     asked to stop anything: only jobs still running, not asked to stop already. Returns the rows
     marked, with what the stop and its log line need."""
@@ -378,7 +380,7 @@ def mark_victims(conn: psycopg.Connection, victims: dict[int, int], now: datetim
         returning=", ".join(f"jobs.{column}" for column in Victim.__dataclass_fields__))).fetchall()
 
 
-def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None:
+def victims_stopping(conn: DictConnection, messages: dict[int, str]) -> None:
     """Victims Ray took the stop of: their reason says so, and tells the reconciliation the stop
     was sent (a victim without it is sent the stop again)."""
     if not messages:
@@ -389,7 +391,7 @@ def victims_stopping(conn: psycopg.Connection, messages: dict[int, str]) -> None
                         {"reason": Reason.PREEMPTED, "from": states.STOPPING_VICTIM.sources}))
 
 
-def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, str]]) -> list[Moved]:
+def requeue_preempted(conn: DictConnection, outcomes: dict[int, tuple[str, str]]) -> list[Moved]:
     """Victims Ray reports stopped (id -> (from_state, message)): back to PENDING with reason
     Preempted, their place in the queue (submitted_at) kept, one more preemption and neither an
     attempt nor a requeue used up. The next attempt gets the next attempt number. Only jobs still in
@@ -399,7 +401,8 @@ def requeue_preempted(conn: psycopg.Connection, outcomes: dict[int, tuple[str, s
     return conn.cursor(row_factory=class_row(Moved)).execute(*_each(
         outcomes, {"from_state": "text", "message": "text"},
         """UPDATE jobs SET state = %(to)s, preemptions = jobs.preemptions + 1, requeued_at = now(),
-                  reason = %(reason)s, message = u.message, node = NULL, bundle_nodes = NULL, started_at = NULL, ray_status = NULL,
+                  reason = %(reason)s, message = u.message, node = NULL, bundle_nodes = NULL, started_at = NULL,
+                  ray_status = NULL,
                   accepted_at = NULL, placed_at = NULL, exit_code = NULL, preempted_at = NULL, preempted_by = NULL,
                   updated_at = now()""",
         "jobs.state = u.from_state AND jobs.state = ANY(%(sources)s)",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import psycopg
 from psycopg.types.json import Jsonb
+
+from job.store import DictConnection
 
 # Columns of a tick's row, in the order of `record`'s arrays, with their types.
 _COLUMNS = (("group_name", "text"), ("outcome", "text"), ("cause", "text"), ("seconds", "float8"),
@@ -16,7 +17,7 @@ _COLUMNS = (("group_name", "text"), ("outcome", "text"), ("cause", "text"), ("se
 COLUMNS = tuple(name for name, _ in _COLUMNS)
 
 
-def record(conn: psycopg.Connection, rows: list[dict]) -> None:
+def record(conn: DictConnection, rows: list[dict]) -> None:
     """One row per group ticked (each a dict of COLUMNS; steps: name -> seconds), and each group's
     totals per outcome and per step ('' for the whole tick) raised by it."""
     if not rows:
@@ -39,12 +40,12 @@ def record(conn: psycopg.Connection, rows: list[dict]) -> None:
     )
 
 
-def delete_before(conn: psycopg.Connection, before: datetime, limit: int) -> int:
+def delete_before(conn: DictConnection, before: datetime, limit: int) -> int:
     """Deletes up to `limit` ticks older than `before`, oldest first; returns how many."""
     return conn.execute(
         "DELETE FROM ticks WHERE id IN (SELECT id FROM ticks WHERE at < %s ORDER BY at LIMIT %s)", (before, limit),
     ).rowcount
 
 
-def count_before(conn: psycopg.Connection, before: datetime) -> int:
+def count_before(conn: DictConnection, before: datetime) -> int:
     return conn.execute("SELECT count(*) AS n FROM ticks WHERE at < %s", (before,)).fetchone()["n"]

@@ -12,11 +12,11 @@ import hashlib
 import secrets
 from datetime import datetime
 
-import psycopg
 from psycopg import sql
 
 from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.roles import GATEWAY_ROLE, SUBMITTER_ROLE, reserved_role_problem
+from job.store import DictConnection
 
 PREFIX = "jobtok_"
 
@@ -56,7 +56,7 @@ def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def create_token(conn: psycopg.Connection, user: str, expires_at: datetime | None) -> tuple[int, str]:
+def create_token(conn: DictConnection, user: str, expires_at: datetime | None) -> tuple[int, str]:
     """A new token for `user`: its id and the token itself, which is not kept."""
     if conn.execute("SELECT 1 FROM users WHERE name = %s", (user,)).fetchone() is None:
         raise NotFound(f"user: {user!r} does not exist (add it with `python -m job user set {user}`)")
@@ -67,7 +67,7 @@ def create_token(conn: psycopg.Connection, user: str, expires_at: datetime | Non
     return row["id"], token
 
 
-def _ensure_submitter_role(conn: psycopg.Connection, user: str) -> None:
+def _ensure_submitter_role(conn: DictConnection, user: str) -> None:
     problem = reserved_role_problem(user)
     if problem:
         raise BadInput(f"user: {problem}")
@@ -85,7 +85,7 @@ def _ensure_submitter_role(conn: psycopg.Connection, user: str) -> None:
     conn.execute(sql.SQL("GRANT {role} TO {gateway}").format(role=role, gateway=sql.Identifier(GATEWAY_ROLE)))
 
 
-def list_tokens(conn: psycopg.Connection, user: str | None) -> list[dict]:
+def list_tokens(conn: DictConnection, user: str | None) -> list[dict]:
     return conn.execute(
         """SELECT id, user_name, created_at, expires_at, revoked_at,
                   CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
@@ -94,7 +94,7 @@ def list_tokens(conn: psycopg.Connection, user: str | None) -> list[dict]:
         {"user": user}).fetchall()
 
 
-def revoke_token(conn: psycopg.Connection, token_id: int) -> dict:
+def revoke_token(conn: DictConnection, token_id: int) -> dict:
     row = conn.execute(
         """UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = %s
            RETURNING id, user_name, revoked_at""", (token_id,)).fetchone()
@@ -103,7 +103,7 @@ def revoke_token(conn: psycopg.Connection, token_id: int) -> dict:
     return row
 
 
-def user_of(conn: psycopg.Connection, token: str) -> str | None:
+def user_of(conn: DictConnection, token: str) -> str | None:
     """The user of a token that is neither revoked nor expired, else None; RoleRefused when that
     user's role is not exactly a submitter today. One statement: it runs for every request."""
     row = conn.execute(_USER_OF, (token_hash(token),)).fetchone()
@@ -115,6 +115,6 @@ def user_of(conn: psycopg.Connection, token: str) -> str | None:
     return row["user_name"]
 
 
-def act_as(conn: psycopg.Connection, user: str) -> None:
+def act_as(conn: DictConnection, user: str) -> None:
     """The rest of this transaction runs as `user`'s role, under its row-level security."""
     conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(user)))

@@ -11,13 +11,14 @@ from psycopg.rows import class_row
 from job.core import states
 from job.core.errors import NotFound
 from job.core.members import ListedUser, Member, UserRow
+from job.store import DictConnection
 from job.store.params import json_param
 
 if TYPE_CHECKING:
     from job.core.specs import UserSpec
 
 
-def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
+def upsert_user(conn: DictConnection, spec: UserSpec) -> None:
     values = spec.model_dump()
     # The spec's fields, from the spec given: pydantic's models are for a write, not for `user list`.
     columns = tuple(type(spec).model_fields)
@@ -30,19 +31,20 @@ def upsert_user(conn: psycopg.Connection, spec: UserSpec) -> None:
         )
     except psycopg.errors.ForeignKeyViolation:
         conn.rollback()
-        raise NotFound(f"account: {spec.account!r} does not exist (add it with `python -m job account add {spec.account}`)") from None
+        raise NotFound(f"account: {spec.account!r} does not exist "
+                       f"(add it with `python -m job account add {spec.account}`)") from None
 
 
 def _selected(alias: str = "") -> str:
     return ", ".join(alias + field.name for field in fields(UserRow))
 
 
-def get_user(conn: psycopg.Connection, name: str) -> UserRow | None:
+def get_user(conn: DictConnection, name: str) -> UserRow | None:
     return conn.cursor(row_factory=class_row(UserRow)).execute(
         f"SELECT {_selected()} FROM users WHERE name = %s", (name,)).fetchone()
 
 
-def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
+def user_usage(conn: DictConnection, name: str) -> list[dict]:
     return conn.execute(
         """SELECT g.name AS group, coalesce(u.usage, 0) AS usage,
                   count(j.id) FILTER (WHERE j.state = %(pending)s) AS pending,
@@ -58,7 +60,7 @@ def user_usage(conn: psycopg.Connection, name: str) -> list[dict]:
     ).fetchall()
 
 
-def list_users(conn: psycopg.Connection) -> list[ListedUser]:
+def list_users(conn: DictConnection) -> list[ListedUser]:
     return conn.cursor(row_factory=class_row(ListedUser)).execute(
         f"""SELECT {_selected("u.")}, count(j.id) FILTER (WHERE j.state = %s) AS pending,
                   count(j.id) FILTER (WHERE j.state = ANY(%s)) AS active
@@ -68,7 +70,7 @@ def list_users(conn: psycopg.Connection) -> list[ListedUser]:
     ).fetchall()
 
 
-def users_of_group(conn: psycopg.Connection, group: str) -> list[Member]:
+def users_of_group(conn: DictConnection, group: str) -> list[Member]:
     """Every user with jobs waiting or active in the group, or with usage there.
 
     A tick sends this: it must read only the group's unfinished jobs, never a user's history. Each

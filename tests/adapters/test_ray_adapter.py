@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from job import log
-from job.core.errors import NotFound, Unavailable
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
+from job.core.errors import NotFound, Unavailable
 from job.core.observed import Bundle, PlacementGroup, Work
 from job.core.resources import Resources
 
@@ -199,7 +199,7 @@ def test_work_reads_three_filtered_lists_and_names_those_ray_truncated(monkeypat
 
     def call(self, what, method, path, *, params=None, **_):
         kind = path.rsplit("/", 1)[-1]
-        asked[kind] = list(zip(params["filter_keys"], params["filter_predicates"], params["filter_values"]))
+        asked[kind] = list(zip(params["filter_keys"], params["filter_predicates"], params["filter_values"], strict=True))
         result, total, kept, passed, warning = listed[kind]
         return {"result": True, "msg": "", "data": {"result": {
             "total": total, "num_after_truncation": kept, "num_filtered": passed,

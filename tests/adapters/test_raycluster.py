@@ -4,12 +4,12 @@ the `api` fixture), reached through a kubeconfig as a real cluster would be from
 from __future__ import annotations
 
 import subprocess
-import threading
 import sys
+import threading
 
 import pytest
-
 from fake_kubernetes import TOKEN, FakeKubernetesAPI, ready_status
+
 from job.adapters import kuberay
 from job.core.errors import BadInput, ClusterNotReady
 
@@ -70,7 +70,7 @@ def test_a_dashboard_endpoint_that_is_not_a_port_is_refused(api):
     status = ready_status("c")
     status["endpoints"]["dashboard"] = "dashboard"  # a named targetPort, as KubeRay copies it
     api.put("ml", "c", status)
-    with pytest.raises(ClusterNotReady, match="status.endpoints.dashboard is 'dashboard', not a port number"):
+    with pytest.raises(ClusterNotReady, match=r"status\.endpoints\.dashboard is 'dashboard', not a port number"):
         kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 
@@ -108,7 +108,7 @@ def _self_signed_certificate(directory) -> tuple[str, str]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubernetes")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(hours=1))

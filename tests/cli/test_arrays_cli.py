@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_helpers import database_contents, run_cli
+
 from job import api
 from job.core.errors import BadInput
 

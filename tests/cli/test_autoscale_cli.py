@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_helpers import database_contents, run_cli
 
 

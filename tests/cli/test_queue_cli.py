@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from cli_helpers import database_contents, run_cli, run_process
 
 
@@ -54,8 +53,8 @@ def test_job_without_resources_asks_for_one_cpu(database_url, capsys):
 
 
 def test_python_function_validates_like_the_cli(database_url, conn, capsys):
-    from job.core.errors import BadInput
     from job.api import submit
+    from job.core.errors import BadInput
 
     setup_group_and_users(capsys)
     job_id = submit(user="alice", group="gpu", entrypoint="python x.py", resources={"GPU": 1, "memory": "512MiB"})

@@ -5,13 +5,13 @@ in `jobs --json` and `show`, and a submit cannot claim one."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from cli_helpers import database_contents, run_cli
-from job.scheduler.schedules import run_schedules
 from tick_helpers import add_group
+
+from job.scheduler.schedules import run_schedules
 
 JOB = ("--user", "alice", "--group", "main", "--entrypoint", "python train.py")
 
@@ -77,7 +77,7 @@ def test_a_scheduled_job_carries_its_schedule_and_slot(group, conn, capsys):
     created = conn.execute("SELECT created_at FROM schedules").fetchone()["created_at"]
     run_schedules(conn, "main", created + timedelta(minutes=1, seconds=1))
     [job] = json.loads(run_cli(capsys, "jobs", "--json").out)
-    slot = (created + timedelta(minutes=1)).astimezone(timezone.utc)
+    slot = (created + timedelta(minutes=1)).astimezone(UTC)
     assert job["schedule"] == "often" and datetime.fromisoformat(job["slot"]) == slot
     assert "schedule:" in run_cli(capsys, "show", str(job["id"])).out
     shown = json.loads(run_cli(capsys, "schedule", "show", "often", "--json").out)

@@ -18,7 +18,7 @@ LIBRARIES = ("pydantic", "psycopg", "ray", "requests", "structlog")
 
 # Run the command as `python -m job` does (or import the modules given), then list the loaded
 # modules of interest.
-CODE = """
+CODE = f"""
 import importlib, json, sys
 if sys.argv[1] == "import":
     for module in sys.argv[2:]:
@@ -29,8 +29,8 @@ else:
         main(sys.argv[1:])
     except SystemExit:
         pass
-print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in %r or m.startswith(%r))))
-""" % (LIBRARIES, NOT_FOR_A_LISTING)
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {LIBRARIES!r} or m.startswith({NOT_FOR_A_LISTING!r}))))
+"""
 
 
 def loaded(*argv: str) -> set[str]:

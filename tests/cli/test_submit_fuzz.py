@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_helpers import run_cli
 from job.api import submit
 from job.core.errors import JobError
 

@@ -3,7 +3,7 @@ from docs/planner.md (slow and obvious) that the real planner must agree with.""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -12,7 +12,7 @@ from job.core.planner import Snapshot, plan
 from job.core.resources import dominant_share, fits, to_units
 from job.core.usage import usage_share
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 GIB = 2**30
 
 
@@ -98,7 +98,7 @@ def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], di
     def age(pair):
         position, job = pair
         when = job.submitted_at
-        return (-job.priority, when or datetime.min.replace(tzinfo=timezone.utc), 0 if when else position, len(job.id), job.id)
+        return (-job.priority, when or datetime.min.replace(tzinfo=UTC), 0 if when else position, len(job.id), job.id)
 
     jobs = [job for _, job in sorted(enumerate(snap.pending), key=age)]
     if group.policy == "lifo":
@@ -232,7 +232,7 @@ def snapshots(draw, policy=None, loaded=False):
     nodes = {ident: (draw(st.sampled_from(NODE_RESOURCES)), draw(st.sampled_from(LABELS))) for ident in node_ids}
     outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE])) for ident in node_ids}
     running = [
-        (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from(node_ids + ["gone"])), draw(st.sampled_from(REQUESTS)))
+        (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from([*node_ids, "gone"])), draw(st.sampled_from(REQUESTS)))
         for i in range(draw(st.integers(0, 4)))
     ]
     # Ids around 9 and 10: "10" must come after "9".

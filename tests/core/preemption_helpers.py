@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from hypothesis import strategies as st
+from planner_helpers import NOW
 
 from job.core.planner import Snapshot, plan
-from planner_helpers import NOW
 
 CLASSES = [{"name": "low", "value": 0}, {"name": "mid", "value": 5},
            {"name": "high", "value": 10}, {"name": "pinned", "value": 1, "preemptible": False}]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from planner_helpers import said_as_waiting
 
 from job.cli.options import format_node_type, parse_node_type, read_fields
 from job.core import autoscale
@@ -14,7 +15,6 @@ from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources
 from job.core.specs import GroupSpec, NodeType, parse_node_types, validated
-from planner_helpers import said_as_waiting
 
 GPU = NodeType(name="gpu", resources={"CPU": 8, "GPU": 1}, labels={"pool": "gpu"}, max=2)
 CPU = NodeType(name="cpu", resources={"CPU": 4}, labels={"pool": "cpu"}, max=3)
@@ -54,7 +54,7 @@ def test_node_type_text(text, fields):
     ("g/pu=CPU:8:max=1", "not a valid node type name"),
 ])
 def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
-    with pytest.raises(BadInput, match="^node_types: ") as refused:
+    with pytest.raises(BadInput, match=r"^node_types: ") as refused:
         validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "node_types": [text]}))
     assert error in str(refused.value)
 

@@ -4,7 +4,7 @@ matches, and none is skipped on the way."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +14,7 @@ from job.core.cron import Every, latest, parse_cron, parse_timezone
 
 
 def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(timezone.utc)
+    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 @pytest.mark.parametrize(("expression", "zone", "after", "expected"), [
@@ -87,7 +87,7 @@ def _field(low: int, high: int):
     return st.one_of(star, step, values)
 
 
-instants = st.datetimes(datetime(2020, 1, 1), datetime(2035, 1, 1)).map(lambda moment: moment.replace(tzinfo=timezone.utc))
+instants = st.datetimes(datetime(2020, 1, 1), datetime(2035, 1, 1)).map(lambda moment: moment.replace(tzinfo=UTC))
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,7 +1,7 @@
 """A job's dependencies (core/dependencies.py): how `--after` is read, and each pending job's verdict
 from the states of the jobs it waits for; and the rows the tick plans (core/dependents.py)."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +12,7 @@ from job.core.dependencies import NEVER, READY, WAITING, After, When, judge, jud
 from job.core.dependents import split, waited_for
 from job.core.group_snapshot import MadeJobs, PendingRow
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("given", "stored"), [

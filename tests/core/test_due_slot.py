@@ -4,13 +4,13 @@ last run's state."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from job.core.schedules import Schedule, ScheduleRun, SlotAction, due_slot, next_slot
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 
 

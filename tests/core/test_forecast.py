@@ -3,7 +3,7 @@ the expected ends and run times; exact where every run time is known."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import chain, islice
 
 import pytest
@@ -12,7 +12,7 @@ from job.core.forecast import Estimate, among, forecast
 from job.core.planner import Snapshot, plan
 from job.core.units import MAX_DURATION_S
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def at(seconds: float | None) -> datetime | None:

@@ -9,15 +9,25 @@ from datetime import timedelta
 
 import pytest
 from msgspec import UNSET
+from snapshot_helpers import GIB, GROUP, NOW, Node, job, node
 
 from job.core.estimates import Finished, RunTimes
 from job.core.group import GroupConfig
-from job.core.group_snapshot import (RELEASE_S, RELEASING, Decisions, PendingRow, build_snapshot, releasing,
-                                     Held, reservation_changes, running_of)
+from job.core.group_snapshot import (
+    RELEASE_S,
+    RELEASING,
+    Decisions,
+    Held,
+    PendingRow,
+    build_snapshot,
+    releasing,
+    reservation_changes,
+    running_of,
+)
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, RunningJob, Work, observe
 from job.core.planner import plan
 from job.core.resources import Resources
-from snapshot_helpers import GIB, GROUP, NOW, Node, job, node
+
 
 def outside(nodes: list[Node], active: list[dict]) -> dict[str, dict[str, float]]:
     snapshot, _ = build_snapshot(GROUP, NOW, nodes, active, [], [], {})

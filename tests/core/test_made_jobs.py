@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from snapshot_helpers import GROUP, NOW, node
 
 from job.core.group import GroupConfig
 from job.core.group_snapshot import MadeJobs, PendingRow, build_snapshot
-from snapshot_helpers import GROUP, NOW, node
 
 CLASSES = GroupConfig(**{**GROUP.options(), "priority_classes": [{"name": "low", "value": 0}, {"name": "high", "value": 10}],
                          "default_class": "low", "start_timeout_s": 300})

@@ -4,14 +4,24 @@ records; ours and outside load per node; the fallback when Ray truncated a list;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job.core.observed import (Bundle, ClusterWork, PlacementGroup, RunningJob, Work, held_by, observe, over, record,
-                               SUPERVISOR_PREFIX)
+from job.core.observed import (
+    SUPERVISOR_PREFIX,
+    Bundle,
+    ClusterWork,
+    PlacementGroup,
+    RunningJob,
+    Work,
+    held_by,
+    observe,
+    over,
+    record,
+)
 from job.core.resources import Resources
 
 
@@ -121,7 +131,7 @@ def test_held_by_names_the_job_its_user_its_use_and_its_declaration():
     assert held_by(GREEDY, seen.jobs[42]) == "held by job 42 of greedy, which uses CPU 3.5 and declared CPU 0.5"
 
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def test_the_record_gives_declared_used_and_charged_what_ray_says_it_is_and_since_when_it_is_over():
@@ -167,7 +177,7 @@ running = st.lists(st.builds(RunningJob, id=st.integers(0, 1000), user=st.just("
                                               max_size=3).map(tuple)),
                    max_size=3, unique_by=lambda job: job.id)
 node_views = st.lists(st.tuples(st.integers(0, 16), st.integers(-4, 16)), min_size=3, max_size=3).map(
-    lambda sizes: [Node(node_id, {"CPU": total / 4}, {"CPU": free / 4}) for node_id, (total, free) in zip(NODE_IDS, sizes)])
+    lambda sizes: [Node(node_id, {"CPU": total / 4}, {"CPU": free / 4}) for node_id, (total, free) in zip(NODE_IDS, sizes, strict=True)])
 
 
 @settings(max_examples=300, deadline=None)

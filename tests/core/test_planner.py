@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from planner_helpers import GIB, at, run, snapshot
 
 from job.cli import main
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
-from planner_helpers import GIB, at, run, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 # The worked example of the planner's JSON interface: a snapshot and the plan it must give.

@@ -8,12 +8,12 @@ import copy
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from planner_helpers import PROPERTY, snapshot, snapshots
+from preemption_helpers import CLASSES, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
-from planner_helpers import PROPERTY, snapshot, snapshots
-from preemption_helpers import CLASSES, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 
 
 def placed_users(accounts: dict, users: dict, cpus: int, policy: str = "drf", jobs: int = 8, **group) -> list[str]:

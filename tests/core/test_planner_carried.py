@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from msgspec import structs
+from planner_helpers import PROPERTY, snapshot, snapshots
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.carried import Carried
 from job.core.planner.snapshot import Running
-from planner_helpers import PROPERTY, snapshot, snapshots
 
 
 def _fresh(document: Snapshot, carried_jobs: list[Running]) -> dict:
@@ -31,10 +30,10 @@ def test_a_plan_from_the_carried_picture_is_the_plan_of_the_whole_snapshot(docum
     whole = Snapshot.model_validate(document)
     kept = data.draw(st.lists(st.booleans(), min_size=len(whole.running), max_size=len(whole.running)))
     carried = Carried(whole.nodes, whole.group)
-    for job, keep in zip(whole.running, kept):
+    for job, keep in zip(whole.running, kept, strict=True):
         if keep:
             carried.put(job)
-    rest = whole.model_copy(update={"running": [job for job, keep in zip(whole.running, kept) if not keep]})
+    rest = whole.model_copy(update={"running": [job for job, keep in zip(whole.running, kept, strict=True) if not keep]})
     before = {ident: dict(free) for ident, free in _frees(carried).items()}
     assert plan(rest, carried).model_dump(mode="json") == plan(whole).model_dump(mode="json")
     assert _frees(carried) == before

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from planner_helpers import PROPERTY, at, reference, run, snapshot, snapshots
 from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import MAX_BUNDLES, describe_error
 from job.core.resources import Resources, footprint, to_units
-from planner_helpers import PROPERTY, snapshots
-from planner_helpers import at, reference, run, snapshot
 
 SELECTORS = ("legacy", "dispersed", "concentrated", "roundrobin")
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -108,7 +107,7 @@ def test_a_running_gang_holds_its_bundles_on_their_nodes_and_its_user_is_charged
                         pending=[("1", "ann", {"CPU": 1}), ("2", "bob", {"CPU": 3})])
     document["running"] = [{"id": "r", "user": "ann", "node": "a", "resources": {"CPU": 1},
                             "bundles": [{"CPU": 2}, {"CPU": 1}], "bundle_nodes": ["a", "b"]}]
-    placements, waiting = placed(document)
+    placements, _waiting = placed(document)
     # ann holds CPU 4 of 8: bob goes first, and only b has 3 free; then a has 1 left for ann.
     assert [(p["job"], p["node"]) for p in placements.values()] == [("2", "b"), ("1", "a")]
 
@@ -217,7 +216,7 @@ def test_no_node_is_over_committed_counting_every_driver_and_bundle(document):
     parts = []
     for placement in result["placements"]:
         job = jobs[placement["job"]]
-        parts += [(placement["node"], job["resources"]), *zip(placement.get("bundle_nodes", []), job.get("bundles", []))]
+        parts += [(placement["node"], job["resources"]), *zip(placement.get("bundle_nodes", []), job.get("bundles", []), strict=True)]
     ids = [node["id"] for node in document["nodes"]]
     placed_units = _units_on(parts, ids)
     running = _units_on([(job["node"], job["resources"]) for job in document["running"]], ids)

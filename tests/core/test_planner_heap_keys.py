@@ -30,8 +30,8 @@ def tuple_key(free, index, order, sign, extras):
 
 
 def check(packing, nodes, extras, order, sign):
-    entries = [packing.entry(extra, packing.key(free, index)) for index, (free, extra) in enumerate(zip(nodes, extras))]
-    tuples = [tuple_key(free, index, order, sign, extra) for index, (free, extra) in enumerate(zip(nodes, extras))]
+    entries = [packing.entry(extra, packing.key(free, index)) for index, (free, extra) in enumerate(zip(nodes, extras, strict=True))]
+    tuples = [tuple_key(free, index, order, sign, extra) for index, (free, extra) in enumerate(zip(nodes, extras, strict=True))]
     # Every pair compares the same way (sorting alone could hide ties).
     for i in range(len(nodes)):
         for j in range(len(nodes)):
@@ -73,11 +73,11 @@ def test_order_holds_after_free_goes_down_within_bounds(case, data):
     new_extras = data.draw(st.lists(st.integers(0, 5), min_size=len(nodes), max_size=len(nodes)))
     after = check(packing, later, new_extras, order, sign)
     # An entry re-keyed the way the selectors do it keeps its extras and takes the new key.
-    for index, (old, extra) in enumerate(zip(before, extras)):
+    for index, (old, extra) in enumerate(zip(before, extras, strict=True)):
         key = packing.key(later[index], index)
         assert old & packing.extras_mask | key == packing.entry(extra, key)
     # Only going down: sign 1 never sorts a node later than it was, sign -1 never earlier.
-    for index, (old, new, extra) in enumerate(zip(before, after, extras)):
+    for old, new, extra in zip(before, after, extras, strict=True):
         same = packing.entry(extra, new & packing.key_mask)
         assert same <= old if sign > 0 else same >= old
 

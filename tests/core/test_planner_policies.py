@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from planner_helpers import at, run, snapshot
 
 from job.core.usage import charge_usage
-from planner_helpers import at, run, snapshot
 
 ONE_NODE = {"n1": {"CPU": 2}}
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from planner_helpers import NOW, said_as_waiting
+from preemption_helpers import CLASS_NAMES, CLASSES, USERS, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 from pydantic import ValidationError
 
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
-from planner_helpers import NOW, said_as_waiting
-from preemption_helpers import CLASS_NAMES, CLASSES, USERS, ago, check_reclaim_never_ping_pongs, preempting_snapshots
 from job.core.resources import to_units
 
 
@@ -566,7 +566,7 @@ def _parts(job_: dict, node: str, bundle_nodes: list[str] | None) -> list[tuple[
     """(node, units) of each part of a job: its driver on `node`, each bundle on its node."""
     bundles = job_.get("bundles", [])
     homes = bundle_nodes or [node] * len(bundles)
-    return [(node, _units(job_["resources"])), *((home, _units(b)) for home, b in zip(homes, bundles))]
+    return [(node, _units(job_["resources"])), *((home, _units(b)) for home, b in zip(homes, bundles, strict=True))]
 
 
 # A node over-committed by outside work (n0 holds 5 of its 2 CPUs) once counted its deficit

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from hypothesis import given, settings
+from planner_helpers import PROPERTY, reference, run, said_as_waiting, snapshots
 
 from job.core.planner import Snapshot, plan
 from job.core.resources import fits, to_units
-from planner_helpers import PROPERTY, reference, run, said_as_waiting, snapshots
-
 
 
 @settings(PROPERTY, max_examples=300)

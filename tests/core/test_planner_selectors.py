@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from planner_helpers import GIB, run, snapshot
 
 CPU_AND_GPU = {

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from job.core.jobs import ActiveJob
-from job.core.reconcile import (INFRA_REASONS, RAY_FAULTS, CancelAbsent, Finish, NodeRoom, OverUse, Requeue, Resend,
-                                StartCheck, Track, over_use, reconcile, reconcile_all, start_check)
+from job.core.reconcile import (
+    INFRA_REASONS,
+    RAY_FAULTS,
+    CancelAbsent,
+    Finish,
+    NodeRoom,
+    OverUse,
+    Requeue,
+    Resend,
+    StartCheck,
+    Track,
+    over_use,
+    reconcile,
+    reconcile_all,
+    start_check,
+)
 from job.core.resources import to_units
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 EARLIER = NOW - timedelta(minutes=10)
 
 
@@ -186,7 +200,7 @@ def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
 def test_a_supervisor_that_could_not_start_is_said_so():
     ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW, message="Job supervisor actor failed to start within 900.0 seconds.",
                      error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
-    [reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
+    [_reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
     assert message.startswith("Ray's job supervisor could not start (JOB_SUPERVISOR_ACTOR_START_TIMEOUT): Job supervisor")
 
 

@@ -9,13 +9,13 @@ B = Resources.of({"CPU": 0.5, "GPU": 1})
 
 
 def test_sum_and_difference_drop_what_comes_to_zero():
-    assert A + B == Resources.of({"CPU": 2.5, "GPU": 1, "memory": 1024})
+    assert Resources.of({"CPU": 2.5, "GPU": 1, "memory": 1024}) == A + B
     assert (A + B) - B == A
-    assert A - A == Resources() and not (A - A)
+    assert Resources() == A - A and not (A - A)
     # Negative amounts stay: a node over-committed by someone else fits nothing.
     assert (B - A).amounts() == {"CPU": -1.5, "GPU": 1, "memory": -1024}
     # A plain map of units is added as it is.
-    assert A + {"CPU": 10_000} == Resources.of({"CPU": 3, "memory": 1024})
+    assert Resources.of({"CPU": 3, "memory": 1024}) == A + {"CPU": 10_000}
 
 
 def test_total_of_many():

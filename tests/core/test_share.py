@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from job.core.group_snapshot import PendingRow
-from job.core.planner.picture import UserState
 from job.core.group import GroupConfig
+from job.core.group_snapshot import PendingRow
 from job.core.jobs import ActiveJob
 from job.core.members import Member
+from job.core.planner.picture import UserState
 from job.core.share import entitlements, group_shares, normalized, placement_figures, policy_score, totals_of
 
-T0 = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("shares, active, expected", [

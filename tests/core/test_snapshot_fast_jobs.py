@@ -4,7 +4,7 @@ come out as pydantic reads them (made Structs); where msgspec could read them ot
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from job.core.planner import Snapshot
-from job.core.planner.snapshot import (Pending, PendingEntry, Running, RunningEntry, _fast_jobs, _unique_ids,
-                                       describe_error)
+from job.core.planner.snapshot import Pending, PendingEntry, Running, RunningEntry, _fast_jobs, _unique_ids, describe_error
 
 PENDING = TypeAdapter(list[PendingEntry])
 RUNNING = TypeAdapter(list[RunningEntry])
@@ -129,9 +128,9 @@ def test_ids_are_unique_in_the_ticks_order_or_any_other(ids, unique):
 
 
 @pytest.mark.parametrize(("text", "read"), [
-    ("2026-11-29T07:00:00.1234564Z", datetime(2026, 11, 29, 7, 0, 0, 123456, tzinfo=timezone.utc)),
-    ("2026-11-29T07:00:00.1234567Z", datetime(2026, 11, 29, 7, 0, 0, 123457, tzinfo=timezone.utc)),
-    ("2026-11-29T07:00:00.9999999+00:00", datetime(2026, 11, 29, 7, 0, 1, tzinfo=timezone.utc)),
+    ("2026-11-29T07:00:00.1234564Z", datetime(2026, 11, 29, 7, 0, 0, 123456, tzinfo=UTC)),
+    ("2026-11-29T07:00:00.1234567Z", datetime(2026, 11, 29, 7, 0, 0, 123457, tzinfo=UTC)),
+    ("2026-11-29T07:00:00.9999999+00:00", datetime(2026, 11, 29, 7, 0, 1, tzinfo=UTC)),
 ])
 def test_a_fraction_of_a_second_beyond_microseconds_is_rounded_by_both_readers(text, read):
     job = {**PLAIN, "submitted_at": text}

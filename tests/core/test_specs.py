@@ -49,5 +49,5 @@ def test_bundles_are_counted_as_they_are_expanded():
 
 @pytest.mark.parametrize("ident", ["7\x00", True, 0, 2**63, 1.0])
 def test_cancel_refuses_what_is_not_a_job_id_before_the_database_is_asked(ident):
-    with pytest.raises(BadInput, match="ids: .* is not a job id"):
+    with pytest.raises(BadInput, match=r"ids: .* is not a job id"):
         api.cancel([ident], database_url="postgresql://nobody@127.0.0.1:1/none")

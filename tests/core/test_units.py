@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -14,8 +14,16 @@ from hypothesis import strategies as st
 
 from job.cli.output import format_resources
 from job.core.errors import quoted
-from job.core.units import (LATEST_TIME, MAX_AMOUNT, MAX_DURATION_S, format_duration, parse_amount, parse_duration,
-                            parse_memory, parse_time)
+from job.core.units import (
+    LATEST_TIME,
+    MAX_AMOUNT,
+    MAX_DURATION_S,
+    format_duration,
+    parse_amount,
+    parse_duration,
+    parse_memory,
+    parse_time,
+)
 
 KIB, MIB, GIB, TIB, PIB = 2**10, 2**20, 2**30, 2**40, 2**50
 
@@ -157,8 +165,8 @@ def test_out_of_range_is_refused_in_one_short_line(parse, text, message):
 
 
 @pytest.mark.parametrize("parse, text, value", [
-    (parse_time, "2999-12-31T23:59:59+14:00", datetime(2999, 12, 31, 9, 59, 59, tzinfo=timezone.utc)),
-    (parse_time, "0001-01-01T00:00:00Z", datetime(1, 1, 1, tzinfo=timezone.utc)),
+    (parse_time, "2999-12-31T23:59:59+14:00", datetime(2999, 12, 31, 9, 59, 59, tzinfo=UTC)),
+    (parse_time, "0001-01-01T00:00:00Z", datetime(1, 1, 1, tzinfo=UTC)),
     (parse_duration, "5214w", 5214 * 604800.0),
     (parse_duration, MAX_DURATION_S, MAX_DURATION_S),
     (parse_amount, MAX_AMOUNT, float(MAX_AMOUNT)),
@@ -185,7 +193,7 @@ def test_any_amount_duration_or_time_is_storable_or_refused(text):
                             (parse_memory, lambda v: type(v) is int and 0 <= v <= sys.float_info.max),
                             (parse_duration, lambda v: 0 <= v <= MAX_DURATION_S and math.copysign(1, v) > 0),
                             (parse_time, lambda v: v.utcoffset() == timedelta(0) and v < LATEST_TIME
-                             and v + timedelta(seconds=MAX_DURATION_S) < datetime.max.replace(tzinfo=timezone.utc))):
+                             and v + timedelta(seconds=MAX_DURATION_S) < datetime.max.replace(tzinfo=UTC))):
         try:
             value = parse(text)
         except ValueError as refused:

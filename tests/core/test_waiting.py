@@ -1,6 +1,6 @@
 """Which waiting reasons a tick writes (core/waiting.py), from the plan's waiting records."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +10,7 @@ from job.core import waiting
 from job.core.group_snapshot import PendingRow
 from job.core.waiting import Compared, counted, waiting_changes
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def row(ident: int, reason: str | None, message: str | None) -> PendingRow:

@@ -17,19 +17,17 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import psycopg
-
 import pytest
 import requests
+from cli_helpers import database_contents, run_cli
+from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
 from psycopg import sql
 from ray.job_submission import JobStatus, JobSubmissionClient
+from tick_helpers import add_group, wait_for
 
 from job import api
 from job.store import gateway as gateway_store
-
-from cli_helpers import database_contents, run_cli
-from conftest import ALICE, BOB, GATEWAY_LOGIN, GROUP, as_role, headers, ray_cli
 from job.store import tokens
-from tick_helpers import add_group, wait_for
 
 NOWHERE = "http://ray.invalid:8265"
 CAROL = "jobgw_carol"
@@ -345,10 +343,10 @@ def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users,
     sdk.submit_job(entrypoint="python wait.py", submission_id="waits")
 
     async def open_and_leave() -> None:
-        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
-            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
-                await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
-                assert not ws.closed
+        async with (aiohttp.ClientSession(headers=headers(users[ALICE])) as session,
+                    session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws):
+            await asyncio.sleep(1.5)  # the tail polls the queue meanwhile
+            assert not ws.closed
     asyncio.run(open_and_leave())
     wait_for(lambda: "gateway_tail_ended" in gateway.log())
     assert 'event=gateway_tail_ended group=gpu submission_id=waits why="client left"' in gateway.log(), gateway.log()
@@ -356,9 +354,9 @@ def test_a_log_tail_of_a_waiting_job_ends_when_its_client_leaves(gateway, users,
     sdk.stop_job("waits")
 
     async def follow() -> list[str]:
-        async with aiohttp.ClientSession(headers=headers(users[ALICE])) as session:
-            async with session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws:
-                return [message.data async for message in ws]
+        async with (aiohttp.ClientSession(headers=headers(users[ALICE])) as session,
+                    session.ws_connect(gateway.address() + "/api/jobs/waits/logs/tail") as ws):
+            return [message.data async for message in ws]
     assert asyncio.run(asyncio.wait_for(follow(), 30)) == []
     assert 'submission_id=waits why="job CANCELLED"' in gateway.log(), gateway.log()
 
@@ -387,7 +385,7 @@ class Dashboard(ThreadingHTTPServer):
         dashboard = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:  # the standard library's name
                 dashboard.asked.append(self.path)
                 self.send_response(200 if self.path.startswith("/api/packages/gcs/") else 404)
                 self.send_header("Content-Length", "0")

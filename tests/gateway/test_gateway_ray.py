@@ -9,9 +9,8 @@ import json
 import subprocess
 
 import pytest
-from ray.job_submission import JobStatus, JobSubmissionClient
-
 from conftest import ALICE, GROUP, RAY, headers, ray_cli
+from ray.job_submission import JobStatus, JobSubmissionClient
 from tick_helpers import add_group, run_tick, tick_until, wait_for
 
 pytestmark = pytest.mark.ray

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from job.cli import build_parser
+from job.core.units import parse_duration
 from job.gateway.server import MEMORY_BOUND_MIB
 from job.settings import FIELDS, Settings
-from job.core.units import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "k8s"

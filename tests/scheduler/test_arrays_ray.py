@@ -4,10 +4,10 @@ and its array in its environment, and the throttle is never exceeded, in the que
 from __future__ import annotations
 
 import pytest
+from tick_helpers import ACTIVE, add_group, all_final, ray_submissions, tick_until
 
 from job.adapters.ray_cluster import cluster_for
 from job.api import submit
-from tick_helpers import ACTIVE, add_group, all_final, ray_submissions, tick_until
 
 pytestmark = pytest.mark.ray
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from fake_ray import FakeRay, finished
+from tick_helpers import ACTIVE, add_group, jobs
+
 from job.api import submit
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.scheduler.pending import PendingRows
-from tick_helpers import ACTIVE, add_group, jobs
 
 
 class Recording(FakeRay):
@@ -50,7 +51,7 @@ def test_the_throttle_holds_back_the_rest_and_lets_one_in_as_one_ends(conn, data
     sent = [ray.env_vars[rows[task]["submission_id"]] for task in tasks[:2]]
     assert [{name: env[name] for name in ("JOB_ID", "JOB_ARRAY_ID", "JOB_ARRAY_INDEX")} for env in sent] == [
         {"JOB_ID": str(task), "JOB_ARRAY_ID": str(array_id), "JOB_ARRAY_INDEX": str(index)}
-        for task, index in zip(tasks, (10, 11))]
+        for task, index in zip(tasks, (10, 11), strict=True)]
     assert "JOB_ARRAY_ID" not in ray.env_vars[rows[lone]["submission_id"]]
 
     # Nothing ended: nothing more. The first ends: the third goes.

@@ -7,13 +7,13 @@ from __future__ import annotations
 import copy
 
 import pytest
+from fake_kubernetes import kuberay_raycluster, ready_status
 
 from job.adapters import kuberay
 from job.core import autoscale
 from job.core.group import GroupConfig
 from job.core.planner import Snapshot, plan
 from job.scheduler.autoscale import group_node_types
-from fake_kubernetes import kuberay_raycluster, ready_status
 
 
 def worker_group(name: str, limits: dict, *, params: dict | None = None, **fields) -> dict:
@@ -53,7 +53,7 @@ GROUPS = [
 ]
 
 
-def test_worker_groups_become_node_types(api):  # noqa: F811
+def test_worker_groups_become_node_types(api):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS))
     types = {t.name: t for t in kuberay.node_types("raycluster://ml/shared")}
     assert list(types) == ["cpu", "gpu", "slice", "old-labels"]
@@ -67,7 +67,7 @@ def test_worker_groups_become_node_types(api):  # noqa: F811
     assert types["old-labels"].min == 1
 
 
-def test_a_worker_group_that_cannot_be_read_is_left_out_with_a_warning(api, capsys, info_log):  # noqa: F811
+def test_a_worker_group_that_cannot_be_read_is_left_out_with_a_warning(api, capsys, info_log):
     unreadable = worker_group("mystery", {})
     unreadable["template"]["spec"]["containers"][0]["resources"] = {}
     api.objects[("ml", "shared")] = autoscaling_cluster([unreadable, worker_group("bad-quantity", {"cpu": "four"}),
@@ -79,7 +79,7 @@ def test_a_worker_group_that_cannot_be_read_is_left_out_with_a_warning(api, caps
     assert "node_type=bad-quantity" in skipped[1] and "'four' is not a Kubernetes quantity" in skipped[1]
 
 
-def test_a_cluster_without_in_tree_autoscaling_cannot_grow(api):  # noqa: F811
+def test_a_cluster_without_in_tree_autoscaling_cannot_grow(api):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS), enabled=False)
     assert kuberay.node_types("raycluster://ml/shared") == []
 
@@ -89,13 +89,13 @@ def test_a_cluster_without_in_tree_autoscaling_cannot_grow(api):  # noqa: F811
     ({"ray.io/node-group": "gpu"}, ["gpu"]),
     ({"pool": "spot"}, ["old-labels"]),
 ])
-def test_a_group_with_node_labels_grows_only_by_its_node_types(api, labels, expected):  # noqa: F811
+def test_a_group_with_node_labels_grows_only_by_its_node_types(api, labels, expected):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS))
     group = GroupConfig(name="g", ray_address="raycluster://ml/shared", node_labels=labels, node_types=[])
     assert [t.name for t in group_node_types(group)] == expected
 
 
-def test_a_cluster_scaled_to_no_worker_plans_scaling_up_and_asks_for_its_jobs(api):  # noqa: F811
+def test_a_cluster_scaled_to_no_worker_plans_scaling_up_and_asks_for_its_jobs(api):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS))
     types = group_node_types(GroupConfig(name="g", ray_address="raycluster://ml/shared", node_labels={}, node_types=[]))
     snapshot = Snapshot.model_validate({

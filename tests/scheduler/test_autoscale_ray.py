@@ -13,9 +13,9 @@ import time
 import pytest
 import requests
 from psycopg.types.json import Jsonb
+from tick_helpers import add_group, jobs, run_tick
 
 from job.api import cancel, submit
-from tick_helpers import add_group, jobs, run_tick
 
 pytestmark = pytest.mark.ray
 

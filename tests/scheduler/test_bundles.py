@@ -5,17 +5,18 @@ of pending and running jobs with bundles; and the intent that carries the planne
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
-from msgspec import UNSET
-
 from cli_helpers import run_cli
+from msgspec import UNSET
+from snapshot_helpers import GROUP, NOW, job, node
+
 from job.core.errors import BadInput
 from job.core.group_snapshot import Decisions, Held, PendingRow, build_snapshot, held_parts
 from job.core.planner import plan
 from job.core.specs import JobSpec, validated
 from job.scheduler.submit import bundles_json
-from snapshot_helpers import GROUP, NOW, job, node
 
 BASE = {"user": "alice", "group": "g", "entrypoint": "python train.py"}
 
@@ -179,7 +180,7 @@ def test_a_gangs_placement_event_names_its_bundles_nodes():
 
 
 def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url, conn, capsys):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from job.api import submit
     from job.store import tick_jobs
@@ -188,7 +189,7 @@ def test_a_reservation_across_nodes_is_stored_read_back_and_cleared(database_url
     gang = submit(user="alice", group="g", entrypoint="true", resources={"CPU": 0}, bundles=[{"CPU": 2}] * 2,
                   bundle_strategy="STRICT_SPREAD", conn=conn)
     alone = submit(user="alice", group="g", entrypoint="true", conn=conn)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     tick_jobs.set_reservations(conn, {gang: Held("n1", bundle_nodes=("n1", "n2")), alone: Held("n2")}, now)
     rows = {row.id: row for row in tick_jobs.pending_jobs(conn, "g")}
     assert (rows[gang].reserved_node, rows[gang].reserved_bundle_nodes) == ("n1", ["n1", "n2"])

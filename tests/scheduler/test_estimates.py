@@ -6,23 +6,23 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from cli_helpers import run_cli
+from fake_ray import FakeRay
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli_helpers import run_cli
-from fake_ray import FakeRay
+from job.adapters.ray_cluster import RayJob
 from job.core import states
 from job.core.estimates import GROUP, MAX_RUNTIMES, NOTHING, Finished, RunTime, RunTimes, Stored, changes, explain
 from job.core.forecast import Estimate
-from job.adapters.ray_cluster import RayJob
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.store import tick_jobs
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 CPU4 = {"CPU": 4}
 
 RECENT = [Finished("bob", CPU4, 500), Finished("bob", {"CPU": 1}, 50), Finished("bob", CPU4, 700),
@@ -117,7 +117,7 @@ def group(conn):
     # Started at 20 s past a minute, 8 to 9 min ago: ends at whole minutes of run time fall at 20 s
     # past a minute too (from 10 min on, in the future), and the virtual tick right after (5 s
     # apart) still rounds to that minute.
-    return datetime.now(timezone.utc).replace(second=20, microsecond=0) - timedelta(minutes=9)
+    return datetime.now(UTC).replace(second=20, microsecond=0) - timedelta(minutes=9)
 
 
 def running(conn, user: str, node: str, started: datetime, max_runtime_s: int | None) -> tuple[int, RayJob]:
@@ -151,7 +151,7 @@ def run(database_url, monkeypatch, ray: FakeRay) -> None:
 def test_known_run_times_give_exact_estimates_and_an_unknown_one_none_saying_why(conn, database_url, monkeypatch, group):
     started = group
     # Both nodes (4 CPUs each) full: alice's job for 10 min more at most, bob's of unknown run time.
-    r1, ray1 = running(conn, "alice", "node-a", started, 1200)
+    _r1, ray1 = running(conn, "alice", "node-a", started, 1200)
     r2, ray2 = running(conn, "bob", "node-b", started, None)
     p1 = pending(conn, "alice", 300, started)
     p2 = pending(conn, "carol", None, started + timedelta(seconds=1))
@@ -203,7 +203,7 @@ def test_estimates_from_the_users_recent_run_times(conn, database_url, monkeypat
 
 
 def test_jobs_and_show_print_the_estimate(conn, database_url, capsys, group):
-    soon = datetime.now(timezone.utc).replace(second=0, microsecond=0) + timedelta(hours=2)
+    soon = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(hours=2)
     first, second, cancelled = (pending(conn, "bob", 60, group) for _ in range(3))
     tick_jobs.set_estimates(conn, {first: (1, soon, "from bob's recent run times"),
                                    second: (2, None, "unknown: waits on job 7, whose run time is not known (why)"),

@@ -15,13 +15,14 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
-from psycopg.rows import dict_row
-
 from fake_ray import FakeRay
+from psycopg.rows import dict_row
 from tick_helpers import wait_for
+
 from job import api, log
 from job.devtools.local_postgres import start_embedded, with_database
-from job.scheduler import loop as loop_module, tick
+from job.scheduler import loop as loop_module
+from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.store.migrations import migrate
 

@@ -6,12 +6,12 @@ declaration instead."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-
-import pytest
+from datetime import UTC, datetime, timedelta
 
 import fake_ray
+import pytest
 from fake_ray import FakeRay
+
 from job.core.errors import Unavailable
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, Work
 from job.core.resources import Resources
@@ -28,7 +28,7 @@ def greedy(conn):
     conn.execute("INSERT INTO resource_groups (name, ray_address, policy, half_life_s) VALUES ('main', %s, 'drf', 3600)",
                  (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('greedy')")
-    started = datetime.now(timezone.utc) - timedelta(minutes=1)
+    started = datetime.now(UTC) - timedelta(minutes=1)
     job_id = conn.execute(
         """INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, attempt, submission_id, node,
                              started_at, submitted_at)
@@ -72,7 +72,7 @@ def test_the_use_is_recorded_once_and_written_again_only_when_it_changes(conn, d
 
 
 def test_usage_is_charged_on_what_the_job_uses(conn, database_url, monkeypatch, greedy):
-    job_id, ray = greedy
+    _job_id, ray = greedy
     monkeypatch.setattr(ray, "work", lambda: work(3))
     run(database_url, monkeypatch, ray)  # the first charge only starts the clock
     conn.execute("UPDATE resource_groups SET usage_charged_at = now() - interval '100 seconds'")

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from cli_helpers import run_cli, run_process
 from tick_helpers import add_group, all_final, jobs, ray_submissions, tick_until, wait_for
 

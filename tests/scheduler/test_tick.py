@@ -8,9 +8,9 @@ import time
 
 import psycopg
 import pytest
-
 from cli_helpers import run_process
 from tick_helpers import FINAL, add_group, all_final, jobs, ray_submissions, run_tick, tick_until
+
 from job.api import submit
 from job.store.groups import TICK_LOCK_CLASS
 

@@ -8,10 +8,11 @@ from collections import Counter
 
 from cli_helpers import run_cli
 from fake_ray import FakeRay
+from tick_helpers import add_group, jobs
+
 from job.api import submit
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
-from tick_helpers import add_group, jobs
 
 TEAM = {"a1": "A", "a2": "A", "a3": "A", "b": "B"}
 

@@ -5,15 +5,16 @@ and writes (the chain on a real Ray cluster: test_tick_dependencies_ray.py)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fake_ray import FakeRay
+from tick_helpers import add_group, jobs
+
 from job.adapters.ray_cluster import RayJob
 from job.api import submit
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.store import tick_jobs
-from tick_helpers import add_group, jobs
 
 
 def tick_once(database_url, monkeypatch, ray: FakeRay, group: str = "main"):
@@ -24,7 +25,7 @@ def tick_once(database_url, monkeypatch, ray: FakeRay, group: str = "main"):
 
 
 def end_in_ray(ray: FakeRay, row: dict, status: str) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ray.known[row["submission_id"]] = RayJob(row["submission_id"], status, row["node"], now, now, None,
                                              0 if status == "SUCCEEDED" else 1)
 

@@ -5,9 +5,9 @@ the tick that recorded A's end."""
 from __future__ import annotations
 
 import pytest
+from tick_helpers import FINAL, add_group, all_final, tick_until
 
 from job.api import submit
-from tick_helpers import FINAL, add_group, all_final, tick_until
 
 pytestmark = pytest.mark.ray
 

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-
 from cli_helpers import run_cli
+
 from job.api import submit
 from job.cli.scheduler import tick_config
 from job.core.usage import charge_usage

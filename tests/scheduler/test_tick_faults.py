@@ -18,9 +18,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from fixtures_ray import HEAD, WORKER_A, WORKER_B
 from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until, wait_for
+
 from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.api import cancel, submit

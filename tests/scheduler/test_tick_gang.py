@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_helpers import run_process
 from tick_helpers import add_group, jobs, run_tick, tick_until
+
 from job.api import cancel, submit
 
 pytestmark = pytest.mark.ray

@@ -11,9 +11,9 @@ import shlex
 import time
 
 import pytest
-
 from cli_helpers import run_process
 from tick_helpers import add_group, jobs, tick_until
+
 from job.adapters.ray_cluster import cluster_for
 from job.api import submit
 

@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
-from psycopg.types.json import Jsonb
-
 from cli_helpers import run_process
+from psycopg.types.json import Jsonb
+from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
+
 from job import log
 from job.adapters.ray_cluster import cluster_for
 from job.api import cancel, submit
 from job.core.errors import BadInput
-from tick_helpers import FINAL, add_group, jobs, ray_submissions, run_tick, tick_until
 
 pytestmark = pytest.mark.ray
 
@@ -216,7 +216,7 @@ UNSTOPPABLE = {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "600"}}
 def test_a_job_that_ignores_sigterm_is_still_stopped_by_cancel_preemption_and_max_runtime(ray, conn):
     add_classes_group(conn, ray.address, "priority", max_attempts=1)
     # A stop wait of its own would keep it RUNNING for 600 s after every stop: refused at submit.
-    with pytest.raises(BadInput, match="env_vars.RAY_JOB_STOP_WAIT_TIME_S: "):
+    with pytest.raises(BadInput, match=r"env_vars\.RAY_JOB_STOP_WAIT_TIME_S: "):
         submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, runtime_env=UNSTOPPABLE)
     b = {"node_labels": {"pool": "b"}, "priority_class": "high"}
     victim = submit(user="bob", group="main", entrypoint=IGNORES_SIGTERM, resources={"CPU": 2}, node_labels={"pool": "a"})

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from cli_helpers import run_cli
 from fake_ray import FakeRay
+
 from job.adapters.ray_cluster import RayJob
 from job.core import states
 from job.core.units import time_of_day
@@ -27,7 +27,7 @@ FAKE = "http://fake-ray.invalid:8265"
 def now(conn) -> datetime:
     conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('main', %s, 'fifo')", (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol')")
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def running(conn, user: str, node: str, started: datetime, max_runtime_s: int | None) -> RayJob:
@@ -94,7 +94,7 @@ def test_a_reservation_is_stored_kept_on_its_node_until_its_job_starts_there(con
     assert second["reserved_start"] == started + timedelta(seconds=3000)
 
     # What `jobs` and `show` say, from the reservation.
-    expected = time_of_day(second["reserved_start"], datetime.now(timezone.utc))
+    expected = time_of_day(second["reserved_start"], datetime.now(UTC))
     table = run_cli(capsys, "jobs", "--state", "PENDING")
     header, line = table.out.splitlines()
     assert line[header.index("RESERVED"):].split()[0] == "node-b"
@@ -134,7 +134,7 @@ def test_reserve_after_counts_from_when_the_tick_first_saw_the_job_wait_for_reso
     run(database_url, monkeypatch, ray)
     first = row(conn, requeued)
     assert first["reason"] == "Resources" and first["reserved_node"] is None
-    assert now <= first["waiting_since"] <= datetime.now(timezone.utc)
+    assert now <= first["waiting_since"] <= datetime.now(UTC)
     assert (row(conn, later)["reason"], row(conn, later)["waiting_since"]) == ("NotBefore", None)
     # The next tick keeps when its wait began; once past reserve_after (5 minutes), it reserves.
     run(database_url, monkeypatch, ray)

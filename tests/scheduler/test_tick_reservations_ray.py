@@ -6,9 +6,9 @@ not known, keep off it; and it starts there."""
 from __future__ import annotations
 
 import pytest
+from tick_helpers import add_group, jobs, tick_until
 
 from job.api import submit
-from tick_helpers import add_group, jobs, tick_until
 
 pytestmark = pytest.mark.ray
 

@@ -10,16 +10,17 @@ import re
 import signal
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-
 from cli_helpers import run_cli
 from fake_ray import FakeRay, finished, running
 from tick_helpers import wait_for
+
 from job import api, log
-from job.scheduler import loop as loop_module, tick
+from job.scheduler import loop as loop_module
+from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.scheduler.wake import CHANNEL, Wakes
 
@@ -58,7 +59,7 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
             ray.known[row["submission_id"]] = finished(row["submission_id"], row["node"])
             wait_for(lambda: state(job_id)["state"] == "SUCCEEDED", timeout=WOKEN_WITHIN_S)
             seen["ended_s"] = time.monotonic() - began
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        except BaseException as exc:  # handed to the test's thread
             seen["error"] = exc
         finally:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -172,18 +173,18 @@ def test_the_loop_wakes_when_a_not_before_passes_and_when_a_max_runtime_ends(con
     def meanwhile():
         try:
             wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
-            not_before = datetime.now(timezone.utc) + timedelta(seconds=3)
+            not_before = datetime.now(UTC) + timedelta(seconds=3)
             seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", not_before=not_before,
                                               max_runtime=2, database_url=database_url)
             placed = wait_for(lambda: (r := row(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S + 3)
             seen["placed_late_s"] = (placed["placed_at"] - not_before).total_seconds()
-            started = datetime.now(timezone.utc)
+            started = datetime.now(UTC)
             ray.known[placed["submission_id"]] = running(placed["submission_id"], placed["node"], minutes=0)
             # A submit wakes a tick, which finds the job RUNNING and its max runtime due in 2 s.
             api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
             wait_for(lambda: placed["submission_id"] in ray.stopped, timeout=WOKEN_WITHIN_S + 2)
-            seen["stopped_late_s"] = (datetime.now(timezone.utc) - started).total_seconds() - 2
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            seen["stopped_late_s"] = (datetime.now(UTC) - started).total_seconds() - 2
+        except BaseException as exc:  # handed to the test's thread
             seen["error"] = exc
         finally:
             os.kill(os.getpid(), signal.SIGTERM)

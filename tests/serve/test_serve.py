@@ -24,11 +24,11 @@ import jsonschema
 import psycopg
 import pytest
 import yaml
+from cli_helpers import run_cli, run_process
+from fake_ray import FakeRay
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
-from cli_helpers import run_cli, run_process
-from fake_ray import FakeRay
 from job import api
 from job.devtools.local_postgres import with_database
 from job.scheduler import tick

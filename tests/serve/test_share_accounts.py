@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from cli_helpers import run_cli
 from fake_ray import FakeRay
+from prometheus_client.parser import text_string_to_metric_families
+
 from job import api
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
@@ -45,7 +45,7 @@ def test_share_shows_the_tree_with_each_nodes_figures(teams, capsys):
     assert header.split()[:4] == ["GROUP", "ACCOUNT/USER", "SHARES", "NORM_SHARES"]
     at = header.index("ACCOUNT/USER")
     assert [line[at:at + 6].rstrip() for line in lines] == ["A/", "  A1/", "    a1", "    a2", "B/", "  b", "r"]
-    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:])) for line in lines}
+    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:], strict=True)) for line in lines}
     # Three active children of the root (A, B, r): a third each; A's third goes to A1, then halved.
     assert {name: row["entitled"] for name, row in figures.items()} == {
         "A/": "0.333", "A1/": "0.333", "a1": "0.167", "a2": "0.167", "B/": "0.333", "b": "0.333", "r": "0.333"}
@@ -74,6 +74,6 @@ def test_the_metrics_carry_the_account_and_the_page_its_bars(teams, conn):
     assert found[("job_account_dominant_share_ratio", (("account", "A"), ("group", "cpu"), ("parent", "")))] == 0.5
     assert found[("job_account_entitlement_ratio", (("account", "A1"), ("group", "cpu"), ("parent", "A")))] == \
         pytest.approx(1 / 3)
-    page = render(report, datetime.now(timezone.utc))
+    page = render(report, datetime.now(UTC))
     assert "aria-label='share of the group per account'" in page
     assert page.count("<g class='account'>") == 3 and "A1: dominant share 50.0%, entitled to 33.3%" in page

@@ -5,21 +5,24 @@ must tick and read exactly as it does with no bad row at all."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from cli_helpers import run_cli
+from fake_ray import FakeRay, running
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from cli_helpers import run_cli
-from fake_ray import FakeRay, running
 from job import api, log
 from job.devtools.local_postgres import with_database
 from job.scheduler import tick
@@ -47,7 +50,7 @@ BY_TYPE = {
     "bigint": st.sampled_from([-1, 0, 2**40]),
     "double precision": st.sampled_from([-1.0, 0.0, 1e-300, 1e300, float("inf"), float("nan")]),
     "boolean": st.booleans(),
-    "timestamp with time zone": st.datetimes(datetime(1970, 1, 1), datetime(2200, 1, 1), timezones=st.just(timezone.utc)),
+    "timestamp with time zone": st.datetimes(datetime(1970, 1, 1), datetime(2200, 1, 1), timezones=st.just(UTC)),
     "ARRAY": st.lists(st.sampled_from(["", "CPU", "x y", "GPU", "GPU"]), max_size=3),
     # jobs.version: the trigger writes the writing transaction's over whatever is set.
     "xid8": st.sampled_from(["0", "1", str(2**40)]),
@@ -99,7 +102,7 @@ def _fill(url: str, name: str, monkeypatch) -> tuple[str, dict[str, list[int]]]:
             ids[group] = [api.submit(user="alice", group=group, entrypoint="true", resources={"CPU": 1},
                                      bundles=[{"CPU": 1}], bundle_strategy="PACK", database_url=url)
                           for _ in range(3)]
-            pending, active, done = ids[group]
+            _pending, active, done = ids[group]
             for job_id, state in ((active, "RUNNING"), (done, "SUCCEEDED")):
                 submission = f"{group}-{job_id}"
                 conn.execute("UPDATE jobs SET state = %s, submission_id = %s, node = 'node-a', attempt = 1, "
@@ -125,7 +128,7 @@ def _reads(capsys, ids: dict[str, list[int]]) -> dict[str, str]:
         outputs[" ".join(argv)] = result.out
     with psycopg.connect(os.environ["JOB_DATABASE_URL"], row_factory=dict_row) as conn:
         report = read_report(conn, totals=True, queue=10)
-    render(report, datetime.now(timezone.utc))
+    render(report, datetime.now(UTC))
     outputs["metrics"] = exposition(report).decode()
     return outputs
 
@@ -145,11 +148,10 @@ def _tick(url: str):
 @pytest.fixture(scope="module")
 def baseline(pg_server_url, pg_template):
     """What group `good`'s jobs become after a tick with no bad row."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        with _world(pg_server_url, pg_template, monkeypatch) as (url, _):
-            results = _tick(url)
-            assert {name: r.status for name, r in results.items()} == {"bad": "ticked", "good": "ticked"}
-            return _good_rows(url)
+    with pytest.MonkeyPatch.context() as monkeypatch, _world(pg_server_url, pg_template, monkeypatch) as (url, _):
+        results = _tick(url)
+        assert {name: r.status for name, r in results.items()} == {"bad": "ticked", "good": "ticked"}
+        return _good_rows(url)
 
 
 @hypothesis_settings(max_examples=25, deadline=None,
@@ -166,11 +168,11 @@ def _bad_row_ticks_and_reads(data, table, column, data_type, url, ids, baseline,
     value = data.draw(BY_TYPE[data_type], label="value")
     row = data.draw(st.sampled_from(ids["bad"]), label="job") if table == "jobs" else "bad"
     key = "id" if table == "jobs" else "name"
-    with psycopg.connect(url, autocommit=True) as admin:
-        try:
-            admin.execute(f'UPDATE {table} SET "{column}" = %s WHERE {key} = %s', (value, row))
-        except (psycopg.errors.IntegrityError, psycopg.errors.DataError, psycopg.errors.InvalidTextRepresentation):
-            pass  # the database's own checks refused it: nothing bad was written
+    # The database's own checks may refuse it: then nothing bad was written.
+    with (psycopg.connect(url, autocommit=True) as admin,
+          contextlib.suppress(psycopg.errors.IntegrityError, psycopg.errors.DataError,
+                              psycopg.errors.InvalidTextRepresentation)):
+        admin.execute(f'UPDATE {table} SET "{column}" = %s WHERE {key} = %s', (value, row))
     _reads(capsys, ids)
 
     results = _tick(url)
@@ -206,7 +208,7 @@ def failures(monkeypatch):
 
 
 def test_a_group_whose_default_class_names_no_class_fails_alone_and_shows_failing(world, failures, capsys):
-    url, ids = world
+    url, _ids = world
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("UPDATE resource_groups SET default_class = 'nope' WHERE name = 'bad'")
 
@@ -221,7 +223,7 @@ def test_a_group_whose_default_class_names_no_class_fails_alone_and_shows_failin
     assert "group bad: default_class: 'nope' is not one of the group's classes (low)" in shown.out
     with psycopg.connect(url, row_factory=dict_row) as conn:
         report = read_report(conn, totals=True, queue=10)
-    page = render(report, datetime.now(timezone.utc))
+    page = render(report, datetime.now(UTC))
     assert "failing since" in page.split("id='group-bad'")[1].split("</section>")[0]
     assert "failing since" not in page.split("id='group-good'")[1].split("</section>")[0]
     assert 'job_ticks_total{group="bad",outcome="failed"} 1.0' in exposition(report).decode()

@@ -7,12 +7,12 @@ deletes."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
 from cli_helpers import run_cli
 from fake_ray import FakeRay
+
 from job import api
 from job.core import states
 from job.core.reconcile import STOP_REASONS
@@ -62,14 +62,14 @@ def assert_counted(conn) -> None:
 def test_each_write_records_its_event_and_a_message_refresh_none(queue, database_url):
     conn = queue
     job = submit(database_url)
-    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0")}, datetime.now(timezone.utc))
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0")}, datetime.now(UTC))
     # The same reason with new figures: a message refresh, no event.
-    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0.5")}, datetime.now(timezone.utc))
+    tick_jobs.set_waiting(conn, {job: ("Resources", "needs CPU 1; the most free on any node is CPU 0.5")}, datetime.now(UTC))
     [intent] = tick_jobs.commit_intents(conn, [(job, "node-a")], "inst")
     tick_jobs.mark_submitted(conn, [job])
     update(conn, job, reason="Starting", message="held 3 s")
     update(conn, job, reason="Starting", message="held 8 s")  # refresh again
-    update(conn, job, state=states.RUNNING, reason=None, started_at=datetime.now(timezone.utc))
+    update(conn, job, state=states.RUNNING, reason=None, started_at=datetime.now(UTC))
     tick_jobs.requeue_infra(conn, {job: (states.RUNNING, "InfraFailure", "its node has died")}, 5)
     tick_jobs.commit_intents(conn, [(job, "node-b")], "inst")
     tick_jobs.return_to_pending(conn, {job: (states.SUBMITTING, "Refused", "Ray refused it")}, 3)
@@ -78,7 +78,7 @@ def test_each_write_records_its_event_and_a_message_refresh_none(queue, database
     api.cancel([job], conn=conn)
     update(conn, job, reason="Cancelled", message="stop requested by `cancel`")
     update(conn, job, state=states.STOPPED, reason="Cancelled", message="cancelled while it ran",
-           finished_at=datetime.now(timezone.utc))
+           finished_at=datetime.now(UTC))
     assert kinds(conn, job) == [
         ("queued", None, "PENDING", "Queued"),
         ("waiting", "PENDING", "PENDING", "Resources"),
@@ -109,7 +109,7 @@ def test_each_write_records_its_event_and_a_message_refresh_none(queue, database
 def test_the_counts_follow_every_write(queue, database_url):
     jobs = [submit(database_url, user) for user in ("alice", "bob", "alice", "bob")]
     assert_counted(queue)
-    tick_jobs.set_waiting(queue, {jobs[0]: ("Resources", "x"), jobs[1]: ("Limit", "y")}, datetime.now(timezone.utc))
+    tick_jobs.set_waiting(queue, {jobs[0]: ("Resources", "x"), jobs[1]: ("Limit", "y")}, datetime.now(UTC))
     tick_jobs.commit_intents(queue, [(jobs[2], "node-a")], "inst")
     assert_counted(queue)
     api.cancel([jobs[3], jobs[2]], conn=queue)
@@ -140,8 +140,8 @@ def test_every_stop_reason_is_a_stop_request(queue, database_url, reason):
 def test_a_victim_chosen_stopped_and_back_in_the_queue(queue, database_url):
     job, waiting = submit(database_url), submit(database_url, "bob")
     tick_jobs.commit_intents(queue, [(job, "node-a")], "inst")
-    update(queue, job, state=states.RUNNING, reason=None, started_at=datetime.now(timezone.utc))
-    tick_jobs.mark_victims(queue, {job: waiting}, datetime.now(timezone.utc))
+    update(queue, job, state=states.RUNNING, reason=None, started_at=datetime.now(UTC))
+    tick_jobs.mark_victims(queue, {job: waiting}, datetime.now(UTC))
     tick_jobs.victims_stopping(queue, {job: f"stopped to make room for job {waiting}"})
     tick_jobs.requeue_preempted(queue, {job: (states.RUNNING, f"stopped to make room for job {waiting}")})
     assert kinds(queue, job)[-3:] == [("victim", "RUNNING", "RUNNING", None),

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from cli_helpers import run_cli
+
 from job.core.planner.snapshot import Group
 from job.core.specs import GroupSpec
 

@@ -24,19 +24,20 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import fake_ray
 import psycopg
 import pytest
+from cli_helpers import run_cli
+from fake_ray import REFUSED, FakeRay
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from cli_helpers import run_cli
-import fake_ray
-from fake_ray import REFUSED, FakeRay
 from job.cli import build_parser
 from job.core import states
 from job.core.group_snapshot import Held
@@ -206,7 +207,7 @@ def _add(conn: psycopg.Connection, **columns: Any) -> int:
 
 
 def _add_unfinished(conn: psycopg.Connection) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ago = lambda **kw: now - timedelta(**kw)  # noqa: E731
     # Group main: a job of each kind the tick handles, for the real tick below.
     active = dict(group_name="main", attempt=1, submitted_at=ago(minutes=30), updated_at=ago(minutes=20))
@@ -426,7 +427,7 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
         conn.commit()
         return result
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     installation = groups.installation_id(conn)
     active = call(tick_jobs.active_jobs, conn, group)
     since = call(tick_jobs.current_snapshot, conn)
@@ -461,9 +462,8 @@ def _store_calls(conn: psycopg.Connection, group: str) -> set[str]:
 
 @pytest.mark.parametrize("group", ["main", "big"])
 def test_each_statement_of_a_tick_reads_no_finished_job(history_db, monkeypatch, group):
-    with psycopg.connect(history_db, row_factory=dict_row) as conn:
-        with recording(monkeypatch) as sent:
-            called = _store_calls(conn, group)
+    with psycopg.connect(history_db, row_factory=dict_row) as conn, recording(monkeypatch) as sent:
+        called = _store_calls(conn, group)
     defined = {f"tick_jobs.{name}" for name, function in inspect.getmembers(tick_jobs, inspect.isfunction)
                if function.__module__ == tick_jobs.__name__ and not name.startswith("_")}
     assert defined <= called, f"add a call of {sorted(defined - called)} to _store_calls in tests/store/test_history.py"

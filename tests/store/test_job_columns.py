@@ -10,7 +10,7 @@ from job.store import jobs
 def test_job_has_every_column_of_jobs_and_the_table_a_row_for_each(conn):
     found = conn.execute("""SELECT column_name FROM information_schema.columns
                             WHERE table_name = 'jobs' ORDER BY ordinal_position""").fetchall()
-    assert COLUMNS == tuple(row["column_name"] for row in found)
+    assert tuple(row["column_name"] for row in found) == COLUMNS
     assert sorted(field.column for field in FIELDS) == sorted(COLUMNS)
 
 

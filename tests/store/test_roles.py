@@ -9,18 +9,18 @@ grants them CONNECT."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import fake_ray
 import psycopg
 import pytest
+from cli_helpers import Result, run_cli, run_process
+from fake_ray import REFUSED, FakeRay
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from cli_helpers import Result, run_cli, run_process
-import fake_ray
-from fake_ray import REFUSED, FakeRay
 from job import api
 from job.core import states
 from job.core.errors import PermissionDenied
@@ -318,7 +318,7 @@ def test_a_reader_reads_everything_and_writes_nothing(db, monkeypatch, capsys):
 def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
     from job.scheduler import tick
 
-    started = datetime.now(timezone.utc) - timedelta(minutes=9)
+    started = datetime.now(UTC) - timedelta(minutes=9)
     db.conn.execute("UPDATE resource_groups SET pending_timeout_s = 3600, usage_charged_at = now() - interval '1 minute'")
     done = job_of(db, ALICE, states.RUNNING, attempt=1, submission_id="done", node="node-a", started_at=started)
     lost = job_of(db, BOB, states.SUBMITTED, attempt=1, submission_id="lost", node="node-a")
@@ -367,7 +367,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
         called.add(function.__name__)
         return function(*args)
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with psycopg.connect(db.url(SCHEDULER), row_factory=dict_row) as conn:
         installation = call(groups.installation_id, conn)
         assert [g.name for g in call(groups.groups, conn, None)] == [GROUP]
@@ -407,7 +407,7 @@ def test_the_scheduler_role_can_make_every_write_of_a_tick(db):
 
 
 def test_the_scheduler_prunes_finished_jobs_and_nothing_else(db, monkeypatch, capsys):
-    long_ago = datetime.now(timezone.utc) - timedelta(days=3)
+    long_ago = datetime.now(UTC) - timedelta(days=3)
     finished = [job_of(db, ALICE, state, finished_at=long_ago) for state in states.FINISHED]
     unfinished = [job_of(db, BOB, state, finished_at=long_ago, attempt=1) for state in states.UNFINISHED]
     pruned = cli_as(db, monkeypatch, capsys, SCHEDULER, "prune", "--finished-before", "1d")
@@ -544,7 +544,7 @@ def test_schedules_belong_to_their_user_and_the_scheduler_makes_their_jobs(db, m
     from job.scheduler.schedules import run_schedules
 
     with psycopg.connect(db.url(SCHEDULER), row_factory=dict_row) as scheduler:
-        run_schedules(scheduler, GROUP, datetime.now(timezone.utc) + timedelta(seconds=5))
+        run_schedules(scheduler, GROUP, datetime.now(UTC) + timedelta(seconds=5))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             scheduler.execute("UPDATE schedules SET paused = false")
     made = db.conn.execute("SELECT user_name, schedule FROM jobs").fetchall()

@@ -5,21 +5,21 @@ deadline, pauses, the next slot for the loop's wake, and one read per tick."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-
 from cli_helpers import run_cli
 from fake_ray import FakeRay
+from tick_helpers import add_group, wait_for
+
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
 from job.scheduler.schedules import run_schedules
 from job.store import schedules
 from job.store.connection import connect
-from tick_helpers import add_group, wait_for
 
-T0 = datetime(2026, 5, 4, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 
 def add_schedule(capsys, conn, name="nightly", *options, created=T0):
@@ -169,7 +169,7 @@ def test_a_tick_plans_the_job_of_the_slot_it_took_and_wakes_for_the_next(group, 
                                                                          monkeypatch):
     ray = FakeRay()
     monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     add_schedule(capsys, conn, "often", "--every", "1h", created=now - timedelta(hours=1, seconds=1))
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked" and result.placed == 1

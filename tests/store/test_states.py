@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,8 +16,8 @@ import pytest
 from job.core import states
 from job.core.errors import Conflict
 from job.core.group_snapshot import Held
-from job.core.states import Reason
 from job.core.specs import JobSpec
+from job.core.states import Reason
 from job.store import groups, jobs, tick_jobs, users
 
 GROUP = "g"
@@ -83,7 +83,7 @@ def test_a_transition_names_its_sources_and_target():
     assert states.REQUEUE_INFRA_SPENT.target == states.FAILED
     assert states.REQUEST_CANCEL.targets == list(states.ACTIVE)
     with pytest.raises(ValueError):
-        states.RECONCILE.target  # several targets: no single one
+        _ = states.RECONCILE.target  # several targets: no single one
 
 
 def _reachable(start: str) -> set[str]:
@@ -98,7 +98,7 @@ def _reachable(start: str) -> set[str]:
 
 # --- No state named in the store's SQL ----------------------------------------------------------
 
-_QUOTED_STATE = re.compile(r"""(['"])(%s)\1""" % "|".join(states.STATES))
+_QUOTED_STATE = re.compile(r"""(['"])({})\1""".format("|".join(states.STATES)))
 
 
 def quoted_states(text: str) -> list[tuple[int, str]]:
@@ -128,7 +128,7 @@ def _spec() -> JobSpec:
 
 
 def _update(target: str) -> dict:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return {"state": target, "node": "n2", "ray_status": target, "ray_message": None, "reason": "Test",
             "message": f"to {target}", "started_at": now, "finished_at": now, "exit_code": 0, "accepted_at": now}
 
@@ -162,22 +162,22 @@ CASES = [
     ("fail_pending", lambda conn, rows: tick_jobs.fail_pending(
         conn, {job_id: "unreadable" for job_id, _, _ in rows}, Reason.INVALID_JOB), states.FAIL_INVALID.moves),
     ("fail_pending_timeouts", lambda conn, rows: tick_jobs.fail_pending_timeouts(
-        conn, GROUP, 60.0, datetime.now(timezone.utc) + timedelta(hours=1)),
+        conn, GROUP, 60.0, datetime.now(UTC) + timedelta(hours=1)),
      states.FAIL_PENDING_TIMEOUT.moves),
     ("set_waiting", lambda conn, rows: tick_jobs.set_waiting(
-        conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+        conn, {job_id: ("Test", "waits") for job_id, _, _ in rows}, datetime.now(UTC)),
      states.SET_WAITING.moves),
     ("set_reservations", lambda conn, rows: tick_jobs.set_reservations(
-        conn, {job_id: Held("n1") for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+        conn, {job_id: Held("n1") for job_id, _, _ in rows}, datetime.now(UTC)),
      states.SET_RESERVATION.moves),
     ("set_estimates", lambda conn, rows: tick_jobs.set_estimates(
-        conn, {job_id: (1, datetime.now(timezone.utc), "from max runtimes") for job_id, _, _ in rows}),
+        conn, {job_id: (1, datetime.now(UTC), "from max runtimes") for job_id, _, _ in rows}),
      states.SET_ESTIMATE.moves),
     ("set_observed", lambda conn, rows: tick_jobs.set_observed(
         conn, {job_id: {"used": {"CPU": 3}, "over_since": None} for job_id, _, _ in rows}),
      states.SET_OBSERVED.moves),
     ("mark_victims", lambda conn, rows: tick_jobs.mark_victims(
-        conn, {job_id: rows[0][0] for job_id, _, _ in rows}, datetime.now(timezone.utc)),
+        conn, {job_id: rows[0][0] for job_id, _, _ in rows}, datetime.now(UTC)),
      states.MARK_VICTIM.moves),
     ("victims_stopping", lambda conn, rows: tick_jobs.victims_stopping(
         conn, {job_id: "being stopped" for job_id, _, _ in rows}),
@@ -280,8 +280,8 @@ def _job(conn, state, **columns) -> int:
 
 
 def test_an_infrastructure_requeue_keeps_the_place_and_the_attempts_up_to_max_requeues(conn):
-    submitted_at = datetime(2026, 11, 29, 7, 0, tzinfo=timezone.utc)
-    started = datetime(2026, 11, 29, 7, 30, tzinfo=timezone.utc)
+    submitted_at = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+    started = datetime(2026, 11, 29, 7, 30, tzinfo=UTC)
     ids = [_job(conn, states.RUNNING, attempt=requeues + 1, requeues=requeues, submission_id=f"s-{requeues}",
                 node="n1", started_at=started, accepted_at=started, submitted_at=submitted_at, exit_code=None)
            for requeues in range(4)]
@@ -342,7 +342,7 @@ def test_ray_s_acceptance_is_recorded_and_read_back(conn):
 
 
 def test_the_pending_timeout_counts_from_the_last_requeue(conn):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     old = now - timedelta(hours=2)
     waited = _job(conn, states.PENDING, submitted_at=old)
     requeued = _job(conn, states.PENDING, submitted_at=old, requeued_at=now - timedelta(minutes=1), requeues=1)

@@ -11,10 +11,10 @@ import os
 
 import psycopg
 import pytest
+from cli_helpers import run_cli
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from cli_helpers import run_cli
 from job.devtools.local_postgres import with_database
 from job.store import tokens
 from job.store.migrations import migrate

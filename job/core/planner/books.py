@@ -159,7 +159,8 @@ class Books:
         """A running job charged on its own: one with bundles, one that uses more than it asked
         for or holds a node beyond it, or any when the group preempts (each a possible victim)."""
         if job.id in holding:
-            self.holders[job.id] = naming(job.id, user.name, Resources.of(job.uses or {}), footprint_of(job.resources, job.bundles))
+            self.holders[job.id] = naming(job.id, user.name, Resources.of(job.uses or {}),
+                                          footprint_of(job.resources, job.bundles))
         if job.bundles:
             self._charge_gang(job, user, by_id)
             return
@@ -184,7 +185,7 @@ class Books:
         need = footprint_of(job.resources, job.bundles)
         add_to(user.used, _charged(need, job))
         here: dict[str, dict[str, int]] = {}
-        for node_id, part in zip([job.node, *job.bundle_nodes], [job.resources, *job.bundles]):
+        for node_id, part in zip([job.node, *job.bundle_nodes], [job.resources, *job.bundles], strict=False):
             if node_id in by_id:
                 add_to(here.setdefault(node_id, {}), Resources.of(part))
         for node_id, amounts in here.items():

@@ -27,8 +27,8 @@ from collections.abc import Callable
 import msgspec
 from pydantic import BaseModel
 
-from job.core.planner.picture import NodeState, Pool, UserState, add_to
 from job.core.planner.nodes import node_states
+from job.core.planner.picture import NodeState, Pool, UserState, add_to
 from job.core.planner.rules import PREEMPTIONS
 from job.core.planner.selectors import Selector
 from job.core.planner.snapshot import Group, Node, Plan, Running, Snapshot

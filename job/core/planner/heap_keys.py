@@ -45,7 +45,7 @@ class PackedKeys:
     read an entry: `entry & index_mask` is the node's index, `entry & key_mask` its key as it was
     when the entry was made, and `entry & extras_mask | key` the same entry with a new key."""
 
-    __slots__ = ("sign", "bounds", "index_mask", "key_mask", "extras_mask", "extras_shift", "_fields")
+    __slots__ = ("_fields", "bounds", "extras_mask", "extras_shift", "index_mask", "key_mask", "sign")
 
     def __init__(self, frees: Sequence[Mapping[str, int]], order: Sequence[str], sign: int,
                  reach: Sequence[Mapping[str, int]] = ()):
@@ -85,7 +85,7 @@ class PackedKeys:
         a time: a plan packs every node at its start."""
         keys = list(range(len(frees)))
         for name, zero, weight in self._fields:
-            keys = [key + (free.get(name, 0) - zero) * weight for key, free in zip(keys, frees)]
+            keys = [key + (free.get(name, 0) - zero) * weight for key, free in zip(keys, frees, strict=False)]
         return keys
 
     def entry(self, extras: int, key: int) -> int:

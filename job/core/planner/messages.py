@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from job.core.planner.gang import first_fit, on_empty
@@ -135,7 +135,7 @@ def _take_first(shape: Shape, nodes: list[NodeState]) -> bool:
 
 
 def _short(words: Words, shape: Shape, most: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    return [(name, amount) for (name, amount), (_, need) in zip(most, words.in_order(shape.items)) if amount < need]
+    return [(name, amount) for (name, amount), (_, need) in zip(most, words.in_order(shape.items), strict=False) if amount < need]
 
 
 def unschedulable(words: Words, shape: Shape) -> str:
@@ -233,10 +233,12 @@ def resource_limit(words: Words, subject: tuple[Sharer, Shape]) -> str:
 def preempting(words: Words, subject: Reservation | Decision) -> str:
     where = _where([*(subject.bundle_nodes or ()), subject.node])
     if isinstance(subject, Reservation):
-        return f"{where} {'is' if where.startswith('node ') else 'are'} held for it while the jobs stopped to make room for it end"
-    victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, ran {format_duration(max(int(victim.run_s), 1), parts=2)})"
-                        for victim in subject.victims)
-    return f"stopping {len(subject.victims)} job{'s' if len(subject.victims) > 1 else ''} on {where} to make room for it: {victims}"
+        verb = "is" if where.startswith("node ") else "are"
+        return f"{where} {verb} held for it while the jobs stopped to make room for it end"
+    victims = ", ".join(f"{victim.id} ({victim.user.name}, {words.classes[victim.value]}, "
+                        f"ran {format_duration(max(int(victim.run_s), 1), parts=2)})" for victim in subject.victims)
+    count = len(subject.victims)
+    return f"stopping {count} job{'s' if count > 1 else ''} on {where} to make room for it: {victims}"
 
 
 def _where(nodes: list[NodeState]) -> str:
@@ -266,7 +268,7 @@ def reserved_for(words: Words, reservation: Reservation) -> str:
 
 def _clock(now: datetime, when: datetime) -> str:
     """`14:20 UTC`, with its date when that is not today's."""
-    when, now = when.astimezone(timezone.utc), now.astimezone(timezone.utc)
+    when, now = when.astimezone(UTC), now.astimezone(UTC)
     return when.strftime("%H:%M UTC" if when.date() == now.date() else "%Y-%m-%d %H:%M UTC")
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
 from datetime import datetime
+from typing import ClassVar
 
 from job.core.resources import Resources
 
@@ -221,6 +221,6 @@ def parts_by_node(shape: Shape, node: NodeState, bundle_nodes: list[NodeState] |
         return {node: dict(shape.items)}
     needs: dict[NodeState, dict[str, int]] = {}
     homes = bundle_nodes or [node] * len(shape.gang.bundles)
-    for part, home in zip((*shape.gang.bundles, shape.gang.driver), (*homes, node)):
+    for part, home in zip((*shape.gang.bundles, shape.gang.driver), (*homes, node), strict=False):
         add_to(needs.setdefault(home, {}), part.need)
     return needs

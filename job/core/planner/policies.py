@@ -81,7 +81,7 @@ def fair(entries: list[Entry], taken: Taken) -> Runs:
     heap = [(user.score(), user.name, 0, queue) for user, queue in queues.items()]
     heapify(heap)
     while heap:
-        score, name, index, queue = heap[0]
+        _score, name, index, queue = heap[0]
         # Until one of the user's jobs is placed, the score does not change and the user stays
         # first in line.
         yield queue, index
@@ -128,7 +128,7 @@ def _down_the_tree(queues: dict[UserState, list[Entry]], taken: Taken) -> Runs:
         index = taken()
         user = queue[0][USER]
         gone = index == len(queue)
-        for heap, sharer in zip(reversed(path), (user, *reversed(user.accounts))):
+        for heap, sharer in zip(reversed(path), (user, *reversed(user.accounts)), strict=False):
             if gone:
                 heappop(heap)
                 gone = not heap

@@ -261,7 +261,7 @@ class Preemptor:
         taken: list[Candidate] = []
         lost: dict[Sharer, dict[str, int]] = {}
         for victim in order:
-            if victim.value > value or victim.user is user and victim.value == value:
+            if victim.value > value or (victim.user is user and victim.value == value):
                 continue
             if victim.value == value:
                 if not reclaim:
@@ -283,7 +283,7 @@ class Preemptor:
     def _may_stop(lowest: int, value: int, reclaim: bool) -> bool:
         """Whether a job of class `value` may stop one of class `lowest`: a lower class, or, when
         reclaiming, the same class too."""
-        return lowest < value or reclaim and lowest == value
+        return lowest < value or (reclaim and lowest == value)
 
     def _score(self, user: Sharer, gain: Resources | dict | None = None, loss: dict | None = None) -> float:
         """The user's or account's score (policies: (dominant share + memory) / shares) once the plan's
@@ -361,7 +361,7 @@ class _Trial:
         chosen = place(self.gang, self.copies, first_fit)
         if chosen is None:
             return None
-        for copy, part in zip(chosen, (*self.gang.bundles, self.gang.driver)):
+        for copy, part in zip(chosen, (*self.gang.bundles, self.gang.driver), strict=False):
             add_to(copy.free, part.need)
         return [self.at[id(copy)] for copy in chosen]
 

@@ -5,7 +5,7 @@ hold take their room on their nodes before any job is walked."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from operator import itemgetter
 
 from job.core.planner.books import Books, NodesPicture
@@ -17,7 +17,7 @@ from job.core.planner.snapshot import Pending, Snapshot
 from job.core.resources import Resources, footprint_of
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
-_NO_TIME = datetime.min.replace(tzinfo=timezone.utc)
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
 
 # The entries of one class value, the classes the highest first.
 Tiers = list[tuple[int, list[Entry]]]
@@ -113,7 +113,7 @@ def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str,
         entry = (-job.priority, submitted or _NO_TIME, 0 if submitted else position, length, ident, later,
                  shape, user, job)
         if ordered:
-            ordered = submitted is not None and (length > last_length or length == last_length and ident > last)
+            ordered = submitted is not None and (length > last_length or (length == last_length and ident > last))
             last_length, last = length, ident
         if values is None:
             append(entry)

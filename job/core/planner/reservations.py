@@ -93,7 +93,7 @@ class RunningEnds:
     def add(self, ends: list[End], node_id: str, homes: list[str], job: Running | Pending, after_s: float) -> None:
         """What `job` holds on `node_id` of `homes` (its driver's node, then each bundle's), freed
         `after_s` from now."""
-        for home, part in zip(homes, [job.resources, *(job.bundles or ())]):
+        for home, part in zip(homes, [job.resources, *(job.bundles or ())], strict=False):
             if home != node_id:
                 continue
             raw = tuple(part.items())
@@ -150,7 +150,7 @@ def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement
 
     def fits(freed: dict[NodeState, dict[str, int]]) -> bool:
         copies = on_empty(nodes, "free")
-        for copy, node in zip(copies, nodes):
+        for copy, node in zip(copies, nodes, strict=False):
             add_to(copy.free, freed.get(node, {}))
         chosen = place(shape.gang, copies, first_fit)
         placed[:] = [nodes[copies.index(copy)] for copy in chosen or ()]
@@ -169,7 +169,8 @@ def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement
 
 def _events(ends: Ends, nodes: list[NodeState]) -> list[tuple[End, NodeState]]:
     """The ends on `nodes`, the soonest first, each with its node."""
-    return sorted(((end, node) for node in nodes for end in ends.get(node.id, ())), key=lambda e: (e[0][0], len(e[0][1]), e[0][1]))
+    return sorted(((end, node) for node in nodes for end in ends.get(node.id, ())),
+                  key=lambda e: (e[0][0], len(e[0][1]), e[0][1]))
 
 
 def _fits(needs: dict[NodeState, dict[str, int]], freed: dict[NodeState, dict[str, int]]) -> bool:

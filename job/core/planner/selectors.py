@@ -3,7 +3,8 @@
 A selector answers `select(shape)` with a node whose free resources cover the shape, or None when
 none does, and hears about every placement through `placed(node)` (after the node's free resources
 changed). One made `lasting` outlives its plan (carried.py): each plan then `begin`s it, and it
-hears of every change of free resources between plans too, up as well as down. Its state between ticks is a pydantic model with an empty default, stored in the group
+hears of every change of free resources between plans too, up as well as down. Its state between ticks
+is a pydantic model with an empty default, stored in the group
 state under its rule's `state_name`. The selectors are declared, with their traits, in rules.py.
 """
 
@@ -171,7 +172,7 @@ class Dispersed(_ByFree):
     def __init__(self, nodes: list[NodeState], order: tuple[str, ...], state: BaseModel, lasting: bool = False):
         super().__init__(nodes, order, state, lasting)
         self._sorted: dict[frozenset[str], list[int]] = {}
-        for node, key in zip(self._nodes, self._keys):
+        for node, key in zip(self._nodes, self._keys, strict=False):
             self._sorted.setdefault(node.has, []).append(key)
         for keys in self._sorted.values():
             keys.sort()
@@ -245,7 +246,7 @@ class Dispersed(_ByFree):
         gone = []
         for index in reading.again:
             key = keys[index]
-            if key >= at or members is not None and nodes[index] not in members or not fits(shape.items, nodes[index].free):
+            if key >= at or (members is not None and nodes[index] not in members) or not fits(shape.items, nodes[index].free):
                 gone.append(index)
             elif key < found:
                 found = key

@@ -28,12 +28,25 @@ from bisect import bisect_right
 from datetime import datetime
 from itertools import islice
 from operator import attrgetter, le, lt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import msgspec
-from pydantic import (AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError,
-                      ValidationInfo, ValidatorFunctionWrapHandler, field_serializer, field_validator, model_validator, with_config)
-from typing_extensions import NotRequired, TypedDict
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_validator,
+    with_config,
+)
+from typing_extensions import TypedDict
 
 from job.core import group_defaults
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS

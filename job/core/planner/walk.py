@@ -65,7 +65,7 @@ def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dic
     """Where a gang fits, first fit, on the nodes' free resources and the `rooms` held on them; the
     real nodes of its parts (bundles, then driver), None if it does not fit. Nothing is taken."""
     copies = on_empty(nodes, "free")
-    for copy, node in zip(copies, nodes):
+    for copy, node in zip(copies, nodes, strict=False):
         for room in rooms.get(node, ()):
             add_to(copy.free, room)
     chosen = place(gang, copies, first_fit)
@@ -124,7 +124,7 @@ class Walk:
             # Few at first: a run often ends at its first entry, and the next starts where it ended.
             ahead = queue[index:index + step]
             step = min(2 * step, _READ_MOST)
-            for entry, ident in zip(ahead, list(map(_ID, ahead))):
+            for entry, ident in zip(ahead, list(map(_ID, ahead)), strict=False):
                 later, shape, user = entry[NOT_BEFORE], entry[SHAPE], entry[USER]
                 if shape.unschedulable:
                     why = "Unschedulable", shape
@@ -178,7 +178,7 @@ class Walk:
             nodes = place(gang, shape.pool.nodes, self.selector.pick)
             if nodes is None:
                 return False
-            for part, node in zip((*gang.bundles, gang.driver), nodes):
+            for part, node in zip((*gang.bundles, gang.driver), nodes, strict=False):
                 self.selector.placed(node)
                 self.selector.picked(part, node)
             self._placed(job, nodes[-1], shape, user, nodes[:-1])
@@ -348,7 +348,7 @@ class Walk:
                 for node, room in reservation.held.items():
                     rooms.setdefault(node, []).append(room)
             return delayed[0] if _on_room(gang, nodes, rooms) is not None else None
-        for part, node in zip((*gang.bundles, gang.driver), chosen):
+        for part, node in zip((*gang.bundles, gang.driver), chosen, strict=False):
             # The held room first, as `_backfill` takes it, then its free resources: what it
             # takes of the room is held no more, and free room stays free for others.
             for name, amount in part.items:

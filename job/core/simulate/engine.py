@@ -60,28 +60,27 @@ from __future__ import annotations
 
 import heapq
 import math
-from itertools import count
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from itertools import count
 
 from msgspec import UNSET
 from msgspec.structs import replace
 
 from job.core.planner import Snapshot, plan
-from job.core.planner.carried import Carried
-from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner import snapshot as planned
-from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
+from job.core.planner.carried import Carried
 from job.core.planner.picture import add_to
+from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
+from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.resources import Resources, dominant_share, footprint
-from job.core.simulate.compress import (NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry,
-                                        user_entries)
+from job.core.simulate.compress import NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, user_entries
 from job.core.simulate.trace import TraceJob
 from job.core.usage import charge_usage
 
 # The virtual clock's origin: trace times are seconds after it.
-EPOCH = datetime(2000, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(eq=False, slots=True)
@@ -619,7 +618,7 @@ class _Simulation:
         oldest = self.events.oldest
         while oldest and oldest[0][2].queue_key is None:
             heapq.heappop(oldest)
-        return (bool(oldest) and now_s - oldest[0][0] >= self.setting.group.reserve_after_s
+        return ((bool(oldest) and now_s - oldest[0][0] >= self.setting.group.reserve_after_s)
                 or any(held.get("kind") == "head" for held in self.reservations))
 
     def _slots_held(self) -> bool:
@@ -740,7 +739,7 @@ class _Simulation:
     def _hold(self, record: JobRecord, sign: int, now_s: float, touched: set[UserRecord]) -> None:
         """The record's resources taken (1) or given back (-1): each part on its node, the whole
         footprint by its user."""
-        for node, part in zip(record.homes, record.parts):
+        for node, part in zip(record.homes, record.parts, strict=False):
             # A node that left the group holds nothing there; its job is still its user's.
             if node in self.cluster.held_on:
                 self.cluster.hold_on(node, part, sign)

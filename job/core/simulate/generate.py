@@ -51,11 +51,11 @@ def generate(count: int, seed: int, totals: dict[str, float], users: int | None 
             shapes.append({"CPU": size, "memory": 4 * size * GIB})
         runs.append(round(min(rng.lognormvariate(math.log(MEDIAN_RUN_S), RUN_SIGMA), MAX_RUN_S), 1))
     # The span over which arrivals spread: the work asked of the busiest resource over its capacity.
-    work = {name: sum(shape.get(name, 0) * run for shape, run in zip(shapes, runs)) for name in totals}
+    work = {name: sum(shape.get(name, 0) * run for shape, run in zip(shapes, runs, strict=False)) for name in totals}
     span = max((work[name] / (amount * load) for name, amount in totals.items() if amount > 0), default=0.0)
     rate = count / span if span > 0 else 1.0
     jobs, clock = [], 0.0
-    for index, (user, shape, run) in enumerate(zip(picked, shapes, runs)):
+    for index, (user, shape, run) in enumerate(zip(picked, shapes, runs, strict=False)):
         jobs.append(TraceJob(id=str(index + 1), user=names[user], submit_s=round(clock, 1), resources=shape, run_s=run))
         clock += rng.expovariate(rate)
     return jobs

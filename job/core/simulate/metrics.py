@@ -106,7 +106,7 @@ def _integrate(user: UserRecord, starts: list[float], lengths: list[float], wind
                 held[window] += share * (finish - begin)
                 asked[window] += min(wanted, 1.0) * (finish - begin)
             window += 1
-    return [amount / length for amount, length in zip(held, lengths)], [amount / length for amount, length in zip(asked, lengths)]
+    return [amount / length for amount, length in zip(held, lengths, strict=False)], [amount / length for amount, length in zip(asked, lengths, strict=False)]
 
 
 def summarise(outcome: Outcome, shares: Windows) -> dict:

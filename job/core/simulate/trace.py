@@ -122,7 +122,7 @@ def parse_csv(text: str, source: str = "trace") -> Trace:
             # The bundle columns are named only to a row that has more fields than any trace has.
             fields = CSV_FIELDS if len(row) > len(CSV_FIELDS) else CSV_FIELDS[:-2]
             raise BadInput(f"{where}: expected 4 to {len(fields)} fields ({','.join(fields)}), got {len(row)}")
-        cells = dict(zip(CSV_FIELDS, (cell.strip() for cell in row)))
+        cells = dict(zip(CSV_FIELDS, (cell.strip() for cell in row), strict=False))
         user = cells["user"]
         if not user:
             raise BadInput(f"{where}: user: empty")
