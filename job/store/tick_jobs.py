@@ -80,6 +80,11 @@ def pending_changes(conn: DictConnection, group: str, since: str) -> tuple[int, 
     return rows[0][0], pending, left
 
 
+# The unfinished states as constants in the statement's text: PostgreSQL proves a partial index's
+# predicate (sql/0028) only from constants, not from parameters.
+_UNFINISHED = ", ".join(f"'{state}'" for state in states.UNFINISHED)
+
+
 def states_of(conn: DictConnection, ids: list[int]) -> dict[int, str]:
     """The states of these jobs, by id, in any group (the jobs a group's pending jobs wait for); a
     job gone is not in it. An array's id (its first task's) stands for all its tasks, so that
@@ -89,14 +94,11 @@ def states_of(conn: DictConnection, ids: list[int]) -> dict[int, str]:
     the tick that decides its dependents."""
     if not ids:
         return {}
-    # The unfinished states as literals: PostgreSQL proves the partial index's predicate only from
-    # constants, not from parameters.
     rows = conn.cursor(row_factory=tuple_row).execute(
-        """SELECT j.id, j.state, j.array_id IS NOT DISTINCT FROM j.id AS of_array, g.going IS NOT NULL AS going
-           FROM jobs j LEFT JOIN LATERAL (
-               SELECT 1 AS going FROM jobs t WHERE t.array_id = j.id
-               AND t.state IN ('PENDING', 'SUBMITTING', 'SUBMITTED', 'RUNNING') LIMIT 1) g ON true
-           WHERE j.id = ANY(%s)""", (ids,)).fetchall()
+        f"""SELECT j.id, j.state, j.array_id IS NOT DISTINCT FROM j.id AS of_array, g.going IS NOT NULL AS going
+            FROM jobs j LEFT JOIN LATERAL (
+                SELECT 1 AS going FROM jobs t WHERE t.array_id = j.id AND t.state IN ({_UNFINISHED}) LIMIT 1) g ON true
+            WHERE j.id = ANY(%s)""", (ids,)).fetchall()
     found = {job_id: states.RUNNING if of_array and going else state for job_id, state, of_array, going in rows}
     ended = [job_id for job_id, _, of_array, going in rows if of_array and not going]
     if ended:

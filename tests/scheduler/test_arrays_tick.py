@@ -51,7 +51,7 @@ def test_the_throttle_holds_back_the_rest_and_lets_one_in_as_one_ends(conn, data
     sent = [ray.env_vars[rows[task]["submission_id"]] for task in tasks[:2]]
     assert [{name: env[name] for name in ("JOB_ID", "JOB_ARRAY_ID", "JOB_ARRAY_INDEX")} for env in sent] == [
         {"JOB_ID": str(task), "JOB_ARRAY_ID": str(array_id), "JOB_ARRAY_INDEX": str(index)}
-        for task, index in zip(tasks, (10, 11), strict=True)]
+        for task, index in zip(tasks[:2], (10, 11), strict=True)]
     assert "JOB_ARRAY_ID" not in ray.env_vars[rows[lone]["submission_id"]]
 
     # Nothing ended: nothing more. The first ends: the third goes.
