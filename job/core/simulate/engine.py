@@ -598,7 +598,8 @@ class _Simulation:
         # a slot is free and usage decays: the users' order then moves with time alone, and the
         # first job to wait for resources, which takes the slot, may be another user's.
         after = result.reservations or []
-        self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+        self.replan = (_held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+                       or bool(result.placements) and self._head_open(after, now_s))
         self.reservations = after
 
     def _with_reserving(self) -> list[planned.Pending]:
@@ -617,6 +618,13 @@ class _Simulation:
         another job than this one's: under a policy whose order moves with time, a free slot."""
         heads = sum(held.get("kind") == "head" for held in reservations)
         return bool(self.setting.half_life_s) and heads < self.setting.group.max_reservations and self._reserving(now_s)
+
+    def _head_open(self, reservations: list[dict], now_s: float) -> bool:
+        """Whether a plan that started jobs leaves a slot a later plan may fill with no event between:
+        the jobs it started change the users' order, and the first job to wait for resources, which
+        the plan judged before they started (one not yet past reserve_after), may then be another."""
+        heads = sum(held.get("kind") == "head" for held in reservations)
+        return heads < self.setting.group.max_reservations and self._reserving(now_s)
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
