@@ -319,6 +319,22 @@ def test_users_holding_the_same_share_since_the_same_tick_tie_however_long_the_c
     assert engine["4"] == (12, "n0001") and engine["6"] == (10, "n0002")
 
 
+def test_a_job_started_by_a_plan_may_bring_a_job_past_reserve_after_to_the_head_of_the_line():
+    # Found by the property above. At 10 b's job 5, first in line but waiting only 8 s, closes the
+    # head of the line, and b's job 2 takes what b's job 3 (stopped at its max runtime) gave back.
+    # That start puts b behind c: at 11, with no event, c's job 4 (waiting 11 s) is first and
+    # reserves n0001, where it starts at 12. The engine skipped 11 and 4 waited for 15.
+    big, half = {"CPU": 8, "memory": 16 * GIB}, {"CPU": 4, "memory": 8 * GIB}
+    jobs = jobs_of([("a", 0, big, 12), ("b", 6, half, 3), ("b", 0, half, 12), ("c", 0, big, 3), ("b", 2, big, 3),
+                    ("a", 0, half, 12)])
+    jobs[2] = dataclasses.replace(jobs[2], max_runtime_s=10)
+    node_list = labelled("2x{CPU:8,memory:16GiB}")
+    grp = group("drf", reserve_after_s=10, selector="concentrated")
+    engine = schedule(simulate(jobs, node_list, grp, every_s=1))
+    assert engine == plain_replay(jobs, node_list, grp, {}, 1)
+    assert engine["4"] == (12, "n0001")
+
+
 TEAMS = [({"A": Account(), "B": Account()}, {"a": "A", "b": "A", "c": "B"}),
          ({"A": Account(shares=3, max_running=2), "B": Account(parent="A")}, {"a": "A", "b": "B"}),
          ({"A": Account(max_running=2)}, {"a": "A"}),
