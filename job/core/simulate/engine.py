@@ -34,7 +34,8 @@ reservations, with the reserving jobs (each goes to its own node alone: behind i
 queue of its shape, one more job may be placed). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
-its slot for the next plan, and a new one changes what the next plan holds), nor, under a policy
+its slot for the next plan, and a new one changes what the next plan holds) or, with a slot free,
+started jobs (the users' order moves, and with it the first job to wait for resources), nor, under a policy
 that remembers usage, any tick while a slot is free: the users' order moves as usage decays, and
 the first job to wait for resources, which takes the slot, may become another user's. A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
