@@ -26,6 +26,19 @@ def charge_usage(usage: float, dominant_share: float, elapsed_s: float, half_lif
     return usage * (1.0 - charged) + dominant_share * (half_life_s / _LN2) * charged
 
 
+def charge_ticks(usage: float, dominant_share: float, ticks: int, tick_s: float, half_life_s: float) -> float:
+    """`charge_usage` applied once per tick of `tick_s` over `ticks` ticks, to the bit: a single
+    charge over the whole span gives the same U only up to rounding, and two users whose usage is
+    equal when charged per tick, as the scheduler does, would no longer tie."""
+    if half_life_s <= 0:
+        return 0.0
+    charged = -math.expm1(-tick_s * _LN2 / half_life_s)
+    kept, added = 1.0 - charged, dominant_share * (half_life_s / _LN2) * charged
+    for _ in range(ticks):
+        usage = usage * kept + added
+    return usage
+
+
 def usage_share(usage: float, half_life_s: float) -> float:
     """The dominant share that, held for ever, gives usage U: U·ln 2 / H (0 when H is 0)."""
     return usage * _LN2 / half_life_s if half_life_s > 0 else 0.0

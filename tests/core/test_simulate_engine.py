@@ -302,6 +302,39 @@ def test_a_free_reservation_slot_goes_to_the_user_whose_turn_comes_as_usage_deca
     assert engine["23"] == (95, "n0001") and engine["16"] == (95, "n0002")
 
 
+def test_users_holding_the_same_share_since_the_same_tick_tie_however_long_the_clock_jumps():
+    # Found by the property above. a and c hold a node each from 0 and so have the same usage at
+    # 5, when a's job 6 has waited long enough to reserve: the tie goes to a (by name), whose job
+    # 6 reserves n0002 (b's job 5 stops there at its max runtime, 10), so c's job 4 must wait.
+    # Charged over 0..5 at once, a's usage came out one ulp above c's (charged over 0..2 and
+    # 2..5): c's turn came first, 4 started on n0002 at 5 and 6 reserved n0001.
+    big, half = {"CPU": 8, "memory": 16 * GIB}, {"CPU": 4, "memory": 8 * GIB}
+    jobs = jobs_of([("b", 2, half, 3), ("c", 0, big, 12), ("a", 0, big, 12), ("c", 2, half, 3), ("b", 0, half, 12),
+                    ("a", 0, big, 3)])
+    jobs[4] = dataclasses.replace(jobs[4], max_runtime_s=10)
+    node_list = labelled("3x{CPU:8,memory:16GiB}")
+    grp = group("fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2)
+    engine = schedule(simulate(jobs, node_list, grp, every_s=1))
+    assert engine == plain_replay(jobs, node_list, grp, {}, 1)
+    assert engine["4"] == (12, "n0001") and engine["6"] == (10, "n0002")
+
+
+def test_a_job_started_by_a_plan_may_bring_a_job_past_reserve_after_to_the_head_of_the_line():
+    # Found by the property above. At 10 b's job 5, first in line but waiting only 8 s, closes the
+    # head of the line, and b's job 2 takes what b's job 3 (stopped at its max runtime) gave back.
+    # That start puts b behind c: at 11, with no event, c's job 4 (waiting 11 s) is first and
+    # reserves n0001, where it starts at 12. The engine skipped 11 and 4 waited for 15.
+    big, half = {"CPU": 8, "memory": 16 * GIB}, {"CPU": 4, "memory": 8 * GIB}
+    jobs = jobs_of([("a", 0, big, 12), ("b", 6, half, 3), ("b", 0, half, 12), ("c", 0, big, 3), ("b", 2, big, 3),
+                    ("a", 0, half, 12)])
+    jobs[2] = dataclasses.replace(jobs[2], max_runtime_s=10)
+    node_list = labelled("2x{CPU:8,memory:16GiB}")
+    grp = group("drf", reserve_after_s=10, selector="concentrated")
+    engine = schedule(simulate(jobs, node_list, grp, every_s=1))
+    assert engine == plain_replay(jobs, node_list, grp, {}, 1)
+    assert engine["4"] == (12, "n0001")
+
+
 TEAMS = [({"A": Account(), "B": Account()}, {"a": "A", "b": "A", "c": "B"}),
          ({"A": Account(shares=3, max_running=2), "B": Account(parent="A")}, {"a": "A", "b": "B"}),
          ({"A": Account(max_running=2)}, {"a": "A"}),

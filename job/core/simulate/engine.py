@@ -12,9 +12,10 @@ Ticks where nothing can change are skipped. Between two events (an arrival, the 
 plan would place nothing: every job left waiting by a plan waits because of something that only
 an event changes (free resources only fall within a plan, so what did not fit at its turn does not
 fit after it; a user's running jobs and resources only grow; the group's nodes are fixed). The
-clock jumps to the first tick at or after the next event. Usage is charged over the whole jump at
-once, which gives the same usage as a charge per tick: a user holds the same resources throughout
-(usage.py: charging once per tick or once per second gives the same U).
+clock jumps to the first tick at or after the next event. A user holds the same resources
+throughout the jump, and its usage is brought up to date tick by tick (usage.charge_ticks): one
+charge over the jump gives the same U only up to rounding, and users whose usage ties when charged
+per tick (the same share held from the same tick) must tie here too, or their order flips.
 
 Preemption (`group.preemption` not `off`): a victim the plan names stops at the next tick, gives
 its resources back and waits again in its place in the queue; placed again, it runs its whole run
@@ -33,7 +34,8 @@ reservations, with the reserving jobs (each goes to its own node alone: behind i
 queue of its shape, one more job may be placed). The
 tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
-its slot for the next plan, and a new one changes what the next plan holds), nor, under a policy
+its slot for the next plan, and a new one changes what the next plan holds) or, with a slot free,
+started jobs (the users' order moves, and with it the first job to wait for resources), nor, under a policy
 that remembers usage, any tick while a slot is free: the users' order moves as usage decays, and
 the first job to wait for resources, which takes the slot, may become another user's. A job with a max runtime is stopped there, and its expected end is its start
 plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
@@ -77,7 +79,7 @@ from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.resources import Resources, dominant_share, footprint
 from job.core.simulate.compress import NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, user_entries
 from job.core.simulate.trace import TraceJob
-from job.core.usage import charge_usage
+from job.core.usage import charge_ticks, charge_usage
 
 # The virtual clock's origin: trace times are seconds after it.
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -360,8 +362,9 @@ class Events:
 class Ledger:
     """The users' books: what each holds, wants and has used, and the timeline of its shares."""
 
-    def __init__(self, specs: dict[str, User], totals: dict[str, int], half_life_s: float, limited: bool):
+    def __init__(self, specs: dict[str, User], totals: dict[str, int], half_life_s: float, every_s: float, limited: bool):
         self.specs, self.totals, self.half_life_s, self.limited = specs, totals, half_life_s, limited
+        self.every_s = every_s
         self.users: dict[str, UserRecord] = {}
 
     def user(self, name: str) -> UserRecord:
@@ -372,9 +375,13 @@ class Ledger:
         return user
 
     def charge(self, user: UserRecord, now_s: float) -> None:
-        """The user's usage brought up to `now_s`: it held the same resources since it was last charged."""
+        """The user's usage brought up to `now_s`: it held the same resources since it was last charged,
+        charged tick by tick as the scheduler charges it (what is left past the last whole tick, at
+        the end of a run cut at until_s, at once)."""
         if self.half_life_s:
-            user.usage = charge_usage(user.usage, user.held_share, now_s - user.charged_at, self.half_life_s)
+            ticks, rest = divmod(now_s - user.charged_at, self.every_s)
+            usage = charge_ticks(user.usage, user.held_share, int(ticks), self.every_s, self.half_life_s)
+            user.usage = charge_usage(usage, user.held_share, rest, self.half_life_s) if rest else usage
         user.charged_at = now_s
 
     def take(self, name: str, need: Resources, sign: int, now_s: float, touched: set[UserRecord]) -> None:
@@ -401,7 +408,7 @@ class _Simulation:
         self.setting = setting = _setting(jobs, group, users, every_s, start, accounts, until_s)
         _check_classes(jobs, group)
         self.cluster = ClusterState(nodes, group, setting.exact)
-        self.books = Ledger(users, self.cluster.totals, setting.half_life_s, setting.limited)
+        self.books = Ledger(users, self.cluster.totals, setting.half_life_s, setting.every_s, setting.limited)
         self.requests: dict[tuple, Resources] = {}
         self.records = [_record(job, self.requests) for job in jobs]
         self.events = Events(sorted(self.records, key=_ready))
@@ -591,7 +598,8 @@ class _Simulation:
         # a slot is free and usage decays: the users' order then moves with time alone, and the
         # first job to wait for resources, which takes the slot, may be another user's.
         after = result.reservations or []
-        self.replan = _held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+        self.replan = (_held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+                       or bool(result.placements) and self._head_open(after, now_s))
         self.reservations = after
 
     def _with_reserving(self) -> list[planned.Pending]:
@@ -610,6 +618,13 @@ class _Simulation:
         another job than this one's: under a policy whose order moves with time, a free slot."""
         heads = sum(held.get("kind") == "head" for held in reservations)
         return bool(self.setting.half_life_s) and heads < self.setting.group.max_reservations and self._reserving(now_s)
+
+    def _head_open(self, reservations: list[dict], now_s: float) -> bool:
+        """Whether a plan that started jobs leaves a slot a later plan may fill with no event between:
+        the jobs it started change the users' order, and the first job to wait for resources, which
+        the plan judged before they started (one not yet past reserve_after), may then be another."""
+        heads = sum(held.get("kind") == "head" for held in reservations)
+        return heads < self.setting.group.max_reservations and self._reserving(now_s)
 
     def _reserving(self, now_s: float) -> bool:
         """Whether this plan may make or hold a reservation for the head of the line."""
