@@ -599,7 +599,7 @@ class _Simulation:
         # first job to wait for resources, which takes the slot, may be another user's.
         after = result.reservations or []
         self.replan = (_held(after) != _held(self.reservations) or self._slot_free(after, now_s)
-                       or bool(result.placements) and self._head_open(after, now_s))
+                       or (bool(result.placements) and self._head_open(after, now_s)))
         self.reservations = after
 
     def _with_reserving(self) -> list[planned.Pending]:
