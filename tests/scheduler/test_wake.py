@@ -30,6 +30,27 @@ EVERY_S = 60.0
 WOKEN_WITHIN_S = 10.0
 
 
+def loop_beside(database_url: str, meanwhile, seen: dict) -> int:
+    """The loop's status, run until `meanwhile` (in a thread beside it) is done and sends SIGTERM;
+    an error of `meanwhile` fails the test."""
+
+    def run() -> None:
+        try:
+            meanwhile()
+        except BaseException as exc:  # handed to the test's thread
+            seen["error"] = exc
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    helper = threading.Thread(target=run)
+    helper.start()
+    config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
+    status = loop_module.loop(config, 3 * WOKEN_WITHIN_S + 60, EVERY_S)
+    helper.join()
+    assert "error" not in seen, seen
+    return status
+
+
 @pytest.fixture
 def group(conn):
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
@@ -49,27 +70,17 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
         return conn.execute("SELECT state, submission_id, node FROM jobs WHERE id = %s", (job_id,)).fetchone()
 
     def meanwhile():
-        try:
-            wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
-            began = time.monotonic()
-            seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
-            row = wait_for(lambda: (r := state(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S)
-            seen["placed_s"] = time.monotonic() - began
-            began = time.monotonic()
-            ray.known[row["submission_id"]] = finished(row["submission_id"], row["node"])
-            wait_for(lambda: state(job_id)["state"] == "SUCCEEDED", timeout=WOKEN_WITHIN_S)
-            seen["ended_s"] = time.monotonic() - began
-        except BaseException as exc:  # handed to the test's thread
-            seen["error"] = exc
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)
+        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
+        began = time.monotonic()
+        seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
+        row = wait_for(lambda: (r := state(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S)
+        seen["placed_s"] = time.monotonic() - began
+        began = time.monotonic()
+        ray.known[row["submission_id"]] = finished(row["submission_id"], row["node"])
+        wait_for(lambda: state(job_id)["state"] == "SUCCEEDED", timeout=WOKEN_WITHIN_S)
+        seen["ended_s"] = time.monotonic() - began
 
-    helper = threading.Thread(target=meanwhile)
-    helper.start()
-    config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
-    status = loop_module.loop(config, 3 * WOKEN_WITHIN_S + 60, EVERY_S)
-    helper.join()
-    assert "error" not in seen, seen
+    status = loop_beside(database_url, meanwhile, seen)
     assert status == 0
     [line] = finished_lines
     assert line["reason"] == "sigterm" and line["woken_by_notify"] >= 1 and line["woken_by_ray"] >= 1, line
@@ -171,30 +182,20 @@ def test_the_loop_wakes_when_a_not_before_passes_and_when_a_max_runtime_ends(con
                             (job_id,)).fetchone()
 
     def meanwhile():
-        try:
-            wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
-            not_before = datetime.now(UTC) + timedelta(seconds=3)
-            seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", not_before=not_before,
-                                              max_runtime=2, database_url=database_url)
-            placed = wait_for(lambda: (r := row(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S + 3)
-            seen["placed_late_s"] = (placed["placed_at"] - not_before).total_seconds()
-            started = datetime.now(UTC)
-            ray.known[placed["submission_id"]] = running(placed["submission_id"], placed["node"], minutes=0)
-            # A submit wakes a tick, which finds the job RUNNING and its max runtime due in 2 s.
-            api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
-            wait_for(lambda: placed["submission_id"] in ray.stopped, timeout=WOKEN_WITHIN_S + 2)
-            seen["stopped_late_s"] = (datetime.now(UTC) - started).total_seconds() - 2
-        except BaseException as exc:  # handed to the test's thread
-            seen["error"] = exc
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)
+        wait_for(lambda: conn.execute("SELECT count(*) AS n FROM ticks").fetchone()["n"], timeout=60)
+        not_before = datetime.now(UTC) + timedelta(seconds=3)
+        seen["job"] = job_id = api.submit(user="alice", group="main", entrypoint="true", not_before=not_before,
+                                          max_runtime=2, database_url=database_url)
+        placed = wait_for(lambda: (r := row(job_id))["state"] == "SUBMITTED" and r, timeout=WOKEN_WITHIN_S + 3)
+        seen["placed_late_s"] = (placed["placed_at"] - not_before).total_seconds()
+        started = datetime.now(UTC)
+        ray.known[placed["submission_id"]] = running(placed["submission_id"], placed["node"], minutes=0)
+        # A submit wakes a tick, which finds the job RUNNING and its max runtime due in 2 s.
+        api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
+        wait_for(lambda: placed["submission_id"] in ray.stopped, timeout=WOKEN_WITHIN_S + 2)
+        seen["stopped_late_s"] = (datetime.now(UTC) - started).total_seconds() - 2
 
-    helper = threading.Thread(target=meanwhile)
-    helper.start()
-    config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
-    loop_module.loop(config, 3 * WOKEN_WITHIN_S + 60, EVERY_S)
-    helper.join()
-    assert "error" not in seen, seen
+    loop_beside(database_url, meanwhile, seen)
     assert 0 <= seen["placed_late_s"] < WOKEN_WITHIN_S, seen
     assert seen["stopped_late_s"] < WOKEN_WITHIN_S, seen
     assert row(seen["job"])["reason"] == "RuntimeLimit", row(seen["job"])
