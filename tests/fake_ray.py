@@ -25,13 +25,21 @@ def running(submission_id: str, node: str, minutes: int = 9) -> RayJob:
 
 
 class FakeRay:
-    def __init__(self, *known: RayJob) -> None:
+    def __init__(self, *known: RayJob, nodes: tuple[str, ...] = ("node-a", "node-b")) -> None:
         self.known = {job.submission_id: job for job in known}
         self.submitted: list[str] = []
         self.stopped: list[str] = []
+        self.node_names = nodes
+        # A head node of this `memory` (Ray's resource), if set: its cluster's default driver cap.
+        self.head_memory: float | None = None
 
     def nodes(self, *_: Any, **__: Any) -> list[RayNode]:
-        return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in ("node-a", "node-b")]
+        return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in self.node_names]
+
+    def alive_nodes(self) -> list[RayNode]:
+        head = ([RayNode(id=f"head-{self.node_names[0]}", resources={"memory": self.head_memory}, labels={}, is_head=True)]
+                if self.head_memory else [])
+        return [*head, *self.nodes()]
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
         return {i: self.known[i] for i in submission_ids if i in self.known}

@@ -11,7 +11,7 @@ from job.core.jobs import ActiveJob
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 GIB = 2**30
-GROUP = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", selector="dispersed",
+GROUP = GroupConfig(name="g", clusters=["http://ray:8265"], policy="fifo", selector="dispersed",
                     resource_priority=["GPU", "CPU", "memory"], half_life_s=0, max_running_per_user=None,
                     max_resources_per_user=None, strict_order=False,
                     priority_classes=[{"name": "default", "value": 0, "preemptible": True}], default_class="default",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import requests
+from psycopg.types.json import Jsonb
 
 from job.cli.scheduler import tick_config
 from job.scheduler import tick
@@ -15,7 +16,7 @@ ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
 
 
 def add_group(conn, address, name="main", users=("alice", "bob", "carol"), **options):
-    columns = {"name": name, "ray_address": address, "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
+    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
     conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
                  list(columns.values()))
     for user in users:

@@ -159,6 +159,10 @@ class RayCluster:
 
     def nodes(self, label_selector: dict[str, str], use_head_node: bool) -> list[RayNode]:
         """Alive nodes carrying every label of the selector, with their total and free resources."""
+        return selected(self.alive_nodes(), label_selector, use_head_node)
+
+    def alive_nodes(self) -> list[RayNode]:
+        """Every alive node, the head's included, with its total and free resources, by id."""
         params = {"limit": 10000, "detail": "true", "filter_keys": "state", "filter_predicates": "=",
                   "filter_values": "ALIVE"}
         body = self._call("list nodes", "GET", "/api/v0/nodes", params=params)
@@ -172,14 +176,10 @@ class RayCluster:
         free = self.free()
         found = []
         for node in listing["result"]:
-            labels = dict(node.get("labels") or {})
-            if node["is_head_node"] and not use_head_node:
-                continue
-            if any(labels.get(k) != v for k, v in label_selector.items()):
-                continue
             resources = _schedulable(node.get("resources_total") or {})
             camel_free = free.get(node["node_id"])
-            found.append(RayNode(id=node["node_id"], resources=resources, labels=labels, is_head=node["is_head_node"],
+            found.append(RayNode(id=node["node_id"], resources=resources, labels=dict(node.get("labels") or {}),
+                                 is_head=node["is_head_node"],
                                  free=None if camel_free is None else
                                  {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
         return sorted(found, key=lambda n: n.id)
@@ -382,6 +382,12 @@ class RayCluster:
         if _no_answer(exc):
             return Unavailable(f"ray at {self.shown_address} unreachable: {_short(exc)}")
         return Unavailable(f"ray at {self.shown_address} failed {what}: {_short(exc)}")
+
+
+def selected(nodes: list[RayNode], label_selector: dict[str, str], use_head_node: bool) -> list[RayNode]:
+    """The nodes a group places on: those carrying every label of its selector, the head only if it may."""
+    return [node for node in nodes if (use_head_node or not node.is_head)
+            and all(node.labels.get(k) == v for k, v in label_selector.items())]
 
 
 def _schedulable(resources: dict[str, float]) -> dict[str, float]:

@@ -234,7 +234,8 @@ def list_jobs(args: argparse.Namespace) -> int:
     print_table(
         [_row(job, problems[job.id], now) if job.array_id not in summaries else _array_row(job, summaries[job.array_id])
          for job in found],
-        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "node", "reserved", "submitted_at",
+        ["id", "user", "group", "state", "class", "resources", "priority", "attempt", "cluster", "node", "reserved",
+         "submitted_at",
          "placed", "in_ray", "pos", "est_start", "why"],
     )
     return 0

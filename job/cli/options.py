@@ -77,7 +77,13 @@ class Option(NamedTuple):
 
 # Every option of `group add` and `group set`: an option not given leaves the field as it is.
 OPTIONS = [
-    Option("--ray-address", "ray_address", "value", None, "http://host:port of the dashboard, or raycluster://namespace/name"),
+    Option("--ray-address", "clusters", "list", "[NAME=]ADDRESS",
+           "a Ray cluster of the group: http://host:port of its dashboard, or raycluster://namespace/name, with an "
+           "optional short name (repeatable; replaces the list)"),
+    Option("--max-drivers", "max_drivers", "value", "N",
+           "at most N jobs of ours running at once in each cluster (default: its head node's memory over 100 MB)"),
+    Option("--cluster-lost-after", "cluster_lost_after_s", "value", "DURATION",
+           "a cluster that does not answer this long is lost: its running jobs are requeued elsewhere (default 2m)"),
     Option("--node-label", "node_labels", "pairs", "K=V", "only nodes carrying this label (repeatable)"),
     Option("--policy", "policy", "value", None, f"queue policy: {listed(POLICY_NAMES)}"),
     Option("--selector", "selector", "value", None, f"node selector: {listed(SELECTOR_NAMES)}"),

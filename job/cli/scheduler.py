@@ -58,5 +58,5 @@ def logs(args: argparse.Namespace) -> int:
         group = groups.get_group(conn, job.group_name)
     if job.submission_id is None:
         raise NotFound(f"job {job.id} has not been submitted to Ray yet ({job.state})")
-    print(cluster_of(group.ray_address, settings().ray_timeout_s).logs(job.submission_id), end="")
+    print(cluster_of(group.cluster(job.cluster).address, settings().ray_timeout_s).logs(job.submission_id), end="")
     return 0

@@ -205,7 +205,7 @@ def _switch(value: str, text: str) -> bool:
 
 def _group(fields: dict, where: str) -> Group:
     try:
-        spec = validated(GroupSpec, {"name": "simulated", "ray_address": _NO_CLUSTER, **read_fields(fields)})
+        spec = validated(GroupSpec, {"name": "simulated", "clusters": [_NO_CLUSTER], **read_fields(fields)})
     except BadInput as exc:
         raise BadInput(f"{where}: {exc}") from None
     return Group(**{field: getattr(spec, field) for field in Group.model_fields if field != "name"})

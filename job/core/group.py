@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from job.core.errors import InvalidRow
 from job.core.planner.snapshot import Group, describe_error
-from job.core.specs import GroupSpec
+from job.core.specs import ClusterSpec, GroupSpec
 
 OPTIONS = tuple(GroupSpec.model_fields)
 
@@ -28,7 +28,11 @@ class GroupConfig(GroupSpec):
     def from_row(cls, row: Mapping[str, Any]) -> GroupConfig:
         """A stored row, taken as it is: checked when it was written, and a row written around `group
         set` must fail its own tick (e.g. its node types), not the reading of every group."""
-        return cls.model_construct(**{name: row[name] for name in cls.model_fields})
+        fields = {name: row[name] for name in cls.model_fields}
+        clusters = fields["clusters"]
+        if isinstance(clusters, list):
+            fields["clusters"] = [ClusterSpec.model_construct(**c) if isinstance(c, dict) else c for c in clusters]
+        return cls.model_construct(**fields)
 
     def check(self) -> None:
         """Raises InvalidRow, naming the first field `group set` would refuse and its value."""
@@ -41,8 +45,14 @@ class GroupConfig(GroupSpec):
             raise InvalidRow(f"group {self.name}: {describe_error(exc)}", field, value) from None
 
     def options(self) -> dict[str, Any]:
-        """The options alone, as `group set` takes them."""
-        return {name: getattr(self, name) for name in OPTIONS}
+        """The options alone, as `group set` takes them (the clusters as their fields: checked again)."""
+        options = {name: getattr(self, name) for name in OPTIONS}
+        options["clusters"] = [c.model_dump() if isinstance(c, ClusterSpec) else c for c in self.clusters]
+        return options
+
+    def cluster(self, name: str | None) -> ClusterSpec:
+        """The cluster of that name; None (a job placed before clusters had names): the first."""
+        return next((c for c in self.clusters if c.name == name), self.clusters[0])
 
     @cached_property
     def class_names(self) -> frozenset[str]:

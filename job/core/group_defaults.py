@@ -18,3 +18,8 @@ MAX_PREEMPTIONS = 10
 # The first in line that waited this long for resources reserves; at most this many at a time.
 RESERVE_AFTER_S = 300.0
 MAX_RESERVATIONS = 1
+# A cluster that does not answer this long is lost: its running jobs are requeued elsewhere.
+CLUSTER_LOST_AFTER_S = 120.0
+# What a Ray head spends per job supervisor (ray#60159: about 85 MB), rounded up: a cluster runs at
+# most its head node's memory over this many drivers unless the group says otherwise.
+DRIVER_MEMORY_BYTES = 100 * 1000 * 1000

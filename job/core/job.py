@@ -79,6 +79,8 @@ class Job:
     array_id: int | None
     array_index: int | None
     array_throttle: int | None
+    # The Ray cluster of its group it was placed in (None: placed before groups had several).
+    cluster: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,7 @@ FIELDS: tuple[JobField, ...] = (
     JobField("preemptions", "preemptions"),
     JobField("submission_id", "submission_id"),
     JobField("node", "node"),
+    JobField("cluster", "cluster"),
     JobField("reason", "reason"),
     JobField("message", "message"),
     JobField("ray_status", "ray_status"),

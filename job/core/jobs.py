@@ -46,6 +46,8 @@ class ActiveJob:
     observed: dict[str, Any] | None = None
     # The array it is a task of (None: none), whose throttle counts it.
     array_id: int | None = None
+    # The cluster of its group it was placed in (None: the first).
+    cluster: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class Intent:
     # Of an array's task: the array's id and its index (JOB_ARRAY_ID, JOB_ARRAY_INDEX).
     array_id: int | None = None
     array_index: int | None = None
+    # The cluster of its node.
+    cluster: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,7 @@ class Victim:
     started_at: datetime | None
     submission_id: str
     preempted_by: int
+    cluster: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

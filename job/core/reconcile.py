@@ -22,6 +22,8 @@ the queue and its attempts (the store counts it against the group's max_requeues
                   failed to give fails the group's tick, so no node is taken for dead for want of it)
     NodeBusy      Ray held the driver PENDING past the group's start timeout because its node has
                   not the free resources for it (outside load); stopped in Ray first
+    ClusterLost   its cluster, one of its group's several, did not answer for the group's
+                  --cluster-lost-after (decided by core/clusters.py, not here)
 
 Over-use. In a group with `--overuse stop`, a running job that Ray shows holding more than it
 declared (core/observed.py) for longer than the group's grace is stopped (`OverUse`); when Ray
@@ -61,7 +63,7 @@ RAY_FAULTS = frozenset({
     "JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE",
 })
 # Reasons of a requeue for an infrastructure fault (not counted against max_attempts).
-INFRA_REASONS = (Reason.LOST_IN_RAY, Reason.INFRA_FAILURE, Reason.NODE_BUSY)
+INFRA_REASONS = (Reason.LOST_IN_RAY, Reason.INFRA_FAILURE, Reason.NODE_BUSY, Reason.CLUSTER_LOST)
 # Reasons of a job Ray holds PENDING, while it waits there.
 WAITING_IN_RAY = (Reason.STARTING, Reason.RUNTIME_ENV, Reason.NODE_BUSY, Reason.NODE_GONE)
 # Ray's messages can hold a whole traceback: what a requeue's message quotes of one.

@@ -348,9 +348,54 @@ def parse_node_types(value: Any) -> list[NodeType]:
     return types
 
 
+def parse_address(value: str) -> str:
+    """A Ray cluster's address: its dashboard's URL, or a KubeRay RayCluster's name."""
+    if re.fullmatch(r"https?://[^\s/:]+(:\d{1,5})?/?", value):
+        return value.rstrip("/")
+    if re.fullmatch(r"raycluster://[a-z0-9]([a-z0-9-]*[a-z0-9])?/[a-z0-9]([a-z0-9.-]*[a-z0-9])?", value):
+        return value
+    raise ValueError(f"{quoted(value)}: use http://host:port (the Ray dashboard) or raycluster://namespace/name")
+
+
+def cluster_name_of(address: str) -> str:
+    """The short name a cluster gets when none is given: a RayCluster's own name, else the
+    dashboard's host and port (`10-0-0-5-8265`)."""
+    if address.startswith("raycluster://"):
+        return address.rsplit("/", 1)[1][:63]
+    return re.sub(r"[^A-Za-z0-9-]+", "-", address.split("://")[-1]).strip("-")[:63] or "cluster"
+
+
+class ClusterSpec(_Spec):
+    """One Ray cluster of a group. `removing`: it takes no new job, and the tick drops it from the
+    group once none of the group's jobs is active in it."""
+
+    name: str
+    address: str
+    removing: bool = False
+
+    _address = field_validator("address")(lambda value: parse_address(value))
+    _name = field_validator("name")(lambda value: _check_name(value, NAME, "cluster"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        """An address alone, or NAME=ADDRESS, as `--ray-address` writes them."""
+        if isinstance(value, str):
+            name, equals, address = value.partition("=")
+            value = {"name": name, "address": address} if equals and "://" not in name else {"address": value}
+        if isinstance(value, dict) and "name" not in value and isinstance(value.get("address"), str):
+            value = {**value, "name": cluster_name_of(value["address"])}
+        return value
+
+
+# More clusters than this in one group is a mistake: each is observed at every tick.
+MAX_CLUSTERS = 32
+
+
 class GroupSpec(_Spec):
     name: str
-    ray_address: str
+    # Its Ray clusters, in the order given; the first is where an autoscaling group's demand goes.
+    clusters: list[ClusterSpec] = Field(min_length=1, max_length=MAX_CLUSTERS)
     node_labels: dict[str, str] = Field(default_factory=dict)
     policy: Policy = "fairshare"
     selector: SelectorName = "dispersed"
@@ -389,8 +434,25 @@ class GroupSpec(_Spec):
     # stopped once it did so for longer than the grace (core/reconcile.py `over_use`).
     overuse: Literal["allow", "stop"] = "allow"
     overuse_grace_s: float = Field(default=60.0, ge=0)
+    # The most drivers of ours a cluster runs at once; None: its head node's memory over
+    # group_defaults.DRIVER_MEMORY_BYTES (a Ray head keeps a job supervisor per driver).
+    max_drivers: int | None = Field(default=None, gt=0, le=100_000)
+    # A cluster that does not answer this long is lost: its running jobs are requeued elsewhere.
+    cluster_lost_after_s: float = Field(default=group_defaults.CLUSTER_LOST_AFTER_S, gt=0)
 
     _name = field_validator("name")(lambda value: _check_name(value, NAME, "group"))
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, clusters: list[ClusterSpec]) -> list[ClusterSpec]:
+        for what, values in (("name", [c.name for c in clusters]), ("address", [c.address for c in clusters])):
+            repeated = sorted({value for value in values if values.count(value) > 1})
+            if repeated:
+                hint = " (name each: --ray-address NAME=URL)" if what == "name" else ""
+                raise ValueError(f"cluster {what} {repeated[0]!r} is given more than once{hint}")
+        if all(c.removing for c in clusters):
+            raise ValueError("every cluster is being removed: keep at least one")
+        return clusters
     _node_labels = field_validator("node_labels", mode="before")(lambda value: parse_labels(value))
 
     @field_validator("priority_classes")
@@ -452,21 +514,15 @@ class GroupSpec(_Spec):
     @classmethod
     def _node_types(cls, value: Any, info: ValidationInfo) -> list[dict[str, Any]]:
         types = [node_type.model_dump() for node_type in parse_node_types(value)]
-        kuberay = str(info.data.get("ray_address", "")).startswith("raycluster://")
+        clusters = info.data.get("clusters")
+        kuberay = clusters is not None and any(c.address.startswith("raycluster://") for c in clusters)
         if kuberay and types:
             raise ValueError("a raycluster:// group's node types are read from its RayCluster's workerGroupSpecs")
-        if info.data.get("autoscale") and "ray_address" in info.data and not kuberay and not types:
+        if info.data.get("autoscale") and clusters is not None and len(clusters) > 1:
+            raise ValueError("a group over several clusters does not autoscale yet: give it one cluster")
+        if info.data.get("autoscale") and clusters is not None and not kuberay and not types:
             raise ValueError("an http:// group that autoscales needs its node types (--node-type), what its cluster can add")
         return types
-
-    @field_validator("ray_address")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        if re.fullmatch(r"https?://[^\s/:]+(:\d{1,5})?/?", value):
-            return value.rstrip("/")
-        if re.fullmatch(r"raycluster://[a-z0-9]([a-z0-9-]*[a-z0-9])?/[a-z0-9]([a-z0-9.-]*[a-z0-9])?", value):
-            return value
-        raise ValueError(f"{value!r}: use http://host:port (the Ray dashboard) or raycluster://namespace/name")
 
     @field_validator("resource_priority")
     @classmethod
@@ -478,7 +534,7 @@ class GroupSpec(_Spec):
         return [_check_resource_name(name) for name in names]
 
     @field_validator("half_life_s", "pending_timeout_s", "start_timeout_s", "min_runtime_s", "reserve_after_s", "overuse_grace_s",
-                     mode="before")
+                     "cluster_lost_after_s", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)

@@ -59,6 +59,8 @@ class Reason(StrEnum):
     DEPENDENCY_NEVER = "DependencyNeverSatisfied"
     # Held back by its array's throttle (`--array SPEC%N`, core/arrays.py): not given to the planner.
     ARRAY_THROTTLE = "ArrayThrottle"
+    # Placed in a cluster that runs its most drivers of ours (core/clusters.py): waits.
+    DRIVER_LIMIT = "DriverLimit"
     # Ray holds the driver PENDING (core/reconcile.py).
     STARTING = "Starting"
     RUNTIME_ENV = "RuntimeEnv"
@@ -67,6 +69,8 @@ class Reason(StrEnum):
     # Infrastructure faults: requeued, not counted as attempts.
     LOST_IN_RAY = "LostInRay"
     INFRA_FAILURE = "InfraFailure"
+    # Its cluster stopped answering for longer than its group's --cluster-lost-after.
+    CLUSTER_LOST = "ClusterLost"
     # Stops we ask of Ray, and how Ray ended a job.
     CANCELLED = "Cancelled"
     RUNTIME_LIMIT = "RuntimeLimit"

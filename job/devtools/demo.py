@@ -15,7 +15,7 @@ from pathlib import Path
 from job import api, log
 from job.core import states
 from job.core.job import Job
-from job.core.specs import GroupSpec, UserSpec
+from job.core.specs import ClusterSpec, GroupSpec, UserSpec
 from job.scheduler.config import TickConfig
 from job.scheduler.tick import run_tick
 from job.store import groups, jobs, users
@@ -83,14 +83,14 @@ def run(job_count: int, database_url: str | None, ray_address: str | None, submi
 def _setup(url: str, address: str) -> None:
     with session(url) as conn:
         if groups.groups(conn, GROUP):
-            groups.update_group(conn, GroupSpec(name=GROUP, ray_address=address, policy="fairshare",
+            groups.update_group(conn, GroupSpec(name=GROUP, clusters=[ClusterSpec.model_validate(address)], policy="fairshare",
                                                selector="dispersed", half_life_s=60))
         else:
-            groups.insert_group(conn, GroupSpec(name=GROUP, ray_address=address, policy="fairshare",
+            groups.insert_group(conn, GroupSpec(name=GROUP, clusters=[ClusterSpec.model_validate(address)], policy="fairshare",
                                                selector="dispersed", half_life_s=60))
         for name, shares in USERS.items():
             users.upsert_user(conn, UserSpec(name=name, shares=shares))
-    log.event("demo_group", group=GROUP, ray_address=address, policy="fairshare", selector="dispersed",
+    log.event("demo_group", group=GROUP, cluster=address, policy="fairshare", selector="dispersed",
               shares=",".join(f"{name}={shares:g}" for name, shares in USERS.items()))
 
 

@@ -324,7 +324,7 @@ class Gateway:
 
     async def version(self, request: web.Request) -> web.Response:
         group = request.match_info["group"]
-        if await self._as_user(request, lambda conn, user: rows.ray_address(conn, group)) is None:
+        if await self._as_user(request, lambda conn, user: rows.ray_addresses(conn, group)) is None:
             raise NotFound(f"group {group!r} does not exist")
         try:
             ray_version = version("ray")
@@ -480,18 +480,23 @@ class Gateway:
 
     async def package(self, request: web.Request) -> web.Response:
         group, protocol, name = request.match_info["group"], request.match_info["protocol"], request.match_info["name"]
-        address = await self._as_user(request, lambda conn, user: rows.ray_address(conn, group))
-        if address is None:
+        addresses = await self._as_user(request, lambda conn, user: rows.ray_addresses(conn, group))
+        if addresses is None:
             raise NotFound(f"group {group!r} does not exist")
         if not translate.is_package(protocol, name):
             raise NotFound(f"{protocol}://{name} is not a package of Ray's")
-        stream = self._stream(await self._dashboard(address))
+        streams = [self._stream(await self._dashboard(address)) for address in addresses]
         if request.method == "GET":
-            return _text(*await stream.package("GET", protocol, name))
+            # Ray's client asks whether the package is there before it uploads it: it is there
+            # only if every cluster has it.
+            answers = [await stream.package("GET", protocol, name) for stream in streams]
+            return _text(*next((answer for answer in answers if answer[0] != 200), answers[0]))
         async with _turn(self._packages, "another package is being forwarded"):
             data = await read_body(request, MAX_PACKAGE_BYTES)
-            status, text = await stream.package("PUT", protocol, name, data)
-            log.event("gateway_package", group=group, package=name, status=status, size=len(data))
+            # Any cluster of the group may run the job: each gets the package.
+            answers = [await stream.package("PUT", protocol, name, data) for stream in streams]
+            status, text = next((answer for answer in answers if answer[0] != 200), answers[0])
+            log.event("gateway_package", group=group, package=name, status=status, size=len(data), clusters=len(answers))
             del data  # before the next package's turn
         return _text(status, text)
 

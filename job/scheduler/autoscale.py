@@ -52,10 +52,11 @@ _ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
 def group_node_types(group: GroupConfig) -> list[NodeType]:
     """The node types of an autoscaling group: its RayCluster's worker groups, or its own option."""
-    if group.ray_address.startswith("raycluster://"):
+    address = group.clusters[0].address  # a group that autoscales has one cluster
+    if address.startswith("raycluster://"):
         from job.adapters.kuberay import node_types
 
-        found = node_types(group.ray_address)
+        found = node_types(address)
     else:
         try:
             found = specs.parse_node_types(group.node_types)

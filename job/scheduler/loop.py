@@ -149,7 +149,7 @@ def loop(config: TickConfig, run_for_s: float, every_s: float, group: str | None
             outcome = scheduled(results)
             good, bad = good + outcome, bad + (not outcome)
             longest = max(longest, time.monotonic() - began)
-            wakes.watch(list(dict.fromkeys(r.busy_cluster for r in results if r.busy_cluster is not None)))
+            wakes.watch(list(dict.fromkeys(cluster for r in results for cluster in r.busy_clusters)))
             until = min([began + every_s, *(_monotonic(r.due_at) for r in results if r.due_at is not None)])
             if any(result.cause == "locked" for result in results):
                 # Another loop holds the group (the last pod, handing over): try again soon, not

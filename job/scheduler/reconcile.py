@@ -8,8 +8,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from job import log
-from job.adapters.ray_cluster import RayCluster
 from job.core import states
+from job.core.clusters import UNANSWERED
 from job.core.group import GroupConfig
 from job.core.group_snapshot import held_parts
 from job.core.jobs import ActiveJob
@@ -19,6 +19,7 @@ from job.core.reconcile import Reconciled, over_use, reconcile_all, start_check
 from job.core.resources import Resources, accumulate
 from job.core.states import Reason
 from job.core.usage import charge_users
+from job.scheduler.clusters import Clusters, Settled
 from job.scheduler.report import Steps
 from job.store import DictConnection, groups, tick_jobs, users
 
@@ -47,7 +48,7 @@ class Seen:
     """What the observe step read of Ray and of our active jobs; `nodes`: the group's alive Ray
     nodes, for the start timeout."""
 
-    cluster: RayCluster
+    clusters: Clusters
     nodes: list
     active: list[ActiveJob]
     ray_jobs: dict
@@ -59,20 +60,32 @@ class Seen:
     # (none when Ray truncated a list: the records kept are the last ones seen whole).
     use: ObservedUse | None = None
     records: dict[int, dict] = field(default_factory=dict)
+    # The group's state documents (group_state), as read.
+    state: dict = field(default_factory=dict)
 
 
-def reconcile_group(conn: DictConnection, group: GroupConfig, seen: Seen, steps: Steps) -> Reconciliation:
-    start = start_check(group.start_timeout_s, seen.nodes, seen.active, seen.ray_jobs)
+def reconcile_group(conn: DictConnection, group: GroupConfig, seen: Seen, steps: Steps,
+                    settled: Settled | None = None) -> Reconciliation:
+    """Reconciles the active jobs of the clusters that answered; those of a cluster that does not
+    answer are kept as they were, until it is lost (`settled.lost`: requeued)."""
+    settled = settled or Settled()
+    reached = [job for job in seen.active if seen.clusters.ray(job.cluster) is not None]
+    start = start_check(group.start_timeout_s, seen.nodes, reached, seen.ray_jobs)
     over = ({job_id: stop for job_id, record in seen.records.items()
              if (stop := over_use(record, group.overuse_grace_s, seen.now)) is not None}
             if group.overuse == "stop" else {})
-    decided = reconcile_all(seen.active, seen.ray_jobs, seen.now, start, over)
-    untaken = _ask_ray_to_stop(group.name, seen.cluster, seen.active, decided, steps)
+    decided = reconcile_all(reached, seen.ray_jobs, seen.now, start, over)
+    untaken = _ask_ray_to_stop(group.name, seen.clusters, reached, decided, steps)
     # A requeue whose stop Ray did not take (the submission ended meanwhile) is left for the next
     # tick, which reads how it ended.
-    decided = replace(decided, requeue={job_id: requeue for job_id, requeue in decided.requeue.items()
-                                        if job_id not in untaken})
+    decided = replace(decided, requeue={**{job_id: requeue for job_id, requeue in decided.requeue.items()
+                                           if job_id not in untaken},
+                                        **{job.id: (job.state, Reason.CLUSTER_LOST, settled.lost[job.id])
+                                           for job in seen.active if job.id in settled.lost}})
     finished = _write(conn, group, seen.active, decided)
+    # With the requeues: the submissions to stop when their cluster answers again.
+    if settled.document is not None:
+        groups.save_group_state(conn, group.name, {UNANSWERED: settled.document})
     if group.pending_timeout_s is not None:
         for row in tick_jobs.fail_pending_timeouts(conn, group.name, group.pending_timeout_s, seen.now):
             log.event("job_finished", group=group.name, job=row.id, user=row.user_name, state=row.state,
@@ -91,15 +104,21 @@ def reconcile_group(conn: DictConnection, group: GroupConfig, seen: Seen, steps:
     return Reconciliation(still_active, charged, decided.resend, ended, finished, changed)
 
 
-def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[ActiveJob], decided: Reconciled,
+def _ask_ray_to_stop(group: str, clusters: Clusters, active: list[ActiveJob], decided: Reconciled,
                      steps: Steps) -> set[int]:
-    """Asks Ray for the stops decided; returns the jobs to stop first whose stop Ray did not take."""
+    """Asks Ray for the stops decided, each in its job's cluster; returns the jobs to stop first
+    whose stop Ray did not take."""
     by_id = {job.id: job for job in active}
+
+    def stop(job: ActiveJob) -> bool:
+        cluster = clusters.ray(job.cluster)
+        return cluster is not None and steps.ray(cluster.stop, job.submission_id)
+
     for job_id, (reason, message) in decided.stops.items():
         job = by_id[job_id]
         # The reason is written with the stop: a job that has it was asked already.
         if job.reason != reason:
-            steps.ray(cluster.stop, job.submission_id)
+            stop(job)
             log.event("stop_requested", group=group, job=job_id, user=job.user_name, reason=reason, message=message)
     # A driver Ray cannot start is stopped before its job goes back to PENDING, so that Ray never
     # starts it later beside the next attempt. Ray takes the stop of a driver it has not started
@@ -109,7 +128,7 @@ def _ask_ray_to_stop(group: str, cluster: RayCluster, active: list[ActiveJob], d
     for job_id in sorted(decided.stop_first):
         job = by_id[job_id]
         _, reason, message = decided.requeue[job_id]
-        if steps.ray(cluster.stop, job.submission_id):
+        if stop(job):
             log.event("stop_requested", group=group, job=job_id, user=job.user_name, reason=reason, message=message)
         else:
             untaken.add(job_id)

@@ -38,9 +38,9 @@ class GroupResult:
     # Why the tick counted its running jobs as declared rather than as observed (a list Ray truncated,
     # the state API unavailable).
     observed_fallback: str | None = None
-    # The Ray cluster the tick spoke to, while jobs of ours are in it (some running, or placed by
-    # this tick): the loop watches it for a job's start or end until its next tick.
-    busy_cluster: Any = field(default=None, repr=False, compare=False)
+    # The Ray clusters the tick spoke to that hold jobs of ours (some running, or placed by this
+    # tick): the loop watches them for a job's start or end until its next tick.
+    busy_clusters: list[Any] = field(default_factory=list, repr=False, compare=False)
     # When the group has something to do that no event announces (tick.due_at), if ever.
     due_at: datetime | None = None
 

@@ -14,6 +14,30 @@ from job.core.jobs import Intent
 from job.core.specs import RESERVED_METADATA_PREFIX as PREFIX
 
 
+def submit_clusters(sent: list[tuple[RayCluster, list[Intent]]], group: GroupConfig, concurrency: int
+                    ) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
+    """`submit_intents` in each cluster, the clusters at once. In a group of several clusters, one
+    that fails leaves its intents SUBMITTING (the next tick looks them up) and the others go on."""
+    if len(sent) <= 1 and len(group.clusters) == 1:
+        return submit_intents(sent[0][0], group, sent[0][1], concurrency) if sent else ([], {})
+    submitted: list[int] = []
+    refused: dict[int, tuple[str, str, str]] = {}
+
+    def one(cluster: RayCluster, intents: list[Intent]) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
+        try:
+            return submit_intents(cluster, group, intents, concurrency)
+        except JobError as exc:
+            log.warning("submit_unknown", group=group.name, cluster=cluster.shown_address, jobs=len(intents),
+                        cause=str(exc))
+            return [], {}
+
+    with ThreadPoolExecutor(max_workers=max(len(sent), 1)) as pool:
+        for ids, refusals in pool.map(lambda pair: one(*pair), sent):
+            submitted += ids
+            refused |= refusals
+    return submitted, refused
+
+
 def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent], concurrency: int
                    ) -> tuple[list[int], dict[int, tuple[str, str, str]]]:
     """Returns the ids Ray has, and those Ray refused (to return to PENDING). An intent whose fate

@@ -15,16 +15,16 @@ from datetime import UTC, datetime
 import psycopg
 
 from job import log
-from job.adapters.ray_cluster import RayCluster, cluster_of
 from job.core import collection
 from job.core.arrays import throttle
+from job.core.clusters import capped
 from job.core.dependents import Dependents, named, split, waited_for
-from job.core.errors import ClusterNotReady, JobError, NotFound, Unavailable
+from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group import GroupConfig
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, due_at, reservation_changes, running_of
 from job.core.job_row import usable
-from job.core.jobs import Intent, Victim
+from job.core.jobs import ActiveJob, Intent, Victim
 from job.core.members import Member
 from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan
@@ -33,13 +33,14 @@ from job.core.share import placement_figures
 from job.core.states import Reason
 from job.core.waiting import counted, waiting_changes
 from job.scheduler.autoscale import group_node_types, plan_demand, send_demand
+from job.scheduler.clusters import Clusters, Settled, cluster_name, read_clusters, settle
 from job.scheduler.config import TickConfig
 from job.scheduler.failpoints import failpoint
 from job.scheduler.pending import PendingRows
 from job.scheduler.reconcile import Reconciliation, Seen, reconcile_group
 from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.schedules import run_schedules
-from job.scheduler.submit import submit_intents
+from job.scheduler.submit import submit_clusters
 from job.scheduler.ticks import record_ticks
 from job.store import DictConnection, accounts, events, groups, tick_jobs, users
 from job.store.connection import connect, session
@@ -141,6 +142,8 @@ class PlanStep:
     figures: dict[int, dict] = field(default_factory=dict)
     # The autoscaler's demand, for a group that autoscales.
     demand: list[dict] | None = None
+    # The cluster of each node, by id: each intent's cluster.
+    node_clusters: dict[str, str] = field(default_factory=dict)
 
 
 class _GroupTick:
@@ -156,50 +159,51 @@ class _GroupTick:
 
     def run(self, dry_run: bool) -> GroupResult:
         seen = self.observe()
+        settled = self.steps.ray(settle, self.group, seen.clusters, seen.active, seen.state, seen.now)
         if dry_run:
             done = Reconciliation(seen.active, users.users_of_group(self.conn, self.name), [], [], 0)
         else:
-            done = reconcile_group(self.conn, self.group, seen, self.steps)
+            done = reconcile_group(self.conn, self.group, seen, self.steps, settled)
             self.result.finished = done.finished
+            self._drop_removed(done.active)
         self.steps.done("reconcile")
         # A due slot's job, written before the plan reads the pending jobs: planned this tick.
         next_slot = None if dry_run else run_schedules(self.conn, self.name, seen.now)
         self.steps.done("schedules")
-        step = self.plan(seen, done, dry_run)
+        step = self.plan(seen, done, settled, dry_run)
         if dry_run:
             self.result.plan = step.plan.document()
             self.result.placed = len(step.decisions.placements)
             self.steps.record(self.result, self.conn.statements)
             return self.result
         intents, victims = self.commit(step, done, seen.now)
-        self.preempt(seen.cluster, victims, step.pending, seen.now)
-        self.submit(seen.cluster, intents, done.members)
-        if seen.node_types is not None:
-            send_demand(self.conn, seen.cluster, self.group, self.installation, step.state, step.demand, seen.now,
+        self.preempt(seen.clusters, victims, step.pending, seen.now)
+        self.submit(seen.clusters, intents, done.members)
+        first = seen.clusters.ray(None)
+        if seen.node_types is not None and first is not None:  # a group that autoscales has one cluster
+            send_demand(self.conn, first, self.group, self.installation, step.state, step.demand, seen.now,
                         self.result, self.steps)
             self.steps.done("autoscale")
         self.steps.record(self.result, self.conn.statements)
-        if self.result.running or intents:
-            self.result.busy_cluster = seen.cluster
+        # The clusters that hold jobs of ours, for the loop to watch for their ends.
+        busy = {job.cluster for job in done.active} | {intent.cluster for intent in intents}
+        self.result.busy_clusters = [ray for name in busy if (ray := seen.clusters.ray(name)) is not None]
         self.result.due_at = min(filter(None, (due_at(step.pending, done.active, seen.now), next_slot)), default=None)
         summary(self.result)
         return self.result
 
     def observe(self) -> Seen:
-        """Ray's nodes of the group, and our active jobs as Ray sees them."""
+        """Ray's nodes of the group in each of its clusters, and our active jobs as Ray sees them."""
         # First: a group whose node types cannot be read fails before any call to Ray.
         types = group_node_types(self.group) if self.group.autoscale else None
-        cluster = cluster_of(self.group.ray_address, self.config.ray_timeout_s)
-        nodes = self.steps.ray(cluster.nodes, self.group.node_labels, self.group.use_head_node)
         active, malformed = usable(tick_jobs.active_jobs(self.conn, self.name))
         for job_id, problem in malformed.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=problem, state="active")
-        # Each active job looked up by its own submission id: never Ray's whole history.
-        ray_jobs = self.steps.ray(cluster.jobs, [job.submission_id for job in active])
+        # Each active job looked up by its own submission id, in its own cluster: never Ray's whole history.
+        clusters = self.steps.ray(read_clusters, self.group, active, self.config.ray_timeout_s)
+        nodes, ray_jobs = clusters.nodes(), clusters.jobs()
         running = running_of(active, ray_jobs)
-        # Three lists whatever the number of jobs, and none while nothing of ours runs: what Ray
-        # holds then is all outside load, which its free resources tell.
-        use = observe(running, self._work(cluster) if running else ClusterWork(), nodes)
+        use = observe(running, clusters.work() if running else ClusterWork(), nodes)
         now = utcnow()
         if use.fallback is None:
             records = {job.id: record(use.jobs[job.id], job.observed, now) for job in active if job.id in use.jobs}
@@ -211,32 +215,39 @@ class _GroupTick:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
+        state = groups.group_state(self.conn, self.name)
         self.steps.done("observe")
-        return Seen(cluster, nodes, active, ray_jobs, now, dict(totals), types, use, records)
+        return Seen(clusters, nodes, active, ray_jobs, now, dict(totals), types, use, records, state)
 
-    def _work(self, cluster: RayCluster) -> ClusterWork:
-        """The cluster's work; a state API that fails is no reason to fail the tick: its jobs count
-        as declared, as when Ray truncates a list (the summary line says which)."""
-        try:
-            return self.steps.ray(cluster.work)
-        except Unavailable as exc:
-            return ClusterWork(unavailable=str(exc))
+    def _drop_removed(self, active: list[ActiveJob]) -> None:
+        """Drops from the group the clusters being removed that none of its jobs is active in."""
+        busy = {cluster_name(self.group, job) for job in active}
+        done = [c.name for c in self.group.clusters if c.removing and c.name not in busy]
+        if done:
+            groups.drop_clusters(self.conn, self.name, done)
+            self.conn.commit()
+            for name in done:
+                log.event("cluster_removed", group=self.name, cluster=name, message="no job of the group is active there")
 
-    def plan(self, seen: Seen, done: Reconciliation, dry_run: bool) -> PlanStep:
+    def plan(self, seen: Seen, done: Reconciliation, settled: Settled, dry_run: bool) -> PlanStep:
         """The plan of the pending rows, the users and the selector's state, with what the commit
-        writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick."""
+        writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick.
+        The nodes of the clusters `settled` keeps off take nothing; a cluster takes at most the
+        drivers its cap leaves (the placements past it wait, DriverLimit)."""
         read = self.pending.read(self.conn, self.name)
         # After the reconciliation: a job that ended in this tick lets its dependents be planned in it.
         after_of, unreadable = waited_for(read)
         dependents = split(read, after_of, unreadable, tick_jobs.states_of(self.conn, named(after_of)),
                            self.pending.made(self.name))
         pending = dependents.plannable
-        state = groups.group_state(self.conn, self.name)
+        state = seen.state
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
         # The tasks of a throttled array past its throttle are not the planner's: they wait.
         held = throttle(pending, done.active)
-        snapshot, invalid = build_snapshot(self.group, seen.now, seen.nodes, done.active, held.planned, done.members,
+        cluster_of_node = seen.clusters.node_cluster()
+        nodes = [node for node in seen.nodes if cluster_of_node[node.id] not in settled.kept_off]
+        snapshot, invalid = build_snapshot(self.group, seen.now, nodes, done.active, held.planned, done.members,
                                            state, done.ended, seen.use, accounts.tree(self.conn),
                                            RunTimes(recent), self.pending.made(self.name))
         decided = plan(snapshot)
@@ -244,6 +255,8 @@ class _GroupTick:
         demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
                   if seen.node_types is not None else None)
         decisions = Decisions.of(decided)
+        placements, capped_off = capped(decisions.placements, cluster_of_node, settled.caps, settled.left)
+        decisions = replace(decisions, placements=placements)
         # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
@@ -251,8 +264,9 @@ class _GroupTick:
         said = [*decided.said, *held.said]
         changed = waiting_changes(pending, [*decided.waiting, *held.waiting], self.pending.compared(self.name), said)
         changed.update(dependents.waiting)
+        changed.update({job: (Reason.DRIVER_LIMIT, message) for job, message in capped_off.items()})
         step = PlanStep(decided, decisions, pending, {**invalid, **dependents.invalid}, changed, dependents, state, saved,
-                        demand=demand)
+                        demand=demand, node_clusters=cluster_of_node)
         if not dry_run:  # what only the commit writes
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
@@ -266,6 +280,8 @@ class _GroupTick:
         self.result.waiting = counted(said)
         if dependents.held:
             self.result.waiting[Reason.DEPENDENCY] = dependents.held
+        if capped_off:
+            self.result.waiting[Reason.DRIVER_LIMIT] = len(capped_off)
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
@@ -282,7 +298,7 @@ class _GroupTick:
             log.warning("job_invalid", group=self.name, job=job_id, message=message)
         self._dependencies(step.dependents, now)
         intents = resent + tick_jobs.commit_intents(self.conn, step.decisions.placements, self.installation,
-                                                         step.decisions.bundle_nodes)
+                                                    step.decisions.bundle_nodes, step.node_clusters)
         events.note_placements(self.conn, {i.id: (i.attempt, step.figures[i.id]) for i in intents
                                            if i.id in step.figures})
         tick_jobs.set_waiting(self.conn, step.changed, now)
@@ -311,7 +327,7 @@ class _GroupTick:
             log.event("dependency_satisfied", group=self.name, job=job_id, message=message)
         self.result.finished += len(dependents.never)
 
-    def preempt(self, cluster: RayCluster, victims: list[Victim], pending: list[PendingRow], now: datetime) -> None:
+    def preempt(self, clusters: Clusters, victims: list[Victim], pending: list[PendingRow], now: datetime) -> None:
         """Asks Ray to stop the victims the commit marked. A victim whose stop Ray did not take is
         sent it again by the next tick's reconciliation, which sees it marked and not yet told."""
         if not victims:
@@ -319,8 +335,9 @@ class _GroupTick:
         by_id = {row.id: row for row in pending}
         told = {}
         for victim in victims:
-            if not self.steps.ray(cluster.stop, victim.submission_id):
-                continue  # it ended meanwhile: the next tick reads how
+            cluster = clusters.ray(victim.cluster)
+            if cluster is None or not self.steps.ray(cluster.stop, victim.submission_id):
+                continue  # it ended meanwhile, or its cluster does not answer: the next tick reads how
             by = by_id[victim.preempted_by]
             told[victim.id] = f"being stopped to make room for job {by.id}"
             lost = (now - victim.started_at).total_seconds() if victim.started_at else 0.0
@@ -334,8 +351,14 @@ class _GroupTick:
         self.result.preempted = len(told)
         self.steps.done("preempt")
 
-    def submit(self, cluster: RayCluster, intents: list[Intent], members: list[Member]) -> None:
-        submitted, refused = self.steps.ray(submit_intents, cluster, self.group, intents, self.config.submit_concurrency)
+    def submit(self, clusters: Clusters, intents: list[Intent], members: list[Member]) -> None:
+        """Sends each intent to its cluster, the clusters at once. An intent whose cluster does not
+        answer stays SUBMITTING: sent again once it answers, or requeued once it is lost."""
+        by_cluster: dict[str, list[Intent]] = {}
+        for intent in intents:
+            by_cluster.setdefault(self.group.cluster(intent.cluster).name, []).append(intent)
+        sent = [(ray, part) for name, part in by_cluster.items() if (ray := clusters.ray(name)) is not None]
+        submitted, refused = self.steps.ray(submit_clusters, sent, self.group, self.config.submit_concurrency)
         failpoint("after-submit", self.config.failpoint)
         tick_jobs.mark_submitted(self.conn, submitted)
         for row in tick_jobs.return_to_pending(self.conn, refused, self.group.max_attempts):
@@ -351,7 +374,8 @@ class _GroupTick:
         for intent in intents:
             if intent.id in accepted:
                 user = by_name.get(intent.user_name)
-                log.event("placed", group=self.name, job=intent.id, user=intent.user_name, node=intent.node,
+                log.event("placed", group=self.name, job=intent.id, user=intent.user_name, cluster=intent.cluster,
+                          node=intent.node,
                           attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
                           shares=user.shares if user else None, usage=round(user.usage if user else 0, 3),
                           **({"bundle_nodes": ",".join(intent.bundle_nodes)} if intent.bundle_nodes else {}))

@@ -17,13 +17,16 @@ from job.store import DictConnection
 # At most this many jobs in a list: Ray's own list only grows, the gateway's stops here.
 LIST_LIMIT = 1000
 LIST_BATCH = 32
-_JOB_COLUMNS = ", ".join(["s.submission_id AS gateway_id", "g.ray_address", *(f"j.{column}" for column in COLUMNS)])
+# The address of the job's cluster (a job placed before clusters had names: the group's first).
+_ADDRESS = """coalesce((SELECT c ->> 'address' FROM jsonb_array_elements(g.clusters) c WHERE c ->> 'name' = j.cluster),
+                      g.clusters -> 0 ->> 'address') AS ray_address"""
+_JOB_COLUMNS = ", ".join(["s.submission_id AS gateway_id", _ADDRESS, *(f"j.{column}" for column in COLUMNS)])
 _FROM = """gateway_submissions s JOIN jobs j ON j.id = s.job_id JOIN resource_groups g ON g.name = j.group_name"""
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayJob(Job):
-    """A job as the gateway reads it: the id its user's Ray client knows it by, and its group's cluster."""
+    """A job as the gateway reads it: the id its user's Ray client knows it by, and its cluster's address."""
 
     gateway_id: str
     ray_address: str
@@ -64,9 +67,10 @@ def forget(conn: DictConnection, job_id: int) -> bool:
     return conn.execute("DELETE FROM gateway_submissions WHERE job_id = %s RETURNING job_id", (job_id,)).fetchone() is not None
 
 
-def ray_address(conn: DictConnection, group: str) -> str | None:
-    row = conn.execute("SELECT ray_address FROM resource_groups WHERE name = %s", (group,)).fetchone()
-    return None if row is None else row["ray_address"]
+def ray_addresses(conn: DictConnection, group: str) -> list[str] | None:
+    """The addresses of the group's clusters that take new jobs; None: no such group."""
+    row = conn.execute("SELECT clusters FROM resource_groups WHERE name = %s", (group,)).fetchone()
+    return None if row is None else [c["address"] for c in row["clusters"] if not c.get("removing")]
 
 
 def waiting_packages(conn: DictConnection) -> list[dict]:

@@ -25,10 +25,12 @@ def _one_autoscaler_per_cluster(conn: DictConnection, spec: GroupSpec) -> None:
     own demand on one cluster would each erase the other's."""
     if not spec.autoscale:
         return
-    other = conn.execute("SELECT name FROM resource_groups WHERE autoscale AND ray_address = %s AND name <> %s LIMIT 1",
-                         (spec.ray_address, spec.name)).fetchone()
+    addresses = [c.address for c in spec.clusters]
+    other = conn.execute("""SELECT name, c ->> 'address' AS address FROM resource_groups, jsonb_array_elements(clusters) c
+                            WHERE autoscale AND c ->> 'address' = ANY(%s) AND name <> %s LIMIT 1""",
+                         (addresses, spec.name)).fetchone()
     if other:
-        raise Conflict(f"group {other['name']!r} already autoscales the Ray cluster {spec.ray_address}: Ray keeps one "
+        raise Conflict(f"group {other['name']!r} already autoscales the Ray cluster {other['address']}: Ray keeps one "
                        "demand per cluster, so only one group of a cluster may autoscale")
 
 
@@ -55,9 +57,9 @@ def get_group(conn: DictConnection, name: str, *, for_update: bool = False) -> G
 
 
 def update_group(conn: DictConnection, spec: GroupSpec) -> None:
-    """Write the group's options. Moving it to another Ray cluster is refused while it has active
-    jobs: their submissions live in the old cluster, and the next tick, not finding them in the new
-    one, would submit them again. Dropping a class is refused while unfinished jobs name it."""
+    """Write the group's options. Dropping a cluster (or changing its address) is refused while
+    jobs are active in it: their submissions live there, and the next tick, not finding them, would
+    submit them again. Dropping a class is refused while unfinished jobs name it."""
     current = get_group(conn, spec.name, for_update=True)
     dropped = sorted(current.class_names - {c["name"] for c in spec.priority_classes})
     if dropped:
@@ -71,17 +73,21 @@ def update_group(conn: DictConnection, spec: GroupSpec) -> None:
             counts = ", ".join(f"{row['n']} of class {row['priority_class']}" for row in used)
             raise Conflict(f"group {spec.name!r} has unfinished jobs of the classes to drop ({counts}): "
                            "keep those classes until the jobs finish (or cancel them)")
-    if spec.ray_address != current.ray_address:
+    kept = {(c.name, c.address) for c in spec.clusters}
+    dropped = [c.name for c in current.clusters if (c.name, c.address) not in kept]
+    if dropped:
         # A tick holds this lock from its plan to its last submission: wait for it, so that no
         # job becomes active between the count and the change.
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TICK_LOCK_CLASS, spec.name))
+        first = current.clusters[0].name
         active = conn.execute(
-            "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)",
-            (spec.name, list(states.ACTIVE)),
+            """SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)
+                 AND coalesce(cluster, %s) = ANY(%s)""",
+            (spec.name, list(states.ACTIVE), first, dropped),
         ).fetchone()["n"]
         if active:
-            raise Conflict(f"group {spec.name!r} has {active} active job(s) in its Ray cluster: wait for them to "
-                           "finish (or cancel them) before changing --ray-address")
+            raise Conflict(f"group {spec.name!r} has {active} active job(s) in cluster {dropped[0]}: use "
+                           "--remove-ray-address, which takes no new job there and drops the cluster once they end")
     _one_autoscaler_per_cluster(conn, spec)
     values = spec.model_dump()
     columns = [column for column in _GROUP_COLUMNS if column != "name"]
@@ -89,6 +95,15 @@ def update_group(conn: DictConnection, spec: GroupSpec) -> None:
         f"UPDATE resource_groups SET {', '.join(f'{column} = %s' for column in columns)}, updated_at = now() WHERE name = %s",
         [*(json_param(column, values[column]) for column in columns), spec.name],
     )
+
+
+def drop_clusters(conn: DictConnection, group: str, names: list[str]) -> None:
+    """Drops the clusters of those names that are being removed (the tick's, once no job of the
+    group is active in them)."""
+    conn.execute("""UPDATE resource_groups SET clusters = (
+                        SELECT jsonb_agg(c ORDER BY i) FROM jsonb_array_elements(clusters) WITH ORDINALITY AS e(c, i)
+                        WHERE NOT (c ->> 'name' = ANY(%s) AND (c ->> 'removing')::boolean))
+                    WHERE name = %s""", (names, group))
 
 
 def list_groups(conn: DictConnection) -> list[dict]:

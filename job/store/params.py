@@ -7,7 +7,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 _JSON_COLUMNS = {"node_labels", "node_types", "max_resources_per_user", "max_resources", "runtime_env", "metadata",
-                 "resources", "priority_classes", "bundles", "after"}
+                 "resources", "priority_classes", "bundles", "after", "clusters"}
 
 
 def json_param(column: str, value: Any) -> Any:

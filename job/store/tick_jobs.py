@@ -261,17 +261,19 @@ _INTENT = ", ".join(f"jobs.{column}" for column in Intent.__dataclass_fields__)
 
 
 def commit_intents(conn: DictConnection, placements: list[tuple[int, str]], installation: str,
-                   bundle_nodes: Mapping[int, list[str]] | None = None) -> list[Intent]:
+                   bundle_nodes: Mapping[int, list[str]] | None = None,
+                   clusters: Mapping[str, str] | None = None) -> list[Intent]:
     """The write-ahead intent: chosen node (and the node of each bundle, `bundle_nodes` by job),
-    next attempt and its submission_id, for jobs still PENDING and not cancelled meanwhile. Returns
-    what to submit."""
+    its cluster (`clusters`: by node id), next attempt and its submission_id, for jobs still
+    PENDING and not cancelled meanwhile. Returns what to submit."""
     if not placements:
         return []
-    planned = bundle_nodes or {}
+    planned, cluster_of = bundle_nodes or {}, clusters or {}
     return conn.cursor(row_factory=class_row(Intent)).execute(*_each(
-        {job: (node, Jsonb(planned[job]) if job in planned else None) for job, node in placements},
-        {"node": "text", "bundle_nodes": "jsonb"},
-        """UPDATE jobs SET state = %(to)s, node = u.node, bundle_nodes = u.bundle_nodes, attempt = jobs.attempt + 1,
+        {job: (node, Jsonb(planned[job]) if job in planned else None, cluster_of.get(node)) for job, node in placements},
+        {"node": "text", "bundle_nodes": "jsonb", "cluster": "text"},
+        """UPDATE jobs SET state = %(to)s, node = u.node, bundle_nodes = u.bundle_nodes, cluster = u.cluster,
+                  attempt = jobs.attempt + 1,
                   submission_id = %(installation)s || '-' || jobs.id || '-' || (jobs.attempt + 1),
                   reason = %(reason)s, message = 'placed on node ' || u.node || ', being submitted to Ray',
                   ray_status = NULL, ray_message = NULL, reserved_node = NULL, reserved_at = NULL,

@@ -62,8 +62,8 @@ def test_node_types_written_around_the_cli_fail_that_group_only(database_url, co
     from job.scheduler import tick
     from job.settings import settings
 
-    conn.execute("INSERT INTO resource_groups (name, ray_address, autoscale, node_types) VALUES "
-                 "('broken', 'http://127.0.0.1:9', true, '[{\"name\": \"x\", \"resources\": {\"CPU\": -1}, \"max\": 1}]')")
+    conn.execute("INSERT INTO resource_groups (name, clusters, autoscale, node_types) VALUES "
+                 "('broken', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]', true, '[{\"name\": \"x\", \"resources\": {\"CPU\": -1}, \"max\": 1}]')")
     settings.cache_clear()
     [result] = tick.run_tick(tick_config(), "broken", dry_run=True)
     assert result.status == "failed"

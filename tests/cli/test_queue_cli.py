@@ -192,7 +192,7 @@ BAD_INPUT = [
     (["submit", "--user", "carol", "--group", "gpu", "--entrypoint", "true"], "user: 'carol' does not exist"),
     (["submit", "--user", "alice", "--group", "cpu", "--entrypoint", "true"], "group: 'cpu' does not exist"),
     (["submit", "--user", "al ice", "--group", "gpu", "--entrypoint", "true"], "user: 'al ice' is not a valid user name"),
-    (["group", "add", "g2", "--ray-address", "localhost:8265"], "ray_address: 'localhost:8265': use http://host:port"),
+    (["group", "add", "g2", "--ray-address", "localhost:8265"], "clusters.0.address: 'localhost:8265': use http://host:port"),
     (["group", "add", "g2", "--ray-address", "http://h:1", "--policy", "random"], "policy: Input should be 'fifo'"),
     (["group", "add", "g2", "--ray-address", "http://h:1", "--selector", "best"], "selector: Input should be 'legacy'"),
     (["group", "add", "g2", "--ray-address", "http://h:1", "--resource-priority", "GPU,,CPU"], "resource_priority: give resource names"),

@@ -55,7 +55,7 @@ def stored(conn, job_id) -> dict:
 
 @pytest.fixture
 def group(conn):
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('gpu', 'http://127.0.0.1:8265')")
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('gpu', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]')")
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
 
 

@@ -55,7 +55,7 @@ def test_node_type_text(text, fields):
 ])
 def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
     with pytest.raises(BadInput, match=r"^node_types: ") as refused:
-        validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "node_types": [text]}))
+        validated(GroupSpec, read_fields({"name": "g", "clusters": ["http://ray:8265"], "node_types": [text]}))
     assert error in str(refused.value)
 
 
@@ -63,20 +63,20 @@ def test_bad_node_type_text_is_refused_with_what_is_wrong(text, error):
     ({"autoscale": "on"}, "node_types: an http:// group that autoscales needs its node types"),
     ({"autoscale": "sometimes"}, "autoscale: 'sometimes': use on or off"),
     ({"node_types": ["a=CPU:1:max=1", "a=CPU:2:max=1"]}, "node_types: node type 'a' is given more than once"),
-    ({"ray_address": "raycluster://ml/shared", "node_types": ["a=CPU:1:max=1"]},
+    ({"clusters": ["raycluster://ml/shared"], "node_types": ["a=CPU:1:max=1"]},
      "node_types: a raycluster:// group's node types are read from its RayCluster"),
 ])
 def test_group_autoscale_options_are_checked(fields, error):
     with pytest.raises(BadInput) as refused:
-        validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", **fields}))
+        validated(GroupSpec, read_fields({"name": "g", "clusters": ["http://ray:8265"], **fields}))
     assert str(refused.value).startswith(error)
 
 
 def test_group_autoscale_options_accepted():
-    spec = validated(GroupSpec, read_fields({"name": "g", "ray_address": "http://ray:8265", "autoscale": "on",
+    spec = validated(GroupSpec, read_fields({"name": "g", "clusters": ["http://ray:8265"], "autoscale": "on",
                                              "node_types": ["gpu=CPU:8,GPU:1@pool=gpu:max=2"]}))
     assert spec.autoscale is True and spec.node_types == [GPU.model_dump()]
-    assert validated(GroupSpec, read_fields({"name": "g", "ray_address": "raycluster://ml/shared", "autoscale": "on"})).autoscale
+    assert validated(GroupSpec, read_fields({"name": "g", "clusters": ["raycluster://ml/shared"], "autoscale": "on"})).autoscale
 
 
 def snapshot(nodes=(), running=(), pending=(), users=None, **group) -> Snapshot:

@@ -169,7 +169,7 @@ ERROR_TYPES = [
 
 def test_the_table_names_every_fault_of_ray_s_own():
     assert {error_type for error_type, reason in ERROR_TYPES if reason == "InfraFailure"} == RAY_FAULTS
-    assert set(INFRA_REASONS) == {"LostInRay", "InfraFailure", "NodeBusy"}
+    assert set(INFRA_REASONS) == {"LostInRay", "InfraFailure", "NodeBusy", "ClusterLost"}
 
 
 @pytest.mark.parametrize("state", ["SUBMITTING", "SUBMITTED", "RUNNING"])

@@ -109,7 +109,7 @@ def _pending(job_id: int, user: str, cpus: int, priority: int = 0) -> PendingRow
 
 
 def test_placement_figures_count_the_plans_earlier_placements():
-    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fairshare", half_life_s=3600.0)
+    group = GroupConfig(name="g", clusters=["http://ray:8265"], policy="fairshare", half_life_s=3600.0)
     members = [Member("alice", 1.0, None, None, None, 0.0), Member("bob", 2.0, None, None, None, 3600.0)]
     active = [ActiveJob(id=9, user_name="bob", state="RUNNING", resources={"CPU": 2}, node="n2", attempt=1,
                         submission_id="s9")]
@@ -125,7 +125,7 @@ def test_placement_figures_count_the_plans_earlier_placements():
 
 
 def test_placement_figures_under_fifo_are_the_order_it_used():
-    group = GroupConfig(name="g", ray_address="http://ray:8265", policy="fifo", half_life_s=3600.0,
+    group = GroupConfig(name="g", clusters=["http://ray:8265"], policy="fifo", half_life_s=3600.0,
                         priority_classes=[{"name": "normal", "value": 0}, {"name": "high", "value": 1}],
                         default_class="normal")
     figures = placement_figures(group, [], [], {}, [(7, "n"), (8, "n")],

@@ -91,13 +91,13 @@ def test_a_cluster_without_in_tree_autoscaling_cannot_grow(api):
 ])
 def test_a_group_with_node_labels_grows_only_by_its_node_types(api, labels, expected):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS))
-    group = GroupConfig(name="g", ray_address="raycluster://ml/shared", node_labels=labels, node_types=[])
+    group = GroupConfig(name="g", clusters=["raycluster://ml/shared"], node_labels=labels, node_types=[])
     assert [t.name for t in group_node_types(group)] == expected
 
 
 def test_a_cluster_scaled_to_no_worker_plans_scaling_up_and_asks_for_its_jobs(api):
     api.objects[("ml", "shared")] = autoscaling_cluster(copy.deepcopy(GROUPS))
-    types = group_node_types(GroupConfig(name="g", ray_address="raycluster://ml/shared", node_labels={}, node_types=[]))
+    types = group_node_types(GroupConfig(name="g", clusters=["raycluster://ml/shared"], node_labels={}, node_types=[]))
     snapshot = Snapshot.model_validate({
         "group": {"name": "ml", "policy": "fifo", "selector": "dispersed"}, "now": "2026-11-29T08:00:00Z",
         "pending": [{"id": "train", "user": "alice", "resources": {"GPU": 1, "CPU": 4},

@@ -112,7 +112,7 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def group(conn):
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('main', %s, 'fifo')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol')")
     # Started at 20 s past a minute, 8 to 9 min ago: ends at whole minutes of run time fall at 20 s
     # past a minute too (from 10 min on, in the future), and the virtual tick right after (5 s
@@ -143,7 +143,7 @@ def stored(conn, job_id: int) -> tuple:
 
 
 def run(database_url, monkeypatch, ray: FakeRay) -> None:
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
 

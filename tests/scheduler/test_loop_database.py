@@ -38,7 +38,7 @@ def private_pg():
         with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
             migrate(conn)
             conn.execute("INSERT INTO users (name) VALUES ('alice')")
-            conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+            conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
         yield url, server
     finally:
         server.cleanup()
@@ -66,7 +66,7 @@ def named(lines, name):
 def test_the_loop_rides_out_a_killed_postmaster_and_schedules_after_it(private_pg, lines, monkeypatch):
     url, server = private_pg
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     first = api.submit(user="alice", group="main", entrypoint="true", database_url=url)
     later, times = [], {}
 
@@ -128,10 +128,10 @@ def test_a_tick_whose_connection_is_cut_after_its_intents_writes_nothing_more_an
     tick writes nothing without its lock (its group fails), and the next tick, on a new connection,
     takes the lock again, finds the submission in Ray and marks it, without sending it twice."""
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
     job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     taken = ray.submit
 
     def submit_and_cut(**request):
@@ -167,10 +167,10 @@ def test_the_loop_keeps_the_pending_rows_between_its_ticks(conn, database_url, m
     """Read whole at its first tick, then only the rows written since (scheduler/pending.py): the
     jobs submitted while it runs are placed all the same, and no row is read whole again."""
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
     first = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     later = []
 
     def submit_meanwhile():

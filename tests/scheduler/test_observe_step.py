@@ -25,7 +25,7 @@ DRIVER_JOB_ID = "04000000"
 @pytest.fixture
 def greedy(conn):
     """Greedy's job, declaring CPU 0.5 on node-a, RUNNING in Ray with its driver job id."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy, half_life_s) VALUES ('main', %s, 'drf', 3600)",
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy, half_life_s) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf', 3600)",
                  (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('greedy')")
     started = datetime.now(UTC) - timedelta(minutes=1)
@@ -44,7 +44,7 @@ def work(actors: int, truncated: tuple[str, ...] = ()) -> ClusterWork:
 
 
 def run(database_url, monkeypatch, ray: FakeRay):
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
     return result

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 from cli_helpers import run_cli
+from psycopg.types.json import Jsonb
 
 from job.api import submit
 from job.cli.scheduler import tick_config
@@ -21,7 +22,7 @@ from job.store import groups
 
 
 def add_group(conn, address, name="main", **options):
-    columns = {"name": name, "ray_address": address, "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
+    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
     conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
                  list(columns.values()))
     conn.execute("INSERT INTO users (name) VALUES ('alice') ON CONFLICT DO NOTHING")
@@ -179,12 +180,12 @@ def test_a_group_with_active_jobs_cannot_move_to_another_ray_cluster(conn, capsy
 
     moved = run_cli(capsys, "group", "set", "gpu", "--ray-address", "http://other:8265")
     assert moved.status == 2
-    assert moved.err == ("error: group 'gpu' has 1 active job(s) in its Ray cluster: wait for them to finish "
-                         "(or cancel them) before changing --ray-address\n")
-    assert groups.get_group(conn, "gpu").ray_address == "http://127.0.0.1:8265"
+    assert moved.err == ("error: group 'gpu' has 1 active job(s) in cluster c: use --remove-ray-address, which takes "
+                         "no new job there and drops the cluster once they end\n")
+    assert [c.address for c in groups.get_group(conn, "gpu").clusters] == ["http://127.0.0.1:8265"]
 
     # Other options change as usual while jobs run.
     assert run_cli(capsys, "group", "set", "gpu", "--policy", "fifo").status == 0
     conn.execute("UPDATE jobs SET state = 'SUCCEEDED', finished_at = now() WHERE id = %s", (job_id,))
     assert run_cli(capsys, "group", "set", "gpu", "--ray-address", "http://other:8265").status == 0
-    assert groups.get_group(conn, "gpu").ray_address == "http://other:8265"
+    assert [c.address for c in groups.get_group(conn, "gpu").clusters] == ["http://other:8265"]

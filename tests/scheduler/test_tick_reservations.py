@@ -25,7 +25,7 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def now(conn) -> datetime:
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('main', %s, 'fifo')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol')")
     return datetime.now(UTC)
 
@@ -60,7 +60,7 @@ def pending(conn, user: str, submitted: datetime, waiting_since: datetime | None
 
 
 def run(database_url, monkeypatch, ray: FakeRay) -> None:
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
 

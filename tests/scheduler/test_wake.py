@@ -54,12 +54,12 @@ def loop_beside(database_url: str, meanwhile, seen: dict) -> int:
 @pytest.fixture
 def group(conn):
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', 'http://ray:8265')")
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
 
 
 def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, database_url, group, monkeypatch, capsys):
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     finished_lines = []
     original = log.event
     monkeypatch.setattr(log, "event", lambda name, **fields: (finished_lines.append(fields) if name == "loop_finished"
@@ -110,7 +110,7 @@ def _notified(listener, sender) -> list[str]:
 def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not_the_tick(
         conn, database_url, group, monkeypatch):
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     with psycopg.connect(database_url, autocommit=True) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
         assert _notified(listener, conn) == []
@@ -118,7 +118,7 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
         api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
         assert _notified(listener, conn) == ["main", "main"]
         # A burst in one statement is one NOTIFY per group.
-        conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('other', 'http://ray:8265')")
+        conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('other', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
         assert _notified(listener, conn) == ["other"]
         conn.execute("INSERT INTO jobs (user_name, group_name, entrypoint, resources) "
                      "SELECT 'alice', g, 'true', '{\"CPU\": 1}' FROM (VALUES ('main'), ('main'), ('other')) AS v(g)")
@@ -128,7 +128,7 @@ def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not
 
         config = TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0)
         [result] = [r for r in tick.run_tick(config) if r.group == "main"]
-        assert result.placed == 4 and result.busy_cluster is ray, result
+        assert result.placed == 4 and result.busy_clusters == [ray], result
         # The tick's writes (intents, submits, usage charged, waiting reasons) wake nothing.
         tick.run_tick(config)
         assert _notified(listener, conn) == []
@@ -174,7 +174,7 @@ def test_the_loop_wakes_when_a_not_before_passes_and_when_a_max_runtime_ends(con
     """No event announces either instant: the tick tells the loop when the next is due, and the
     loop wakes then, not at its timer (a minute here)."""
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     seen: dict = {}
 
     def row(job_id):

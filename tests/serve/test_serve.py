@@ -59,14 +59,14 @@ def get(url: str) -> tuple[int, str, str]:
 def demo(conn, database_url, monkeypatch):
     """Two groups; alice (1 share) and bob (3) with jobs in `cpu`, carol with usage only; one real
     tick placed what fits on the fake Ray's two nodes of 4 CPUs and gave the rest their reasons."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('cpu', %s, 'fairshare'), "
-                 "('idle', %s, 'fifo')", (FAKE, FAKE))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare'), "
+                 "('idle', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE, FAKE))
     conn.execute("INSERT INTO users (name, shares) VALUES ('alice', 1), ('bob', 3), ('carol', 1)")
     conn.execute("INSERT INTO user_usage (group_name, user_name, usage) VALUES ('cpu', 'carol', 120)")
     ids = [api.submit(user=user, group="cpu", entrypoint="true", resources={"CPU": cpus}, database_url=database_url)
            for user, cpus in [("alice", 2), ("alice", 2), ("alice", 2), ("bob", 2), ("bob", 2), ("bob", 4)]]
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     results = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "cpu")
     assert [r.status for r in results] == ["ticked"]
     return ids

@@ -25,7 +25,7 @@ FAKE = "http://fake-ray.invalid:8265"
 def teams(conn, database_url, capsys, monkeypatch):
     """Accounts A (with A1 below it) and B, one share each; a1 and a2 in A1, b in B, r in the root.
     Each of the four submits three jobs of 2 CPUs; one tick places four of them on 8 CPUs."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('cpu', %s, 'drf')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf')", (FAKE,))
     for argv in (["account", "add", "A"], ["account", "add", "A1", "--parent", "A"], ["account", "add", "B"],
                  ["user", "set", "a1", "--account", "A1"], ["user", "set", "a2", "--account", "A1"],
                  ["user", "set", "b", "--account", "B"], ["user", "set", "r"]):
@@ -33,7 +33,7 @@ def teams(conn, database_url, capsys, monkeypatch):
     for user in ("a1", "a2", "b", "r"):
         for _ in range(3):
             api.submit(user=user, group="cpu", entrypoint="true", resources={"CPU": 2}, database_url=database_url)
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: FakeRay())
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: FakeRay())
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "cpu")
     assert result.status == "ticked", result.cause
 

@@ -96,8 +96,8 @@ def _fill(url: str, name: str, monkeypatch) -> tuple[str, dict[str, list[int]]]:
         conn.execute("UPDATE installation SET id = substr(md5(%s), 1, 8)", (name,))
         conn.execute("INSERT INTO users (name) VALUES ('alice')")
         for group in ("bad", "good"):
-            conn.execute("INSERT INTO resource_groups (name, ray_address, priority_classes, default_class) "
-                         "VALUES (%s, 'http://ray:8265', %s, 'low')",
+            conn.execute("INSERT INTO resource_groups (name, clusters, priority_classes, default_class) "
+                         "VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]', %s, 'low')",
                          (group, Jsonb([{"name": "low", "value": 0, "preemptible": True}])))
             ids[group] = [api.submit(user="alice", group=group, entrypoint="true", resources={"CPU": 1},
                                      bundles=[{"CPU": 1}], bundle_strategy="PACK", database_url=url)
@@ -109,7 +109,7 @@ def _fill(url: str, name: str, monkeypatch) -> tuple[str, dict[str, list[int]]]:
                              "started_at = now(), observed = %s WHERE id = %s",
                              (state, submission, Jsonb(OBSERVED), job_id))
                 ray.known[submission] = running(submission, "node-a")
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     return url, ids
 
 

@@ -25,7 +25,7 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def queue(conn):
-    conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('main', %s, 'fairshare')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare')", (FAKE,))
     conn.execute("INSERT INTO users (name, shares) VALUES ('alice', 1), ('bob', 2)")
     return conn
 
@@ -155,7 +155,7 @@ def test_a_victim_chosen_stopped_and_back_in_the_queue(queue, database_url):
 def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, database_url, monkeypatch, capsys):
     jobs = [submit(database_url, "alice", 3), submit(database_url, "alice", 3), submit(database_url, "bob", 3)]
     ray = FakeRay()
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
     assert result.status == "ticked" and result.placed == 2
     [row] = queue.execute("SELECT * FROM ticks").fetchall()
@@ -252,7 +252,7 @@ def _trigger_join_of_each_update(conn) -> list[str]:
 def test_the_events_trigger_plans_its_join_for_each_update_not_once_per_session(conn):
     """A plan kept from a session's first UPDATE of one row paired 20,000 rows by a nested loop, n²
     comparisons (230 s): each UPDATE's own plan (sql/0011) pairs them by a hash join."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('g', 'http://ray:8265')")
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('g', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
     conn.execute("INSERT INTO users (name) VALUES ('alice')")
     conn.execute("""INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, reason, message)
                     SELECT 'alice', 'g', 'PENDING', 'true', '{"CPU": 1}', 'Queued', 'x' FROM generate_series(1, 5000)""")

@@ -14,7 +14,7 @@ from job.core.planner.snapshot import Group
 from job.core.specs import GroupSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs/planner.md"
-REQUIRED = {"name": "g", "ray_address": "http://127.0.0.1:8265"}
+REQUIRED = {"name": "g", "clusters": ["http://127.0.0.1:8265"]}
 
 
 def _spec_defaults() -> dict:
@@ -37,7 +37,7 @@ def _documented_group() -> dict:
 
 
 def test_a_plain_group_add_stores_what_the_docs_say(database_url, capsys):
-    assert run_cli(capsys, "group", "add", "g", "--ray-address", REQUIRED["ray_address"]).status == 0
+    assert run_cli(capsys, "group", "add", "g", "--ray-address", REQUIRED["clusters"][0]).status == 0
     stored = json.loads(run_cli(capsys, "group", "show", "g", "--json").out)
     assert stored["resource_priority"] == ["GPU", "CPU", "memory"]
     assert "default `GPU,CPU,memory`" in DOCS.read_text()

@@ -125,10 +125,10 @@ def history_rolled_back(history_template, pg_server_url):
 
 def _build(conn: psycopg.Connection) -> str:
     conn.execute(
-        """INSERT INTO resource_groups (name, ray_address, pending_timeout_s, usage_charged_at, half_life_s)
-           VALUES ('main', %(ray)s, 86400, now() - interval '1 minute', 3600),
-                  ('big', %(ray)s, 86400, now() - interval '1 minute', 3600),
-                  ('old', %(ray)s, NULL, NULL, 3600)""",
+        """INSERT INTO resource_groups (name, clusters, pending_timeout_s, usage_charged_at, half_life_s)
+           VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), 86400, now() - interval '1 minute', 3600),
+                  ('big', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), 86400, now() - interval '1 minute', 3600),
+                  ('old', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), NULL, NULL, 3600)""",
         {"ray": FAKE_RAY},
     )
     conn.execute("INSERT INTO users (name) SELECT unnest(%s::text[])", (USERS,))
@@ -395,7 +395,7 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
 
     ray = FakeRay(fake_ray.finished("live-done", "node-a"), fake_ray.running("live-overtime", "node-b", minutes=10),
                   fake_ray.running("live-running", "node-a", minutes=10))
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     config = TickConfig(database_url=history_db, submit_concurrency=4, ray_timeout_s=5.0)
     with recording(monkeypatch) as sent:
         [result] = tick.run_tick(config, "main")
@@ -568,7 +568,7 @@ def test_prune_deletes_exactly_the_old_finished_jobs_in_batches(request, history
 
 
 def _small_history(conn: psycopg.Connection, old: int, recent: int) -> None:
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('main', %s)", (FAKE_RAY,))
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)))", (FAKE_RAY,))
     conn.execute("INSERT INTO users (name) VALUES ('u00')")
     conn.execute(
         """INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, submission_id, finished_at)

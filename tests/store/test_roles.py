@@ -64,7 +64,7 @@ def db(database_url, conn, logins):
     dbname = urlsplit(database_url).path.lstrip("/")
     conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
         sql.Identifier(dbname), sql.SQL(", ").join(sql.Identifier(login) for login in logins)))
-    conn.execute("INSERT INTO resource_groups (name, ray_address, selector) VALUES (%s, 'http://127.0.0.1:8265', 'roundrobin')",
+    conn.execute("INSERT INTO resource_groups (name, clusters, selector) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]', 'roundrobin')",
                  (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s), (%s)", (ALICE, BOB))
 
@@ -330,7 +330,7 @@ def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
     assert api.cancel([running], database_url=db.url(BOB)) == {running: (states.RUNNING, states.RUNNING)}
 
     ray = FakeRay(fake_ray.finished("done", "node-a"), fake_ray.running("running", "node-b"))
-    monkeypatch.setattr(tick, "cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
     [result] = tick.run_tick(TickConfig(database_url=db.url(SCHEDULER), submit_concurrency=2, ray_timeout_s=5.0))
     assert result.status == "ticked", result.cause
     state = {job_id: row(db, job_id)["state"] for job_id in (done, lost, running, old, refused, *placed)}

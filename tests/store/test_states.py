@@ -191,7 +191,7 @@ CASES = [
 def _jobs_in_every_state(conn) -> list[tuple[int, str, int]]:
     """COPIES jobs in each state, the k-th copy at attempt k with k // 2 requeues, each with a
     submission_id (the schema requires one of submitted states; a PENDING job keeps its last one)."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES (%s, 'http://127.0.0.1:8265')", (GROUP,))
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]')", (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s)", (USER,))
     rows = conn.execute(
         """INSERT INTO jobs (user_name, group_name, entrypoint, resources, state, attempt, requeues, submission_id)
@@ -270,7 +270,7 @@ def test_a_user_or_group_with_finished_jobs_only(conn):
 
 def _job(conn, state, **columns) -> int:
     """One job of GROUP in `state`, with the columns given (the group and user made on first use)."""
-    conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES (%s, 'http://127.0.0.1:8265') ON CONFLICT DO NOTHING",
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]') ON CONFLICT DO NOTHING",
                  (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (USER,))
     columns = {"user_name": USER, "group_name": GROUP, "entrypoint": "true", "resources": '{"CPU": 1}', "state": state,
@@ -355,12 +355,12 @@ def test_a_group_s_requeue_and_start_timeout_options(conn):
     from job.core.errors import BadInput
     from job.core.specs import GroupSpec, validated
 
-    groups.insert_group(conn, validated(GroupSpec, {"name": "defaults", "ray_address": "http://127.0.0.1:8265"}))
-    groups.insert_group(conn, validated(GroupSpec, {"name": "set", "ray_address": "http://127.0.0.1:8265",
+    groups.insert_group(conn, validated(GroupSpec, {"name": "defaults", "clusters": ["http://127.0.0.1:8265"]}))
+    groups.insert_group(conn, validated(GroupSpec, {"name": "set", "clusters": ["http://127.0.0.1:8265"],
                                                     "max_requeues": "0", "start_timeout_s": "90s"}))
     assert (groups.get_group(conn, "defaults").max_requeues, groups.get_group(conn, "defaults").start_timeout_s) == (5, 300)
     assert (groups.get_group(conn, "set").max_requeues, groups.get_group(conn, "set").start_timeout_s) == (0, 90)
     with pytest.raises(BadInput, match="max_requeues: Input should be greater than or equal to 0"):
-        validated(GroupSpec, {"name": "bad", "ray_address": "http://h:1", "max_requeues": -1})
+        validated(GroupSpec, {"name": "bad", "clusters": ["http://h:1"], "max_requeues": -1})
     with pytest.raises(BadInput, match="start_timeout_s: Input should be greater than 0"):
-        validated(GroupSpec, {"name": "bad", "ray_address": "http://h:1", "start_timeout_s": "0s"})
+        validated(GroupSpec, {"name": "bad", "clusters": ["http://h:1"], "start_timeout_s": "0s"})

@@ -145,7 +145,7 @@ def test_two_installations_on_one_server_are_apart(installations):
         owner.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE job_submitter").format(sql.Identifier(alice)))
         owner.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
             sql.Identifier(owner.info.dbname), sql.Identifier(alice)))
-        owner.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('g', 'http://ray.invalid:8265')")
+        owner.execute("INSERT INTO resource_groups (name, clusters) VALUES ('g', '[{\"name\": \"c\", \"address\": \"http://ray.invalid:8265\"}]')")
         owner.execute("INSERT INTO users (name) VALUES (%s)", (alice,))
         token = tokens.create_token(owner, alice, None)[1]
         owner.execute("INSERT INTO jobs (user_name, group_name, entrypoint, resources) VALUES (%s, 'g', 'secret.py', '{}')",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from job.core.clusters import CLUSTER_LABEL
 from job.core.planner.picture import Gang, NodeState, Shape, add_to
 from job.core.resources import fits
 
@@ -22,7 +23,31 @@ Choose = Callable[[Shape, Sequence[NodeState]], "NodeState | None"]
 
 def place(gang: Gang, nodes: Sequence[NodeState], choose: Choose) -> list[NodeState] | None:
     """The node of each bundle, then the driver's, all taken off their free resources; None, with
-    nothing taken, when the whole footprint does not fit."""
+    nothing taken, when the whole footprint does not fit. A footprint is never split across Ray
+    clusters (core/clusters.py CLUSTER_LABEL): in a group of several, it is tried in one cluster
+    after another, first in the cluster of the node `choose` takes for its first part."""
+    clusters = _by_cluster(nodes)
+    if len(clusters) == 1:
+        return _place(gang, nodes, choose)
+    first = choose(gang.bundles[0] if gang.bundles else gang.driver, nodes)
+    if first is not None:
+        clusters.sort(key=lambda part: first not in part)
+    for part in clusters:
+        chosen = _place(gang, part, choose)
+        if chosen is not None:
+            return chosen
+    return None
+
+
+def _by_cluster(nodes: Sequence[NodeState]) -> list[list[NodeState]]:
+    """The nodes of each cluster, in their order."""
+    parts: dict[str | None, list[NodeState]] = {}
+    for node in nodes:
+        parts.setdefault(node.labels.get(CLUSTER_LABEL), []).append(node)
+    return list(parts.values()) or [[]]
+
+
+def _place(gang: Gang, nodes: Sequence[NodeState], choose: Choose) -> list[NodeState] | None:
     taken: list[tuple[NodeState, Shape]] = []
     if _bundles(gang, nodes, choose, taken) and _take(gang.driver, choose(gang.driver, nodes), taken):
         return [node for node, _ in taken]

@@ -1,0 +1,128 @@
+"""A group over several clusters, the pure part: when a cluster is lost, what a cluster that comes
+back must stop first, the driver caps, and a gang never split across clusters."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from job.core.clusters import CLUSTER_LABEL, Unanswered, capped, default_cap, drivers_left, judge, with_requeued, with_stopped
+from job.core.errors import BadInput
+from job.core.planner import Snapshot, plan
+from job.core.specs import ClusterSpec, GroupSpec, validated
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("since_s", "lost"), [(None, False), (30, False), (119, False), (120, True), (900, True)])
+def test_a_cluster_is_lost_once_it_did_not_answer_for_the_grace(since_s, lost):
+    before = Unanswered() if since_s is None else Unanswered({"east": NOW - timedelta(seconds=since_s)})
+    verdict = judge(before, ["west"], {"east": "connection refused"}, NOW, 120)
+    assert verdict.lost == ({"east"} if lost else set())
+    assert verdict.state.since["east"] == (NOW if since_s is None else NOW - timedelta(seconds=since_s))
+    assert "connection refused" in verdict.warnings["east"]
+    assert (": lost," in verdict.warnings["east"]) == lost
+
+
+def test_a_cluster_that_answers_again_is_no_longer_counted_silent_but_its_requeued_jobs_are_kept():
+    before = with_requeued(Unanswered({"east": NOW - timedelta(minutes=5)}), "east", ["i-1-1", "i-2-1"])
+    verdict = judge(before, ["west", "east"], {}, NOW, 120)
+    assert verdict.lost == set() and verdict.warnings == {} and verdict.state.since == {}
+    assert verdict.state.requeued == {"east": ["i-1-1", "i-2-1"]}
+    forgotten = with_stopped(verdict.state, "east", ["i-1-1", "i-2-1"])
+    assert forgotten.document() == {"since": {}, "requeued": {}}
+
+
+def test_the_document_reads_back_the_same():
+    state = with_requeued(Unanswered({"east": NOW}), "east", ["b", "a"])
+    assert Unanswered.of(state.document()) == state
+    assert state.requeued == {"east": ["a", "b"]}
+
+
+def test_a_cluster_dropped_from_the_group_leaves_the_document():
+    before = with_requeued(Unanswered({"gone": NOW}), "gone", ["x"])
+    assert judge(before, ["west"], {}, NOW, 120).state.document() == {"since": {}, "requeued": {}}
+
+
+@pytest.mark.parametrize(("memory", "cap"), [(None, None), (0, None), (1 << 30, 10), (50e6, 1), (16e9, 160)])
+def test_the_default_cap_is_the_heads_memory_over_100_mb(memory, cap):
+    assert default_cap(memory, 100_000_000) == cap
+
+
+def test_drivers_left_and_the_placements_past_a_cap_wait():
+    left = drivers_left({"east": 3, "west": 5}, ["east", "east", "west"])
+    assert left == {"east": 1, "west": 4}
+    placements = [("1", "e1"), ("2", "e2"), ("3", "w1"), ("4", "e1"), ("5", "x1")]
+    kept, held = capped(placements, {"e1": "east", "e2": "east", "w1": "west"}, {"east": 3, "west": 5}, left)
+    assert kept == [("1", "e1"), ("3", "w1"), ("5", "x1")]
+    assert set(held) == {"2", "4"}
+    assert "cluster east runs its most drivers of ours at once (3" in held["2"]
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("http://10.0.0.5:8265", ("10-0-0-5-8265", "http://10.0.0.5:8265")),
+    ("east=http://ray-east:8265/", ("east", "http://ray-east:8265")),
+    ("raycluster://ml/shared", ("shared", "raycluster://ml/shared")),
+    ({"name": "b", "address": "https://b.example"}, ("b", "https://b.example")),
+])
+def test_a_cluster_is_named_or_gets_a_name(given, expected):
+    cluster = ClusterSpec.model_validate(given)
+    assert (cluster.name, cluster.address) == expected
+
+
+@pytest.mark.parametrize(("clusters", "message"), [
+    ([], "clusters: List should have at least 1 item"),
+    (["http://a:1", "http://a:1"], "cluster name 'a-1' is given more than once (name each: --ray-address NAME=URL)"),
+    (["x=http://a:1", "y=http://a:1"], "cluster address 'http://a:1' is given more than once"),
+    (["x=localhost:1"], "clusters.0.address: 'localhost:1': use http://host:port"),
+    ([{"name": "x", "address": "http://a:1", "removing": True}], "every cluster is being removed"),
+])
+def test_bad_clusters_are_refused_naming_the_field(clusters, message):
+    with pytest.raises(BadInput) as refused:
+        validated(GroupSpec, {"name": "g", "clusters": clusters})
+    assert message in str(refused.value)
+
+
+def _snapshot(nodes, bundles, strategy):
+    return Snapshot.model_validate({
+        "group": {"policy": "fifo", "selector": "dispersed"},
+        "nodes": [{"id": node, "resources": {"CPU": cpus}, "labels": {CLUSTER_LABEL: cluster}}
+                  for node, (cluster, cpus) in nodes.items()],
+        "pending": [{"id": "gang", "user": "u", "resources": {"CPU": 1}, "bundles": bundles,
+                     "bundle_strategy": strategy}],
+    })
+
+
+@pytest.mark.parametrize(("nodes", "bundles", "strategy", "cluster"), [
+    # East has room for the bundles but not for the driver beside them: the whole gang goes west.
+    ({"e1": ("east", 2), "e2": ("east", 2), "w1": ("west", 3), "w2": ("west", 3)},
+     [{"CPU": 2}, {"CPU": 2}], "SPREAD", "west"),
+    # Three nodes are needed apart: only west has three.
+    ({"e1": ("east", 8), "e2": ("east", 8), "w1": ("west", 2), "w2": ("west", 2), "w3": ("west", 2)},
+     [{"CPU": 1}] * 3, "STRICT_SPREAD", "west"),
+    # Together on one node: east's big node.
+    ({"e1": ("east", 8), "w1": ("west", 2), "w2": ("west", 2)}, [{"CPU": 2}] * 3, "STRICT_PACK", "east"),
+])
+def test_a_gang_is_placed_within_one_cluster(nodes, bundles, strategy, cluster):
+    decided = plan(_snapshot(nodes, bundles, strategy))
+    [placement] = decided.placements
+    used = {placement["node"], *placement["bundle_nodes"]}
+    assert {nodes[node][0] for node in used} == {cluster}
+
+
+def test_a_gang_that_fits_only_across_clusters_waits():
+    nodes = {"e1": ("east", 2), "w1": ("west", 2)}
+    decided = plan(_snapshot(nodes, [{"CPU": 1}, {"CPU": 1}], "STRICT_SPREAD"))
+    assert decided.placements == [] and decided.waiting[0]["job"] == "gang"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 4)), min_size=1, max_size=7),
+       st.lists(st.integers(1, 3), min_size=1, max_size=4), st.sampled_from(["PACK", "SPREAD", "STRICT_SPREAD"]))
+def test_no_gang_is_ever_split_across_clusters(nodes, bundles, strategy):
+    named = {f"n{i}": node for i, node in enumerate(nodes)}
+    decided = plan(_snapshot(named, [{"CPU": cpus} for cpus in bundles], strategy))
+    for placement in decided.placements:
+        used = {placement["node"], *placement["bundle_nodes"]}
+        assert len({named[node][0] for node in used}) == 1
