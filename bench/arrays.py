@@ -64,7 +64,7 @@ def main() -> int:
             stack.callback(server.cleanup)
         url = fresh_database(server_url, "bench_arrays")
         with connect(url, autocommit=True) as conn:
-            conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('bench', 'http://127.0.0.1:8265')")
+            conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('bench', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]')")
             conn.execute("INSERT INTO users (name) VALUES ('alice')")
         runs = [one_round(url, args.tasks) for _ in range(args.rounds)]
     seconds = [s for s, _ in runs]

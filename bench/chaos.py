@@ -34,6 +34,7 @@ import psutil
 import psycopg
 import requests
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from job import api
 from job.devtools.local_postgres import start_embedded, with_database
@@ -79,8 +80,8 @@ class Chaos:
         with psycopg.connect(self.url, autocommit=True, row_factory=dict_row) as conn:
             migrate(conn)
             conn.execute("INSERT INTO users (name) VALUES ('alice')")
-            conn.execute("INSERT INTO resource_groups (name, ray_address, policy) VALUES ('chaos', %s, 'fifo')",
-                         (self.ray.dashboard_url,))
+            conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('chaos', %s, 'fifo')",
+                         (Jsonb([{"name": "c", "address": self.ray.dashboard_url}]),))
         # A run says when it starts; a run that completes says so, a run killed with its node does not.
         entrypoint = (f"echo \"$JOB_ID $JOB_ATTEMPT $(date +%s.%N)\" >> {self.starts} && "
                       f"sleep {RUN_S} && echo \"$JOB_ID $JOB_ATTEMPT\" >> {self.runs}")

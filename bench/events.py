@@ -31,6 +31,7 @@ from tick import fresh_database, size
 from job import log
 from job.adapters.ray_cluster import RayJob, RayNode
 from job.devtools.local_postgres import start_embedded
+from job.scheduler import clusters as tick_clusters
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
 
@@ -44,7 +45,7 @@ class MemoryRay:
     def __init__(self) -> None:
         self.known: dict[str, RayJob] = {}
 
-    def nodes(self, *_, **__) -> list[RayNode]:
+    def alive_nodes(self) -> list[RayNode]:
         return [RayNode(id=f"node-{i}", resources={"CPU": 8.0}, labels={}, is_head=False) for i in range(NODES)]
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
@@ -59,7 +60,7 @@ class MemoryRay:
 
 def fill(url: str, pending: int, triggers: bool) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('bench', 'http://ray.invalid:8265')")
+        conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('bench', '[{\"name\": \"c\", \"address\": \"http://ray.invalid:8265\"}]')")
         conn.execute("INSERT INTO users (name) SELECT 'user' || i FROM generate_series(1, %s) i", (USERS,))
         if not triggers:
             conn.execute("ALTER TABLE jobs DISABLE TRIGGER USER")
@@ -91,7 +92,7 @@ def main() -> int:
         results: dict[str, list] = {label: [] for label in urls}
         for _ in range(args.ticks):
             for label, url in urls.items():
-                tick.cluster_of = lambda address, timeout_s, ray=clusters[label]: ray
+                tick_clusters.cluster_of = lambda address, timeout_s, ray=clusters[label]: ray
                 [result] = tick.run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10))
                 assert result.status == "ticked", result.cause
                 results[label].append(result)

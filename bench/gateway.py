@@ -71,7 +71,7 @@ _WIDE = b"[" + (b'"' + b"v" * 60 + b'",') * 16_000 + b'"x"]'
 def prepare(url: str, clients: int) -> list[str]:
     """The group, a user and a token per client, the gateway's login; the tokens."""
     with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('bench', 'http://ray.invalid:8265')")
+        conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('bench', '[{\"name\": \"c\", \"address\": \"http://ray.invalid:8265\"}]')")
         conn.execute(sql.SQL(
             """DO $$ BEGIN CREATE ROLE {login} LOGIN IN ROLE job_gateway;
                EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$""").format(login=sql.Identifier(LOGIN)))

@@ -47,6 +47,7 @@ from pathlib import Path
 import psycopg
 import requests
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -171,8 +172,8 @@ class Bench:
         stack.callback(self.db.close)
         migrate(self.db)
         self.db.execute("INSERT INTO users (name) VALUES ('alice')")
-        self.db.execute("INSERT INTO resource_groups (name, ray_address, policy, use_head_node) "
-                        "VALUES ('main', %s, 'fifo', true)", (self.proxy.url,))
+        self.db.execute("INSERT INTO resource_groups (name, clusters, policy, use_head_node) "
+                        "VALUES ('main', %s, 'fifo', true)", (Jsonb([{"name": "c", "address": self.proxy.url}]),))
         self.installation = self.db.execute("SELECT id FROM installation").fetchone()["id"]
         self.token = create_token(self.db, "alice", None)[1]
         self.gateway = ""

@@ -46,7 +46,7 @@ REASONS = ["Resources", "Limit", "Priority", "NotBefore"]
 
 def fill(url: str, pending: int, users: int, history: int) -> None:
     with psycopg.connect(url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        conn.execute("INSERT INTO resource_groups (name, ray_address) VALUES ('bench', 'http://ray.invalid:8265')")
+        conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('bench', '[{\"name\": \"c\", \"address\": \"http://ray.invalid:8265\"}]')")
         conn.execute("INSERT INTO users (name, shares) SELECT 'user' || i, 1 + i %% 3 FROM generate_series(1, %s) i",
                      (users,))
         conn.execute("INSERT INTO user_usage (group_name, user_name, usage) "

@@ -93,8 +93,9 @@ def fresh_database(server_url: str, name: str) -> str:
 
 def fill(url: str, address: str, pending: int, cpu: float, entrypoint: str, node_labels: dict | None = None) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO resource_groups (name, ray_address, policy, selector, half_life_s, node_labels)"
-                     " VALUES ('bench', %s, 'fairshare', 'dispersed', 3600, %s)", (address, Jsonb(node_labels or {})))
+        conn.execute("INSERT INTO resource_groups (name, clusters, policy, selector, half_life_s, node_labels)"
+                     " VALUES ('bench', %s, 'fairshare', 'dispersed', 3600, %s)",
+                     (Jsonb([{"name": "c", "address": address}]), Jsonb(node_labels or {})))
         conn.execute("INSERT INTO users (name, shares) SELECT 'user' || i, 1 + i %% 3 FROM generate_series(1, %s) i", (USERS,))
         conn.execute(
             """INSERT INTO jobs (user_name, group_name, entrypoint, resources, priority, submitted_at)

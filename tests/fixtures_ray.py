@@ -33,7 +33,7 @@ WORKER_B = NodeSpec(cpus=2, resources={"special": 1}, labels={"pool": "b"}, memo
 
 @dataclass(frozen=True)
 class RayTestCluster:
-    address: str  # the dashboard URL, what a resource group's ray_address holds
+    address: str  # the dashboard URL, what a resource group's cluster address holds
     head_id: str
     a_id: str
     b_id: str

@@ -25,7 +25,7 @@ from job import log
 from job.adapters.ray_cluster import RayCluster
 from job.api import cancel, submit
 from job.devtools.local_ray import LocalRayCluster
-from job.scheduler import tick
+from job.scheduler import submit as submit_step
 
 pytestmark = pytest.mark.ray
 
@@ -167,7 +167,7 @@ def test_a_driver_ray_cannot_start_on_a_busy_node_is_requeued_and_runs_elsewhere
     cluster = RayCluster(ray.address, timeout_s=10.0)
     job_id = submit(user="alice", group="main", entrypoint="sleep 1 && echo ran", resources={"CPU": 2})
     outside = f"outside-{uuid.uuid4().hex[:8]}"
-    submit_intents = tick.submit_intents
+    submit_intents = submit_step.submit_intents
 
     def busy_first(ray_cluster, group, intents, concurrency):
         # Right after the plan, before the submission reaches Ray: work outside the queue takes
@@ -178,10 +178,10 @@ def test_a_driver_ray_cannot_start_on_a_busy_node_is_requeued_and_runs_elsewhere
         wait_for(lambda: cluster.job(outside).status == "RUNNING")
         return submit_intents(ray_cluster, group, intents, concurrency)
 
-    monkeypatch.setattr(tick, "submit_intents", busy_first)
+    monkeypatch.setattr(submit_step, "submit_intents", busy_first)
     try:
         run_tick()
-        monkeypatch.setattr(tick, "submit_intents", submit_intents)
+        monkeypatch.setattr(submit_step, "submit_intents", submit_intents)
         first = jobs(conn)[job_id]
         assert (first["state"], first["attempt"]) == ("SUBMITTED", 1) and first["accepted_at"] is not None
         busy_node = first["node"]
