@@ -92,7 +92,7 @@ def main() -> int:
         results: dict[str, list] = {label: [] for label in urls}
         for _ in range(args.ticks):
             for label, url in urls.items():
-                tick_clusters.cluster_of = lambda address, timeout_s, ray=clusters[label]: ray
+                tick_clusters.cluster_of = lambda address, timeout_s, *_, ray=clusters[label]: ray
                 [result] = tick.run_tick(TickConfig(database_url=url, submit_concurrency=8, ray_timeout_s=10))
                 assert result.status == "ticked", result.cause
                 results[label].append(result)

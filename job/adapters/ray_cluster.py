@@ -82,6 +82,10 @@ POLL_TIMEOUT_S = 2.0
 LOOKUP_CONCURRENCY = 16
 
 
+# How long a call is retried when Ray does not answer (0: tried once).
+RETRY_S = 4.0
+
+
 class RaySubmitRefused(JobError):
     """Ray refused this submission as invalid; retrying the same request cannot help."""
 
@@ -143,7 +147,7 @@ def _utc(ms: int | None) -> datetime | None:
 class RayCluster:
     """One Ray cluster, addressed by its dashboard URL (http://host:8265)."""
 
-    def __init__(self, address: str, timeout_s: float, retry_s: float = 4.0):
+    def __init__(self, address: str, timeout_s: float, retry_s: float = RETRY_S):
         self.address = address.rstrip("/")
         # For messages and logs: a dashboard behind basic auth carries a password in its URL.
         self.shown_address = redact_url(self.address)
@@ -515,17 +519,17 @@ def _placement_group(record: dict[str, Any], resources: Callable[[dict | None], 
                                         for bundle in record.get("bundles") or ()))
 
 
-def cluster_of(ray_address: str, timeout_s: float) -> RayCluster:
+def cluster_of(ray_address: str, timeout_s: float, retry_s: float = RETRY_S) -> RayCluster:
     """The cluster of a group's `ray_address`: a dashboard URL as it is, a `raycluster://` address
     resolved through the Kubernetes API on every call (its head service can move between ticks)."""
     if ray_address.startswith("raycluster://"):
         from job.adapters.kuberay import resolve_dashboard_url
 
         ray_address = resolve_dashboard_url(ray_address)
-    return cluster_for(ray_address, timeout_s)
+    return cluster_for(ray_address, timeout_s, retry_s)
 
 
 @cache
-def cluster_for(address: str, timeout_s: float) -> RayCluster:
+def cluster_for(address: str, timeout_s: float, retry_s: float = RETRY_S) -> RayCluster:
     """The process-wide RayCluster of a dashboard address: one session, its connections kept open."""
-    return RayCluster(address, timeout_s)
+    return RayCluster(address, timeout_s, retry_s)

@@ -60,7 +60,7 @@ def judge(before: Unanswered, answered: Iterable[str], failed: Mapping[str, str]
     since = {name: before.since.get(name, now) for name in failed}
     lost, warnings = set(), {}
     for name, why in sorted(failed.items()):
-        silent = (now - since[name]).total_seconds()
+        silent = round((now - since[name]).total_seconds())
         if silent >= lost_after_s:
             lost.add(name)
             warnings[name] = (f"cluster {name} has not answered for {format_duration(silent)}: lost, its jobs are "

@@ -5,6 +5,7 @@ that do not answer (core/clusters.py says what becomes of their jobs)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -84,9 +85,12 @@ def cluster_name(group: GroupConfig, job: ActiveJob | Any) -> str:
     return group.cluster(job.cluster).name
 
 
-def read_clusters(group: GroupConfig, active: list[ActiveJob], timeout_s: float) -> Clusters:
+def read_clusters(group: GroupConfig, active: list[ActiveJob], timeout_s: float,
+                  silent: Iterable[str] = ()) -> Clusters:
     """Every cluster of the group read at once. A group of one cluster raises what its cluster
-    raised; a cluster of a larger group that does not answer is a `failed` reading."""
+    raised; a cluster of a larger group that does not answer is a `failed` reading. One that did not
+    answer at the last tick either (`silent`) is tried once, not retried: a tick does not wait on it."""
+    silent = set(silent)
     by_cluster: dict[str, list[ActiveJob]] = {c.name: [] for c in group.clusters}
     for job in active:
         by_cluster.setdefault(cluster_name(group, job), []).append(job)
@@ -94,7 +98,7 @@ def read_clusters(group: GroupConfig, active: list[ActiveJob], timeout_s: float)
 
     def read(spec: ClusterSpec) -> Reading:
         try:
-            return _read(group, spec, by_cluster.get(spec.name, []), timeout_s)
+            return _read(group, spec, by_cluster.get(spec.name, []), timeout_s, spec.name in silent)
         except (ClusterNotReady, Unavailable, JobError, OSError) as exc:
             if alone:
                 raise
@@ -108,8 +112,8 @@ def read_clusters(group: GroupConfig, active: list[ActiveJob], timeout_s: float)
     return Clusters({reading.spec.name: reading for reading in readings})
 
 
-def _read(group: GroupConfig, spec: ClusterSpec, active: list[ActiveJob], timeout_s: float) -> Reading:
-    ray = cluster_of(spec.address, timeout_s)
+def _read(group: GroupConfig, spec: ClusterSpec, active: list[ActiveJob], timeout_s: float, silent: bool) -> Reading:
+    ray = cluster_of(spec.address, timeout_s, 0.0) if silent else cluster_of(spec.address, timeout_s)
     alive = [replace(node, labels={**node.labels, CLUSTER_LABEL: spec.name}) for node in ray.alive_nodes()]
     head = next((node for node in alive if node.is_head), None)
     # A cluster being removed takes no new job: its nodes are not the plan's.
@@ -156,7 +160,7 @@ def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], stat
     lost: dict[int, str] = {}
     for name in verdict.lost:
         jobs = [job for job in active if cluster_name(group, job) == name]
-        message = (f"its cluster {name} did not answer for {format_duration(group.cluster_lost_after_s)}: "
+        message = (f"its cluster {name} did not answer for {format_duration(round(group.cluster_lost_after_s))}: "
                    "requeued for the group's other clusters")
         lost.update({job.id: message for job in jobs})
         after = with_requeued(after, name, [job.submission_id for job in jobs if job.submission_id])

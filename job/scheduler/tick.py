@@ -17,7 +17,7 @@ import psycopg
 from job import log
 from job.core import collection
 from job.core.arrays import throttle
-from job.core.clusters import capped
+from job.core.clusters import UNANSWERED, Unanswered, capped
 from job.core.dependents import Dependents, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, RunTimes, estimate
@@ -199,8 +199,10 @@ class _GroupTick:
         active, malformed = usable(tick_jobs.active_jobs(self.conn, self.name))
         for job_id, problem in malformed.items():
             log.warning("job_invalid", group=self.name, job=job_id, message=problem, state="active")
+        state = groups.group_state(self.conn, self.name)
         # Each active job looked up by its own submission id, in its own cluster: never Ray's whole history.
-        clusters = self.steps.ray(read_clusters, self.group, active, self.config.ray_timeout_s)
+        silent = Unanswered.of(state.get(UNANSWERED, {})).since
+        clusters = self.steps.ray(read_clusters, self.group, active, self.config.ray_timeout_s, silent)
         nodes, ray_jobs = clusters.nodes(), clusters.jobs()
         running = running_of(active, ray_jobs)
         use = observe(running, clusters.work() if running else ClusterWork(), nodes)
@@ -215,7 +217,6 @@ class _GroupTick:
             for resource, amount in node.resources.items():
                 totals[resource] += to_units(amount)
         self.result.nodes = [{"id": node.id, "resources": node.resources, "free": node.free} for node in nodes]
-        state = groups.group_state(self.conn, self.name)
         self.steps.done("observe")
         return Seen(clusters, nodes, active, ray_jobs, now, dict(totals), types, use, records, state)
 

@@ -31,7 +31,7 @@ class Recording(FakeRay):
 def test_the_throttle_holds_back_the_rest_and_lets_one_in_as_one_ends(conn, database_url, monkeypatch):
     add_group(conn, "http://ray.invalid:8265")
     ray = Recording()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     kept = PendingRows()
 
     def run() -> dict[int, dict]:

@@ -66,7 +66,7 @@ def named(lines, name):
 def test_the_loop_rides_out_a_killed_postmaster_and_schedules_after_it(private_pg, lines, monkeypatch):
     url, server = private_pg
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     first = api.submit(user="alice", group="main", entrypoint="true", database_url=url)
     later, times = [], {}
 
@@ -131,7 +131,7 @@ def test_a_tick_whose_connection_is_cut_after_its_intents_writes_nothing_more_an
     conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
     job_id = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     taken = ray.submit
 
     def submit_and_cut(**request):
@@ -170,7 +170,7 @@ def test_the_loop_keeps_the_pending_rows_between_its_ticks(conn, database_url, m
     conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', '[{\"name\": \"c\", \"address\": \"http://ray:8265\"}]')")
     first = api.submit(user="alice", group="main", entrypoint="true", database_url=database_url)
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     later = []
 
     def submit_meanwhile():

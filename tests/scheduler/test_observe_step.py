@@ -44,7 +44,7 @@ def work(actors: int, truncated: tuple[str, ...] = ()) -> ClusterWork:
 
 
 def run(database_url, monkeypatch, ray: FakeRay):
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
     return result

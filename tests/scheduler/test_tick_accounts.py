@@ -29,7 +29,7 @@ def setup(conn, capsys, **account_options) -> None:
 
 
 def tick_once(database_url, monkeypatch) -> dict[int, dict]:
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: FakeRay())
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: FakeRay())
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
 

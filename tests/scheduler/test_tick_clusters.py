@@ -39,7 +39,7 @@ def two(conn):
 
 
 def tick_once(database_url, monkeypatch, rays):
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: rays[address])
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: rays[address])
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
     assert result.status == "ticked", result.cause
     return result

@@ -18,7 +18,7 @@ from job.store import tick_jobs
 
 
 def tick_once(database_url, monkeypatch, ray: FakeRay, group: str = "main"):
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), group)
     assert result.status == "ticked", result.cause
     return result

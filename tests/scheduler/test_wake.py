@@ -59,7 +59,7 @@ def group(conn):
 
 def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, database_url, group, monkeypatch, capsys):
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     finished_lines = []
     original = log.event
     monkeypatch.setattr(log, "event", lambda name, **fields: (finished_lines.append(fields) if name == "loop_finished"
@@ -91,7 +91,7 @@ def test_the_loop_places_a_submit_and_records_an_end_in_ray_at_once(conn, databa
     shown = run_cli(capsys, "show", str(seen["job"])).out
     assert re.search(r"after submit:\s+placed \+\d+\.\d\ds, in Ray \+\d+\.\d\ds\n", shown), shown
     listed = run_cli(capsys, "jobs").out.splitlines()
-    assert listed[0].split()[11:13] == ["PLACED", "IN_RAY"] and re.search(r" \+\d+\.\d\ds +\+\d+\.\d\ds ", listed[1]), listed
+    assert listed[0].split()[12:14] == ["PLACED", "IN_RAY"] and re.search(r" \+\d+\.\d\ds +\+\d+\.\d\ds ", listed[1]), listed
     history = run_cli(capsys, "events", str(seen["job"])).out
     assert re.search(r"\+\d+\.\d\ds\s+placed", history), history
 
@@ -110,7 +110,7 @@ def _notified(listener, sender) -> list[str]:
 def test_the_triggers_notify_submits_cancels_and_changes_of_groups_and_users_not_the_tick(
         conn, database_url, group, monkeypatch):
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     with psycopg.connect(database_url, autocommit=True) as listener:
         listener.execute(f"LISTEN {CHANNEL}")
         assert _notified(listener, conn) == []
@@ -174,7 +174,7 @@ def test_the_loop_wakes_when_a_not_before_passes_and_when_a_max_runtime_ends(con
     """No event announces either instant: the tick tells the loop when the next is due, and the
     loop wakes then, not at its timer (a minute here)."""
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     seen: dict = {}
 
     def row(job_id):

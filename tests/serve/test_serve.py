@@ -66,7 +66,7 @@ def demo(conn, database_url, monkeypatch):
     ids = [api.submit(user=user, group="cpu", entrypoint="true", resources={"CPU": cpus}, database_url=database_url)
            for user, cpus in [("alice", 2), ("alice", 2), ("alice", 2), ("bob", 2), ("bob", 2), ("bob", 4)]]
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     results = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "cpu")
     assert [r.status for r in results] == ["ticked"]
     return ids

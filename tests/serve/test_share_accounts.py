@@ -33,7 +33,7 @@ def teams(conn, database_url, capsys, monkeypatch):
     for user in ("a1", "a2", "b", "r"):
         for _ in range(3):
             api.submit(user=user, group="cpu", entrypoint="true", resources={"CPU": 2}, database_url=database_url)
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: FakeRay())
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: FakeRay())
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "cpu")
     assert result.status == "ticked", result.cause
 

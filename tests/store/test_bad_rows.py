@@ -109,7 +109,7 @@ def _fill(url: str, name: str, monkeypatch) -> tuple[str, dict[str, list[int]]]:
                              "started_at = now(), observed = %s WHERE id = %s",
                              (state, submission, Jsonb(OBSERVED), job_id))
                 ray.known[submission] = running(submission, "node-a")
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     return url, ids
 
 

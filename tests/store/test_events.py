@@ -155,7 +155,7 @@ def test_a_victim_chosen_stopped_and_back_in_the_queue(queue, database_url):
 def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, database_url, monkeypatch, capsys):
     jobs = [submit(database_url, "alice", 3), submit(database_url, "alice", 3), submit(database_url, "bob", 3)]
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
     assert result.status == "ticked" and result.placed == 2
     [row] = queue.execute("SELECT * FROM ticks").fetchall()

@@ -395,7 +395,7 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
 
     ray = FakeRay(fake_ray.finished("live-done", "node-a"), fake_ray.running("live-overtime", "node-b", minutes=10),
                   fake_ray.running("live-running", "node-a", minutes=10))
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     config = TickConfig(database_url=history_db, submit_concurrency=4, ray_timeout_s=5.0)
     with recording(monkeypatch) as sent:
         [result] = tick.run_tick(config, "main")

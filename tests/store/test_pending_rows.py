@@ -131,7 +131,7 @@ def test_a_group_whose_tick_failed_is_read_whole_at_its_next_tick(queue, databas
     add(queue, 3)
     kept = PendingRows()
     config = TickConfig(database_url=database_url, submit_concurrency=1, ray_timeout_s=1.0)
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: _NoRay())
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: _NoRay())
     group = tick.groups.get_group(queue, GROUP)
     with connect(database_url) as reader:
         kept.read(reader, GROUP)
@@ -167,7 +167,7 @@ def test_a_reason_written_behind_the_loops_back_is_written_again(queue, database
     ids = add(queue, 4)
     kept = PendingRows()
     config = TickConfig(database_url=database_url, submit_concurrency=1, ray_timeout_s=1.0)
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: _NoRay())
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: _NoRay())
     group = tick.groups.get_group(queue, GROUP)
     assert tick.tick_group(config, group, "inst", pending=kept).reasons_written == 4
     # Each on a job of its own: from the second on, one whose row was last found up to date.

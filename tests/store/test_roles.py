@@ -330,7 +330,7 @@ def test_the_scheduler_runs_a_tick_as_itself(db, monkeypatch):
     assert api.cancel([running], database_url=db.url(BOB)) == {running: (states.RUNNING, states.RUNNING)}
 
     ray = FakeRay(fake_ray.finished("done", "node-a"), fake_ray.running("running", "node-b"))
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     [result] = tick.run_tick(TickConfig(database_url=db.url(SCHEDULER), submit_concurrency=2, ray_timeout_s=5.0))
     assert result.status == "ticked", result.cause
     state = {job_id: row(db, job_id)["state"] for job_id in (done, lost, running, old, refused, *placed)}

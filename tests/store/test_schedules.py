@@ -168,7 +168,7 @@ def test_a_schedule_written_past_the_cli_fails_itself_not_the_group(group, conn,
 def test_a_tick_plans_the_job_of_the_slot_it_took_and_wakes_for_the_next(group, conn, capsys, database_url,
                                                                          monkeypatch):
     ray = FakeRay()
-    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s: ray)
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
     now = datetime.now(UTC)
     add_schedule(capsys, conn, "often", "--every", "1h", created=now - timedelta(hours=1, seconds=1))
     [result] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
