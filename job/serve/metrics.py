@@ -95,6 +95,10 @@ def _groups(report: Report) -> Iterator[Metric]:
                              "When the group's last successful tick ended (Unix time)", labels=["group"])
     step = GaugeMetricFamily("job_last_tick_step_seconds", "Each step of the group's last successful tick",
                              labels=["group", "step"])
+    drivers = GaugeMetricFamily("job_cluster_active_jobs", "Jobs of the group submitted to or running in each of its "
+                                "Ray clusters: the drivers its head holds", labels=["group", "cluster"])
+    for (group_name, cluster), count in sorted(report.drivers.items()):
+        drivers.add_metric([group_name, cluster], count)
     for group in report.groups:
         name = group["name"]
         for resource, units in sorted(group["totals"].items()):
@@ -106,7 +110,7 @@ def _groups(report: Report) -> Iterator[Metric]:
             last.add_metric([name], group["ticked_at"].timestamp())
             for step_name, seconds in group["tick_steps"].items():
                 step.add_metric([name, step_name], seconds)
-    yield from (total, held, last, step)
+    yield from (total, held, last, step, drivers)
 
 
 def _ticks(report: Report) -> Iterator[Metric]:

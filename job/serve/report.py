@@ -3,7 +3,7 @@ reads (job/store/reports.py), then the pure fair-share figures (job/core/share.p
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from job.core import states
@@ -26,6 +26,8 @@ class Report:
     queue: list[dict] = field(default_factory=list)
     # Group name -> the accounts above its users, in the tree's order (none without accounts).
     accounts: dict[str, list[AccountShare]] = field(default_factory=dict)
+    # (group, cluster) -> its active jobs: the drivers each cluster's head holds.
+    drivers: Counter = field(default_factory=Counter)
 
 
 def read_report(conn: DictConnection, group: str | None = None, *, totals: bool = False,
@@ -61,4 +63,5 @@ def read_report(conn: DictConnection, group: str | None = None, *, totals: bool 
             teams[row["name"]] = account_shares(row, by_group[row["name"]], tree, row["totals"])
     return Report(chosen, by_group, counts,
                   reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
-                  reports.queue_head(conn, queue) if queue else [], teams)
+                  reports.queue_head(conn, queue) if queue else [], teams,
+                  Counter((row["group_name"], row["cluster"]) for row in active))

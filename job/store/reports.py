@@ -65,12 +65,15 @@ def active_jobs(conn: DictConnection, group: str | None = None) -> list[dict]:
     A running job holds what it is charged, the larger of declared and observed per resource
     (`observed`, the tick's record); the others their request."""
     return conn.execute(
-        """SELECT group_name, user_name,
-                  CASE WHEN state = %(running)s AND observed IS NOT NULL THEN observed->'charged' ELSE resources END
+        """SELECT j.group_name, j.user_name,
+                  CASE WHEN j.state = %(running)s AND j.observed IS NOT NULL THEN j.observed->'charged' ELSE j.resources END
                   AS resources,
                   -- The charged use already counts the bundles (the larger of declared and used).
-                  CASE WHEN state = %(running)s AND observed IS NOT NULL THEN NULL ELSE bundles END AS bundles
-           FROM jobs WHERE state = ANY(%(active)s) AND (%(group)s::text IS NULL OR group_name = %(group)s)""",
+                  CASE WHEN j.state = %(running)s AND j.observed IS NOT NULL THEN NULL ELSE j.bundles END AS bundles,
+                  -- A job placed before groups had several clusters is in its group's first.
+                  coalesce(j.cluster, g.clusters -> 0 ->> 'name') AS cluster
+           FROM jobs j JOIN resource_groups g ON g.name = j.group_name
+           WHERE j.state = ANY(%(active)s) AND (%(group)s::text IS NULL OR j.group_name = %(group)s)""",
         {"active": list(states.ACTIVE), "running": states.RUNNING, "group": group},
     ).fetchall()
 

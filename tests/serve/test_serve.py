@@ -147,6 +147,8 @@ def test_metrics_as_prometheus_reads_them(served, demo):
     assert value(found, "job_submitted_total", group="cpu") == 6
     assert value(found, "job_group_resource_total", group="cpu", resource="CPU") == 8
     assert value(found, "job_group_resource_held", group="cpu", resource="CPU") == 8
+    # Its one cluster, named `c`, holds the four drivers placed.
+    assert value(found, "job_cluster_active_jobs", group="cpu", cluster="c") == 4
     assert time.time() - value(found, "job_last_successful_tick_timestamp_seconds", group="cpu") < 120
     assert {labels for name, labels in found if name == "job_tick_step_seconds_total"} == {
         (("group", "cpu"), ("step", step)) for step in ("observe", "reconcile", "schedules", "plan", "commit", "submit")}
