@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from job.core.units import format_duration, parse_time
 
@@ -21,6 +22,8 @@ from job.core.units import format_duration, parse_time
 CLUSTER_LABEL = "ray.io/cluster"
 # The group state's document (group_state) of the clusters that did not answer.
 UNANSWERED = "clusters"
+# A job's id: the tick's int, or the planner's string.
+Job = TypeVar("Job", int, str)
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,13 @@ def default_cap(head_memory_bytes: float | None, per_driver_bytes: int) -> int |
     return None if not head_memory_bytes else max(int(head_memory_bytes // per_driver_bytes), 1)
 
 
-def capped(placements: list[tuple[str, str]], cluster_of_node: Mapping[str, str], caps: Mapping[str, int],
-           left: Mapping[str, int]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def capped(placements: list[tuple[Job, str]], cluster_of_node: Mapping[str, str], caps: Mapping[str, int],
+           left: Mapping[str, int]) -> tuple[list[tuple[Job, str]], dict[Job, str]]:
     """The placements (job, node) in plan order that their clusters' driver caps let through (`left`:
     how many more each may take), and for each held back, the message of its wait (DriverLimit)."""
     room = dict(left)
-    kept, held = [], {}
+    kept: list[tuple[Job, str]] = []
+    held: dict[Job, str] = {}
     for job, node in placements:
         cluster = cluster_of_node.get(node)
         if cluster is None or cluster not in room:
