@@ -66,7 +66,7 @@ def test_one_queue_over_two_clusters(ray, conn, west):
     assert {rows[gang]["node"], *rows[gang]["bundle_nodes"]} <= east_nodes
 
     # East busy for a while; X has room only in west, where it runs when west is killed.
-    busy = [submit(user="alice", group="main", entrypoint="sleep 15", resources={"CPU": 2}, node_labels={"pool": pool})
+    busy = [submit(user="alice", group="main", entrypoint="sleep 10", resources={"CPU": 2}, node_labels={"pool": pool})
             for pool in ("a", "b")]
     x = submit(user="bob", group="main", entrypoint=FIRST_LONG, resources={"CPU": 2})
     rows = ticked_until(conn, lambda rows: rows[x]["state"] == "RUNNING" and rows[busy[0]]["state"] == "RUNNING")
