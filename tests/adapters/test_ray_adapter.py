@@ -101,8 +101,12 @@ def test_unknown_job(cluster):
 
 @needs_ray
 def test_stop_a_running_job(cluster, ray_cluster):
+    before = cluster.supervisors()
     assert submit(cluster, "sleeper", ray_cluster.a_id, entrypoint="echo started; sleep 60")
     wait_for(cluster, "sleeper", ("RUNNING",))
+    # Its job supervisor is what the loop's wait polls for a job's start or end (scheduler/wake.py).
+    running = cluster.supervisors()
+    assert len(running - before) == 1 and before <= running, (before, running)
     assert cluster.stop(sid("sleeper")) is True
     job = wait_for(cluster, "sleeper", ("STOPPED", "SUCCEEDED", "FAILED"), timeout=30)
     assert job.status == "STOPPED" and job.end_time is not None
@@ -112,6 +116,10 @@ def test_stop_a_running_job(cluster, ray_cluster):
         assert time.monotonic() < deadline, "a stopped job still answers stop with True"
         time.sleep(0.5)
     assert cluster.job(sid("sleeper")).status == "STOPPED"
+    deadline = time.monotonic() + 30
+    while (left := cluster.supervisors()) & (running - before):
+        assert time.monotonic() < deadline, f"the stopped job's supervisor is still listed alive: {left}"
+        time.sleep(0.5)
 
 
 @needs_ray
