@@ -28,6 +28,8 @@ class FakeRay:
     def __init__(self, *known: RayJob, nodes: tuple[str, ...] = ("node-a", "node-b")) -> None:
         self.known = {job.submission_id: job for job in known}
         self.submitted: list[str] = []
+        # What each submission asked besides its entrypoint: node_id, resources, runtime_env, metadata.
+        self.requests: dict[str, dict[str, Any]] = {}
         self.stopped: list[str] = []
         self.node_names = nodes
         # A head node of this `memory` (Ray's resource), if set: its cluster's default driver cap.
@@ -35,6 +37,9 @@ class FakeRay:
 
     def nodes(self, *_: Any, **__: Any) -> list[RayNode]:
         return [RayNode(id=name, resources={"CPU": 4.0}, labels={}, is_head=False) for name in self.node_names]
+
+    def head_node_id(self) -> str:
+        return f"head-{self.node_names[0] if self.node_names else 'none'}"
 
     def alive_nodes(self) -> list[RayNode]:
         head = ([RayNode(id=f"head-{self.node_names[0]}", resources={"memory": self.head_memory}, labels={}, is_head=True)]
@@ -54,10 +59,11 @@ class FakeRay:
     def job(self, submission_id: str) -> RayJob | None:
         return self.known.get(submission_id)
 
-    def submit(self, *, submission_id: str, entrypoint: str, **_: Any) -> None:
+    def submit(self, *, submission_id: str, entrypoint: str, **fields: Any) -> None:
         if entrypoint == REFUSED:
             raise RaySubmitRefused("the fake Ray refuses this one")
         self.submitted.append(submission_id)
+        self.requests[submission_id] = fields
         self.known[submission_id] = RayJob(submission_id, states.RAY_PENDING, None, None, None, None, None)
 
     def stop(self, submission_id: str) -> bool:

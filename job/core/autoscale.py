@@ -26,6 +26,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 
+from job.core.clusters import CLUSTER_LABEL
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import Pending, Running, account_path, limits_of
 from job.core.resources import Resources, accumulate, describe, fits, footprint_of, to_units
@@ -254,13 +255,18 @@ class _Limits:
                    and (cap is None or need.within(cap, self.used.get(key, {}))) for key, most, cap in limits)
 
 
-def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str]) -> list[dict]:
+def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: Mapping[str, str],
+           cluster: str | None = None) -> list[dict]:
     """The bundles to request of Ray's autoscaler, by shape: `[{"resources", "label_selector",
     "count"}]`, sorted. Empty when no job waits for resources alone. Otherwise the requests of the
     running and just placed jobs, then those of the jobs waiting for `Resources` or `ScalingUp`,
     in plan order, except the jobs a start time or their user's limits would still hold back (the
     jobs before them in this order counted as running), and those the cluster could not hold even
-    at its largest (the nodes of the group and the node types up to their max)."""
+    at its largest (the nodes of the group and the node types up to their max).
+
+    `cluster`, in a group over several: that cluster's part, the requests on its nodes and on its
+    node types (CLUSTER_LABEL): a waiting job is asked of the cluster whose room, or node type, the
+    demand found for it first."""
     waiting = [record["job"] for record in plan.waiting if record["reason"] in WAITS_FOR_RESOURCES]
     if not waiting:
         return []
@@ -270,6 +276,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     limits = _Limits(snapshot, plan, pending, request)
     counts: dict[tuple, int] = {}
     group_selector = tuple(sorted(group_labels.items()))
+    cluster_of = {node.id: node.labels.get(CLUSTER_LABEL) for node in snapshot.nodes}
 
     def count(need: Resources, selector: tuple) -> None:
         counts[(need, selector)] = counts.get((need, selector), 0) + 1
@@ -281,7 +288,8 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             free = bins.by_id.get(node)
             if free is not None:
                 accumulate(free, need, -1)
-            count(need, selector)
+            if cluster is None or cluster_of.get(node) == cluster:
+                count(need, selector)
 
     for job in snapshot.running:
         hold(job, [job.node, *(job.bundle_nodes or ())], group_selector)
@@ -304,11 +312,13 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             full.add((need, selector))
             continue
         limits.add(job.user, need)
+        here = cluster is None
         for position, (part, index) in enumerate(zip(parts, where, strict=False)):
-            if part:
+            if part and (cluster is None or bins.nodes[index][0].get(CLUSTER_LABEL) == cluster):
                 new = apart and position and index >= len(snapshot.nodes)
                 count(part, _elsewhere(selector, snapshot) if new else selector)
-        asked += 1
+                here = True
+        asked += here
     if not asked:
         return []
     return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from job.core import dependencies, group_defaults
+from job.core.clusters import CLUSTER_LABEL
 from job.core.errors import BadInput, key_named, quoted
 from job.core.job import INT32_MAX, SUBMITTED, JobField
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
@@ -515,13 +516,21 @@ class GroupSpec(_Spec):
     def _node_types(cls, value: Any, info: ValidationInfo) -> list[dict[str, Any]]:
         types = [node_type.model_dump() for node_type in parse_node_types(value)]
         clusters = info.data.get("clusters")
-        kuberay = clusters is not None and any(c.address.startswith("raycluster://") for c in clusters)
-        if kuberay and types:
+        if clusters is None:
+            return types
+        kuberay = [c.address.startswith("raycluster://") for c in clusters]
+        if any(kuberay) and types:
             raise ValueError("a raycluster:// group's node types are read from its RayCluster's workerGroupSpecs")
-        if info.data.get("autoscale") and clusters is not None and len(clusters) > 1:
-            raise ValueError("a group over several clusters does not autoscale yet: give it one cluster")
-        if info.data.get("autoscale") and clusters is not None and not kuberay and not types:
+        if info.data.get("autoscale") and len(set(kuberay)) > 1:
+            raise ValueError("a group that autoscales has raycluster:// clusters only, or http:// clusters only")
+        if info.data.get("autoscale") and not any(kuberay) and not types:
             raise ValueError("an http:// group that autoscales needs its node types (--node-type), what its cluster can add")
+        names = [c.name for c in clusters]
+        if len(names) > 1:
+            for node_type in types:
+                if node_type["labels"].get(CLUSTER_LABEL) not in names:
+                    raise ValueError(f"node type {node_type['name']!r}: name its cluster, one of {', '.join(names)}, "
+                                     f"with @{CLUSTER_LABEL}=NAME")
         return types
 
     @field_validator("resource_priority")

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from job import log
 from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import autoscale, specs
+from job.core.clusters import CLUSTER_LABEL
 from job.core.errors import BadInput, Unavailable
 from job.core.group import GroupConfig
 from job.core.planner import Plan, Snapshot
@@ -51,13 +52,19 @@ _ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 def group_node_types(group: GroupConfig) -> list[NodeType]:
-    """The node types of an autoscaling group: its RayCluster's worker groups, or its own option."""
-    address = group.clusters[0].address  # a group that autoscales has one cluster
-    if address.startswith("raycluster://"):
-        from job.adapters.kuberay import node_types
+    """The node types of an autoscaling group: its RayClusters' worker groups, or its own option.
+    In a group over several clusters each type carries its cluster's label (CLUSTER_LABEL): read
+    from a RayCluster, it is given it; given with `--node-type`, it names it (specs.py checks)."""
+    found: list[NodeType] = []
+    for cluster in group.clusters:
+        if cluster.address.startswith("raycluster://"):
+            from job.adapters.kuberay import node_types
 
-        found = node_types(address)
-    else:
+            read = node_types(cluster.address)
+            if len(group.clusters) > 1:
+                read = [t.model_copy(update={"labels": {**t.labels, CLUSTER_LABEL: cluster.name}}) for t in read]
+            found += read
+    if not found:
         try:
             found = specs.parse_node_types(group.node_types)
         except ValueError as exc:
@@ -66,21 +73,28 @@ def group_node_types(group: GroupConfig) -> list[NodeType]:
     return autoscale.of_group(found, group.node_labels)
 
 
-def plan_demand(snapshot: Snapshot, decided: Plan, group: GroupConfig, types: list[NodeType]) -> list[dict]:
-    """Marks the jobs that wait for the cluster to grow (`ScalingUp`) and returns the demand."""
+def plan_demand(snapshot: Snapshot, decided: Plan, group: GroupConfig, types: list[NodeType]) -> dict[str, list[dict]]:
+    """Marks the jobs that wait for the cluster to grow (`ScalingUp`) and returns the demand of
+    each cluster, by name."""
     autoscale.scale_up(snapshot, decided, types, group.node_labels)
-    return autoscale.demand(snapshot, decided, types, group.node_labels)
+    if len(group.clusters) == 1:
+        return {group.clusters[0].name: autoscale.demand(snapshot, decided, types, group.node_labels)}
+    return {c.name: autoscale.demand(snapshot, decided, types, group.node_labels, c.name)
+            for c in group.clusters if not c.removing}
 
 
 def send_demand(conn: DictConnection, cluster: RayCluster, group: GroupConfig, installation: str, state: dict,
-                bundles: list[dict], now: datetime, result: GroupResult, steps: Steps) -> None:
+                bundles: list[dict], now: datetime, result: GroupResult, steps: Steps, part: str | None = None) -> None:
     """Settles the demand job in flight, if any, then sends the demand if it changed since the
-    last one Ray took. Writes the group's autoscale state in its own transaction."""
-    name = group.name
-    before = state.get(STATE) or {}
+    last one Ray took. Writes the group's autoscale state in its own transaction. `part`: the
+    cluster's name, in a group over several (each has its own demand, state and demand jobs)."""
+    name = group.name if part is None else f"{group.name}-{part}"
+    key = STATE if part is None else f"{STATE}.{part}"
+    before = state.get(key) or {}
     document = dict(before)
     digest = autoscale.digest(bundles)
-    result.demand = autoscale.describe_demand(bundles)
+    described = autoscale.describe_demand(bundles)
+    result.demand = described if part is None else "; ".join(filter(None, (result.demand, f"{part}: {described}")))
     document["ended"] = steps.ray(_forget, cluster, document.get("ended", []), now)
     sending = document.get("sending")
     if sending is not None:
@@ -90,12 +104,12 @@ def send_demand(conn: DictConnection, cluster: RayCluster, group: GroupConfig, i
         document["sends"] = document.get("sends", 0) + 1
         submission_id = f"autoscale-{installation}-{name}-{document['sends']}"
         document["sending"] = {"submission_id": submission_id, "digest": digest, "at": now.isoformat()}
-        groups.save_group_state(conn, name, {STATE: document})
+        groups.save_group_state(conn, group.name, {key: document})
         conn.commit()
         document["sending"] = steps.ray(_submit, cluster, name, document["sending"], bundles)
         result.demand_sent = document["sending"] is not None
     if document != before:
-        groups.save_group_state(conn, name, {STATE: document})
+        groups.save_group_state(conn, group.name, {key: document})
         conn.commit()
 
 

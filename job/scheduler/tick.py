@@ -140,8 +140,8 @@ class PlanStep:
     # placement's figures by job id.
     estimates: dict = field(default_factory=dict)
     figures: dict[int, dict] = field(default_factory=dict)
-    # The autoscaler's demand, for a group that autoscales.
-    demand: list[dict] | None = None
+    # The autoscaler's demand of each cluster, for a group that autoscales.
+    demand: dict[str, list[dict]] | None = None
     # The cluster of each node, by id: each intent's cluster.
     node_clusters: dict[str, str] = field(default_factory=dict)
 
@@ -179,10 +179,13 @@ class _GroupTick:
         intents, victims = self.commit(step, done, seen.now)
         self.preempt(seen.clusters, victims, step.pending, seen.now)
         self.submit(seen.clusters, intents, done.members)
-        first = seen.clusters.ray(None)
-        if seen.node_types is not None and first is not None:  # a group that autoscales has one cluster
-            send_demand(self.conn, first, self.group, self.installation, step.state, step.demand, seen.now,
-                        self.result, self.steps)
+        if seen.node_types is not None and step.demand is not None:
+            several = len(self.group.clusters) > 1
+            for name, bundles in step.demand.items():
+                ray = seen.clusters.ray(name)
+                if ray is not None:
+                    send_demand(self.conn, ray, self.group, self.installation, step.state, bundles, seen.now,
+                                self.result, self.steps, name if several else None)
             self.steps.done("autoscale")
         self.steps.record(self.result, self.conn.statements)
         # The clusters that hold jobs of ours, for the loop to watch for their ends.

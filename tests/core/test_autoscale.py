@@ -371,3 +371,46 @@ def test_an_account_limit_holds_its_users_jobs_out_of_the_demand():
     reasons, bundles = waiting(teamed(gpu, {"max_resources": {"GPU": 0}}), [GPU])
     # Each waits for a GPU node; only b's is asked for.
     assert {reason for reason, _ in reasons.values()} == {"ScalingUp"} and sum(b["count"] for b in bundles) == 1
+
+
+# Two clusters: east has a full node and may add CPU nodes; west has none yet and may add GPU nodes.
+EAST_CPU = NodeType(name="east-cpu", resources={"CPU": 4}, labels={"ray.io/cluster": "east"}, max=2)
+WEST_GPU = NodeType(name="west-gpu", resources={"CPU": 8, "GPU": 1}, labels={"ray.io/cluster": "west"}, max=2)
+
+
+def test_each_cluster_is_asked_for_what_its_nodes_and_node_types_would_hold():
+    snap = snapshot(nodes=[{"id": "e1", "resources": {"CPU": 2}, "labels": {"ray.io/cluster": "east"}}],
+                    running=[{"id": "r", "user": "bob", "node": "e1", "resources": {"CPU": 2}}],
+                    pending=[{"id": "cpu", "resources": {"CPU": 3}}, {"id": "gpu", "resources": {"CPU": 2, "GPU": 1}}])
+    decided = plan(snap)
+    autoscale.scale_up(snap, decided, [EAST_CPU, WEST_GPU], {})
+    east = autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {}, "east")
+    west = autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {}, "west")
+    # East: the running job, and the CPU job on a new CPU node; west: the GPU job on a new GPU node.
+    assert shapes(east) == {((("CPU", 2.0),), ()): 1, ((("CPU", 3.0),), ()): 1}
+    assert shapes(west) == {((("CPU", 2.0), ("GPU", 1.0)), ()): 1}
+    # Both at once, as a group of one cluster asks.
+    assert shapes(autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {})) == {**shapes(east), **shapes(west)}
+
+
+def test_a_cluster_no_waiting_job_goes_to_is_asked_for_nothing():
+    snap = snapshot(nodes=[{"id": "e1", "resources": {"CPU": 2}, "labels": {"ray.io/cluster": "east"}}],
+                    running=[{"id": "r", "user": "bob", "node": "e1", "resources": {"CPU": 2}}],
+                    pending=[{"id": "gpu", "resources": {"GPU": 1}}])
+    decided = plan(snap)
+    autoscale.scale_up(snap, decided, [EAST_CPU, WEST_GPU], {})
+    assert autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {}, "east") == []
+    assert shapes(autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {}, "west")) == {((("GPU", 1.0),), ()): 1}
+
+
+@pytest.mark.parametrize(("clusters", "types", "error"), [
+    (["a=http://a:1", "b=http://b:1"], ["x=CPU:4:max=1"], "node type 'x': name its cluster, one of a, b, with @ray.io/cluster=NAME"),
+    (["a=http://a:1", "b=http://b:1"], ["x=CPU:4@ray.io/cluster=c:max=1"], "node type 'x': name its cluster"),
+    (["a=http://a:1", "raycluster://ml/b"], [], "raycluster:// clusters only, or http:// clusters only"),
+])
+def test_a_group_over_several_clusters_that_autoscales_names_each_node_type_s_cluster(clusters, types, error):
+    with pytest.raises(BadInput, match=error.replace("(", r"\(").replace(")", r"\)")):
+        validated(GroupSpec, read_fields({"name": "g", "clusters": clusters, "autoscale": "on", "node_types": types}))
+    spec = validated(GroupSpec, read_fields({"name": "g", "clusters": ["a=http://a:1", "b=http://b:1"], "autoscale": "on",
+                                             "node_types": ["x=CPU:4@ray.io/cluster=b:max=1"]}))
+    assert spec.node_types[0]["labels"] == {"ray.io/cluster": "b"}

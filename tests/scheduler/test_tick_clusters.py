@@ -148,3 +148,23 @@ def test_a_cluster_removed_takes_nothing_and_leaves_once_its_jobs_end(database_u
     tick_once(database_url, monkeypatch, two)
     assert [c.name for c in groups.get_group(conn, "main").clusters] == ["east"]
     assert run_cli(capsys, "group", "set", "main", "--remove-ray-address", "east").status == 2
+
+
+def test_the_autoscaling_demand_goes_to_the_cluster_whose_node_type_fits(database_url, conn, monkeypatch, two):
+    conn.execute("""UPDATE resource_groups SET autoscale = true, node_types = %s""", (Jsonb([
+        {"name": "east-cpu", "resources": {"CPU": 4}, "labels": {"ray.io/cluster": "east", "pool": "cpu"}, "min": 0, "max": 2},
+        {"name": "west-gpu", "resources": {"CPU": 8, "GPU": 1}, "labels": {"ray.io/cluster": "west", "pool": "gpu"}, "min": 0,
+         "max": 2},
+    ]),))
+    gpu = submit(user="alice", group="main", entrypoint="python train.py", resources={"CPU": 2, "GPU": 1})
+    result = tick_once(database_url, monkeypatch, two)
+    assert rows(conn)[gpu]["reason"] == "ScalingUp"
+    assert "west-gpu" in rows(conn)[gpu]["message"]
+    [sent] = two[WEST].submitted
+    assert sent.endswith("-main-west-1") and two[WEST].requests[sent]["node_id"] == "head-w1"
+    assert next(iter(two[WEST].requests[sent]["runtime_env"]["env_vars"].values())) == '[[{"CPU":2,"GPU":1},{},1]]'
+    # East is asked for nothing: its demand, cleared, is its own.
+    [cleared] = two[EAST].submitted
+    assert cleared.endswith("-main-east-1")
+    assert next(iter(two[EAST].requests[cleared]["runtime_env"]["env_vars"].values())) == "[]"
+    assert "west: " in result.demand and "east: " in result.demand
