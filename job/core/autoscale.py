@@ -274,12 +274,9 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     bins = _Bins(snapshot, types)
     request = _Requests(group_labels)
     limits = _Limits(snapshot, plan, pending, request)
-    counts: dict[tuple, int] = {}
+    counts = _Counts(cluster)
     group_selector = tuple(sorted(group_labels.items()))
-    cluster_of = {node.id: node.labels.get(CLUSTER_LABEL) for node in snapshot.nodes}
-
-    def count(need: Resources, selector: tuple) -> None:
-        counts[(need, selector)] = counts.get((need, selector), 0) + 1
+    labels_of = {node.id: node.labels for node in snapshot.nodes}
 
     def hold(job: Running | Pending, nodes: list[str], selector: tuple) -> None:
         for node, need in zip(nodes, request.parts(job), strict=False):
@@ -288,8 +285,7 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             free = bins.by_id.get(node)
             if free is not None:
                 accumulate(free, need, -1)
-            if cluster is None or cluster_of.get(node) == cluster:
-                count(need, selector)
+            counts.add(need, selector, labels_of.get(node, {}))
 
     for job in snapshot.running:
         hold(job, [job.node, *(job.bundle_nodes or ())], group_selector)
@@ -314,16 +310,32 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
         limits.add(job.user, need)
         here = cluster is None
         for position, (part, index) in enumerate(zip(parts, where, strict=False)):
-            if part and (cluster is None or bins.nodes[index][0].get(CLUSTER_LABEL) == cluster):
+            if part:
                 new = apart and position and index >= len(snapshot.nodes)
-                count(part, _elsewhere(selector, snapshot) if new else selector)
-                here = True
+                here |= counts.add(part, _elsewhere(selector, snapshot) if new else selector, bins.nodes[index][0])
         asked += here
-    if not asked:
-        return []
-    return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
-                   for (need, selector), n in counts.items()),
-                  key=lambda item: json.dumps(item, sort_keys=True))
+    return counts.bundles() if asked else []
+
+
+class _Counts:
+    """The demand's requests by shape; in a group over several clusters, those of one cluster only:
+    the parts counted on its nodes or its node types (CLUSTER_LABEL)."""
+
+    def __init__(self, cluster: str | None):
+        self.cluster = cluster
+        self.by_shape: dict[tuple, int] = {}
+
+    def add(self, need: Resources, selector: tuple, labels: Mapping[str, str]) -> bool:
+        """Counts the part taken on a node of these labels; whether it was this cluster's."""
+        if self.cluster is not None and labels.get(CLUSTER_LABEL) != self.cluster:
+            return False
+        self.by_shape[(need, selector)] = self.by_shape.get((need, selector), 0) + 1
+        return True
+
+    def bundles(self) -> list[dict]:
+        return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
+                       for (need, selector), n in self.by_shape.items()),
+                      key=lambda item: json.dumps(item, sort_keys=True))
 
 
 def _elsewhere(selector: tuple[tuple[str, str], ...], snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
