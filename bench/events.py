@@ -45,7 +45,7 @@ class MemoryRay:
     def __init__(self) -> None:
         self.known: dict[str, RayJob] = {}
 
-    def alive_nodes(self) -> list[RayNode]:
+    def alive_nodes(self, labels: dict | None = None) -> list[RayNode]:
         return [RayNode(id=f"node-{i}", resources={"CPU": 8.0}, labels={}, is_head=False) for i in range(NODES)]
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:

@@ -4,6 +4,7 @@ statements a real tick sends, what a database role may do), never for behaviour 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,10 +42,10 @@ class FakeRay:
     def head_node_id(self) -> str:
         return f"head-{self.node_names[0] if self.node_names else 'none'}"
 
-    def alive_nodes(self) -> list[RayNode]:
+    def alive_nodes(self, labels: dict[str, str] | None = None) -> list[RayNode]:
         head = ([RayNode(id=f"head-{self.node_names[0]}", resources={"memory": self.head_memory}, labels={}, is_head=True)]
                 if self.head_memory else [])
-        return [*head, *self.nodes()]
+        return [replace(node, labels={**node.labels, **(labels or {})}) for node in [*head, *self.nodes()]]
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
         return {i: self.known[i] for i in submission_ids if i in self.known}

@@ -165,11 +165,12 @@ class RayCluster:
         """Alive nodes carrying every label of the selector, with their total and free resources."""
         return selected(self.alive_nodes(), label_selector, use_head_node)
 
-    def alive_nodes(self) -> list[RayNode]:
-        """Every alive node, the head's included, with its total and free resources, by id."""
+    def alive_nodes(self, labels: dict[str, str] | None = None) -> list[RayNode]:
+        """Every alive node, the head's included, with its total and free resources, by id; each
+        with `labels` added to its own (a group's cluster name)."""
         params = {"limit": 10000, "detail": "true", "filter_keys": "state", "filter_predicates": "=",
                   "filter_values": "ALIVE"}
-        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params)
+        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params, decoder=_JSON)
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
@@ -182,7 +183,7 @@ class RayCluster:
         for node in listing["result"]:
             resources = _schedulable(node.get("resources_total") or {})
             camel_free = free.get(node["node_id"])
-            found.append(RayNode(id=node["node_id"], resources=resources, labels=dict(node.get("labels") or {}),
+            found.append(RayNode(id=node["node_id"], resources=resources, labels={**(node.get("labels") or {}), **(labels or {})},
                                  is_head=node["is_head_node"],
                                  free=None if camel_free is None else
                                  {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
@@ -203,7 +204,7 @@ class RayCluster:
         """What is free on each node, by node id: the GCS's view of every node's resources, which
         the raylets refresh as work starts and ends (within about a second); one request, a few
         milliseconds. Resource names come camelCased in this answer: see `nodes` for Ray's own."""
-        body = self._call("cluster status", "GET", "/api/cluster_status")
+        body = self._call("cluster status", "GET", "/api/cluster_status", decoder=_JSON)
         report = ((body.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
         return {node_id: {name: total - used for name, (used, total) in resources.items()}
                 for node_id, resources in (report.get("usageByNode") or {}).items()}
@@ -361,7 +362,7 @@ class RayCluster:
                     # Something answers HTTP there, but not a Ray dashboard (msgspec's errors are
                     # ValueErrors too: JSON, but not in the shape of Ray's answer).
                     raise Unavailable(f"ray at {self.shown_address} not usable: {what} did not answer JSON"
-                                      f"{'' if decoder is None else ' in the shape of the state API'}") from None
+                                      f"{'' if decoder in (None, _JSON) else ' in the shape of the state API'}") from None
 
         retrying = Retrying(
             retry=retry_if_exception(_retryable),
@@ -401,6 +402,7 @@ def _schedulable(resources: dict[str, float]) -> dict[str, float]:
             if not name.startswith("node:") and name != "object_store_memory"}
 
 
+@cache
 def _camel(name: str) -> str:
     """A resource name as the dashboard's cluster status writes it (its `to_camel_case`): the
     parts after each '_' title-cased, e.g. `object_store_memory` -> `objectStoreMemory`."""
@@ -501,6 +503,9 @@ class _Answer(TypedDict, Generic[R], total=False):
     data: _Data[R]
 
 
+# Any JSON, as dicts and lists: msgspec reads a thousand nodes' answer in a third of json's time,
+# which a group of ten clusters pays ten times a tick (bench/clusters.py).
+_JSON = msgspec.json.Decoder()
 _LISTS = {"actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
           "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -114,7 +114,7 @@ def read_clusters(group: GroupConfig, active: list[ActiveJob], timeout_s: float,
 
 def _read(group: GroupConfig, spec: ClusterSpec, active: list[ActiveJob], timeout_s: float, silent: bool) -> Reading:
     ray = cluster_of(spec.address, timeout_s, 0.0) if silent else cluster_of(spec.address, timeout_s)
-    alive = [replace(node, labels={**node.labels, CLUSTER_LABEL: spec.name}) for node in ray.alive_nodes()]
+    alive = ray.alive_nodes({CLUSTER_LABEL: spec.name})
     head = next((node for node in alive if node.is_head), None)
     # A cluster being removed takes no new job: its nodes are not the plan's.
     nodes = [] if spec.removing else selected(alive, group.node_labels, group.use_head_node)

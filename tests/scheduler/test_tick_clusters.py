@@ -25,7 +25,7 @@ EAST, WEST = "http://east:8265", "http://west:8265"
 class Down(FakeRay):
     """A cluster that does not answer."""
 
-    def alive_nodes(self):
+    def alive_nodes(self, labels=None):
         raise Unavailable("ray at http://west:8265: connection refused")
 
 

@@ -153,7 +153,7 @@ def test_a_group_whose_tick_failed_is_read_whole_at_its_next_tick(queue, databas
 class _NoRay:
     """A Ray with no node and no job: enough for a tick to reach its plan."""
 
-    def alive_nodes(self):
+    def alive_nodes(self, labels=None):
         return []
 
     def jobs(self, submission_ids):
