@@ -81,6 +81,11 @@ def _read(args: argparse.Namespace) -> dict[str, Any]:
 
 def add(args: argparse.Namespace) -> int:
     own = _read(args)
+    if args.after:
+        # Every slot's job would wait for the same jobs, which end once: all slots but the first
+        # would run at once or never.
+        raise BadInput("--after: a schedule's jobs cannot wait for other jobs (each slot would wait for the same ones); "
+                       "use --concurrency forbid to keep a run from starting before the last one ended")
     from job import api  # pydantic's models, for `schedule add` only
 
     spec = api.job_spec(**submit_options(args))

@@ -32,6 +32,7 @@ def group(conn):
     (("--every", "1m", "--starting-deadline=-5s"), "error: --starting-deadline: "),
     (("--every", "1m", "--cpus=-1"), "error: resources: CPU: must be finite and not negative"),
     (("--every", "1m", "--class", "nope"), "error: priority_class: 'nope' is not a class of group 'main'"),
+    (("--every", "1m", "--after", "1"), "error: --after: a schedule's jobs cannot wait for other jobs"),
 ])
 def test_refusals_name_the_option_and_write_nothing(group, conn, capsys, options, refusal):
     before = database_contents(conn)
