@@ -131,11 +131,24 @@ def changes(before: Mapping[int, Stored], after: Mapping[str, Stored]) -> dict[i
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A pending job its dependencies hold out of the plan: the jobs it still waits for, by id,
+    and what its own run time is read from."""
+
+    waits_for: list[str]
+    user: str
+    resources: Mapping[str, Any]
+    max_runtime_s: float | None
+    bundles: list[Mapping[str, Any]] | None = None
+
+
 def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
-             first: int = FIRST, every_s: float = 5.0) -> dict[int, Stored]:
+             first: int = FIRST, every_s: float = 5.0, held: Mapping[str, Held] | None = None) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
     (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read:
-    only those with a stored estimate count (the tick gives those alone)."""
+    only those with a stored estimate count (the tick gives those alone). A job `held` by its
+    dependencies starts no sooner than the expected end of each job it waits for (`after_ends`)."""
     known = RunTimes(recent)
     now = snapshot.now
     running, ends = {}, {}
@@ -152,4 +165,36 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
                          carried=first, order=decided, carried_jobs=head_jobs)
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
               if row.queue_position is not None or row.estimate_basis is not None}
-    return changes(before, explain(estimates, running, runs, len(decided.placements)))
+    stored = explain(estimates, running, runs, len(decided.placements))
+    if held:
+        for estimate in estimates:
+            run = runs.get(estimate.job)
+            ends[estimate.job] = (None if estimate.start is None or run is None or run.seconds is None
+                                  else estimate.start + timedelta(seconds=run.seconds))
+        stored.update(after_ends(held, ends, known))
+    return changes(before, stored)
+
+
+def after_ends(held: Mapping[str, Held], ends: Mapping[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
+    """The estimate of each job held by its dependencies: the latest expected end of the jobs it
+    waits for (`ends`: of the active jobs and those the forecast estimates, and of the held ones as
+    they are estimated here, a chain in its order), with no place in line. None is given where one
+    of those ends is not known (a job further back than the forecast, in another group, of unknown
+    run time, or an array)."""
+    ends = dict(ends)
+    stored: dict[str, Stored] = {}
+    left = dict(held)
+    while left:
+        ready = [job for job, wait in left.items() if not any(other in left for other in wait.waits_for)]
+        if not ready:
+            break  # a cycle, which submit refuses: none of these is estimated
+        for job in ready:
+            wait = left.pop(job)
+            found = [ends.get(other) for other in wait.waits_for]
+            if not found or any(end is None for end in found):
+                continue
+            start = max(end for end in found if end is not None)
+            run = known.of(wait.user, wait.resources, wait.max_runtime_s, wait.bundles)
+            ends[job] = None if run.seconds is None else start + timedelta(seconds=run.seconds)
+            stored[job] = Stored(None, start, "after the expected end of job " + ", ".join(wait.waits_for))
+    return stored

@@ -18,7 +18,7 @@ from job import log
 from job.core import collection
 from job.core.arrays import throttle
 from job.core.clusters import UNANSWERED, Unanswered, capped
-from job.core.dependents import Dependents, named, split, waited_for
+from job.core.dependents import Dependents, held_of, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, RunTimes, estimate
 from job.core.group import GroupConfig
@@ -241,8 +241,8 @@ class _GroupTick:
         read = self.pending.read(self.conn, self.name)
         # After the reconciliation: a job that ended in this tick lets its dependents be planned in it.
         after_of, unreadable = waited_for(read)
-        dependents = split(read, after_of, unreadable, tick_jobs.states_of(self.conn, named(after_of)),
-                           self.pending.made(self.name))
+        found = tick_jobs.states_of(self.conn, named(after_of))
+        dependents = split(read, after_of, unreadable, found, self.pending.made(self.name))
         pending = dependents.plannable
         state = seen.state
         # The recent run times: the running jobs' expected ends, that reservations count on.
@@ -275,7 +275,7 @@ class _GroupTick:
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
             step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
-                                                    recent),
+                                                    recent, held=held_of(read, after_of, dependents, found)),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                      decisions.placements, [rows[job] for job, _ in decisions.placements],
                                                      snapshot.accounts, decisions.bundle_nodes))

@@ -5,9 +5,10 @@ and writes (the chain on a real Ray cluster: test_tick_dependencies_ray.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from fake_ray import FakeRay
+from cli_helpers import run_cli
+from fake_ray import FakeRay, running
 from tick_helpers import add_group, jobs
 
 from job.adapters.ray_cluster import RayJob
@@ -145,3 +146,26 @@ def test_a_job_after_an_array_waits_for_every_task(database_url, conn, monkeypat
     rows = jobs(conn)
     assert why(rows[ok]) == ("FAILED", "DependencyNeverSatisfied", why(rows[ok])[2]) and str(array) in why(rows[ok])[2]
     assert rows[ended]["state"] == "SUBMITTED"
+
+
+def test_a_waiting_job_is_estimated_to_start_when_what_it_waits_for_should_end(database_url, conn, monkeypatch, capsys):
+    add_group(conn, "http://127.0.0.1:8265")
+    a = submit(user="alice", group="main", entrypoint="sleep 600", max_runtime="10m")
+    b = submit(user="alice", group="main", entrypoint="true", after=[a], max_runtime="5m")
+    c = submit(user="bob", group="main", entrypoint="true", after=[f"{b}:any"])
+    ray = FakeRay()
+    tick_once(database_url, monkeypatch, ray)
+    row = jobs(conn)[a]
+    ray.known[row["submission_id"]] = running(row["submission_id"], row["node"], minutes=0)
+    tick_once(database_url, monkeypatch, ray)
+    rows = jobs(conn)
+    started = rows[a]["started_at"]
+    assert rows[a]["state"] == "RUNNING"
+    # Stored to the minute, as every estimate.
+    assert abs(rows[b]["estimated_start_at"] - (started + timedelta(minutes=10))) <= timedelta(seconds=30)
+    assert abs(rows[c]["estimated_start_at"] - (started + timedelta(minutes=15))) <= timedelta(seconds=30)
+    assert rows[b]["queue_position"] is None and rows[b]["estimate_basis"] == f"after the expected end of job {a}"
+    header, *lines = run_cli(capsys, "jobs").out.splitlines()
+    listed = {line.split()[0]: line[header.index("EST_START"):].split()[0] for line in lines}
+    assert listed[str(b)] == f"{rows[b]['estimated_start_at'].astimezone(UTC):%H:%M}"
+    assert listed[str(c)] == f"{rows[c]['estimated_start_at'].astimezone(UTC):%H:%M}"
