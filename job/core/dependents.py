@@ -12,7 +12,7 @@ from operator import attrgetter
 
 from job.core import dependencies
 from job.core.dependencies import NEVER, READY, After
-from job.core.estimates import Held
+from job.core.estimates import WaitingOn
 from job.core.group_snapshot import MadeJobs, PendingRow
 from job.core.states import FINISHED, Reason
 
@@ -109,11 +109,11 @@ def _plannable(pending: list[PendingRow], held_back: frozenset[int], made: MadeJ
 
 
 def held_of(rows: Iterable[PendingRow], after_of: Mapping[int, list[After]], dependents: Dependents,
-            found: Mapping[int, str]) -> dict[str, Held]:
+            found: Mapping[int, str]) -> dict[str, WaitingOn]:
     """The pending rows their dependencies hold out of this plan, with the jobs each still waits
     for (`found`: the states of the jobs they name; one ended counts no more)."""
     out = set(dependents.never) | set(dependents.invalid) | {row.id for row in dependents.plannable}
-    return {str(row.id): Held([str(after.job) for after in after_of[row.id] if found.get(after.job) not in FINISHED],
+    return {str(row.id): WaitingOn([str(after.job) for after in after_of[row.id] if found.get(after.job) not in FINISHED],
                               row.user_name, json.loads(row.resources), row.max_runtime_s,
                               json.loads(row.bundles) if row.bundles else None)
             for row in rows if row.id in after_of and row.id not in out}

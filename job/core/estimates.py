@@ -132,7 +132,7 @@ def changes(before: Mapping[int, Stored], after: Mapping[str, Stored]) -> dict[i
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
+class WaitingOn:
     """A pending job its dependencies hold out of the plan: the jobs it still waits for, by id,
     and what its own run time is read from."""
 
@@ -144,7 +144,7 @@ class Held:
 
 
 def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
-             first: int = FIRST, every_s: float = 5.0, held: Mapping[str, Held] | None = None) -> dict[int, Stored]:
+             first: int = FIRST, every_s: float = 5.0, held: Mapping[str, WaitingOn] | None = None) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
     (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read:
     only those with a stored estimate count (the tick gives those alone). A job `held` by its
@@ -175,7 +175,7 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     return changes(before, stored)
 
 
-def after_ends(held: Mapping[str, Held], ends: Mapping[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
+def after_ends(held: Mapping[str, WaitingOn], ends: Mapping[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
     """The estimate of each job held by its dependencies: the latest expected end of the jobs it
     waits for (`ends`: of the active jobs and those the forecast estimates, and of the held ones as
     they are estimated here, a chain in its order), with no place in line. None is given where one

@@ -5,14 +5,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.core.estimates import Held, RunTimes, after_ends
+from job.core.estimates import WaitingOn, RunTimes, after_ends
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 KNOWN = RunTimes([])
 
 
-def held(*waits_for: str, runtime: float | None = 300.0) -> Held:
-    return Held(list(waits_for), "alice", {"CPU": 1}, runtime)
+def held(*waits_for: str, runtime: float | None = 300.0) -> WaitingOn:
+    return WaitingOn(list(waits_for), "alice", {"CPU": 1}, runtime)
 
 
 @pytest.mark.parametrize(("ends", "jobs", "expected"), [
