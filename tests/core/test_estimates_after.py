@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.core.estimates import WaitingOn, RunTimes, after_ends
+from job.core.estimates import RunTimes, WaitingOn, after_ends
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 KNOWN = RunTimes([])
