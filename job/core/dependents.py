@@ -113,7 +113,6 @@ def held_of(rows: Iterable[PendingRow], after_of: Mapping[int, list[After]], dep
     """The pending rows their dependencies hold out of this plan, with the jobs each still waits
     for (`found`: the states of the jobs they name; one ended counts no more)."""
     out = set(dependents.never) | set(dependents.invalid) | {row.id for row in dependents.plannable}
-    return {str(row.id): WaitingOn([str(after.job) for after in after_of[row.id] if found.get(after.job) not in FINISHED],
-                              row.user_name, json.loads(row.resources), row.max_runtime_s,
-                              json.loads(row.bundles) if row.bundles else None)
+    return {str(row.id): WaitingOn.of_row(row, [str(after.job) for after in after_of[row.id]
+                                                 if found.get(after.job) not in FINISHED])
             for row in rows if row.id in after_of and row.id not in out}

@@ -9,6 +9,8 @@ Pure: the rows come in, the values go out.
 
 from __future__ import annotations
 
+import heapq
+import json
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -142,9 +144,27 @@ class WaitingOn:
     max_runtime_s: float | None
     bundles: list[Mapping[str, Any]] | None = None
 
+    @classmethod
+    def of_row(cls, row: Any, waits_for: list[str]) -> WaitingOn:
+        """Of a pending row as the tick reads it (group_snapshot.PendingRow: its request is JSON text)."""
+        return cls(waits_for, row.user_name, json.loads(row.resources), row.max_runtime_s,
+                   json.loads(row.bundles) if row.bundles else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottledArray:
+    """An array its throttle holds back: the jobs holding its room (its tasks running or given to
+    the planner), and its waiting tasks in the order they go, each with what its run time is read from."""
+
+    array: int
+    room: int
+    holding: list[str]
+    waiting: list[tuple[str, WaitingOn]]
+
 
 def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
-             first: int = FIRST, every_s: float = 5.0, held: Mapping[str, WaitingOn] | None = None) -> dict[int, Stored]:
+             first: int = FIRST, every_s: float = 5.0, held: Mapping[str, WaitingOn] | None = None,
+             throttled: Iterable[ThrottledArray] = ()) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
     (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read:
     only those with a stored estimate count (the tick gives those alone). A job `held` by its
@@ -166,13 +186,57 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
               if row.queue_position is not None or row.estimate_basis is not None}
     stored = explain(estimates, running, runs, len(decided.placements))
-    if held:
+    throttled = list(throttled)
+    if held or throttled:
         for estimate in estimates:
             run = runs.get(estimate.job)
             ends[estimate.job] = (None if estimate.start is None or run is None or run.seconds is None
                                   else estimate.start + timedelta(seconds=run.seconds))
-        stored.update(after_ends(held, ends, known))
+        for array in throttled:
+            stored.update(throttled_ends(array, ends, known))
+        stored.update(after_ends(held or {}, ends, known))
     return changes(before, stored)
+
+
+def throttled_arrays(pending: Iterable[Any], held: Any, active: Iterable[ActiveJob]) -> list[ThrottledArray]:
+    """The arrays the throttle held back this tick (`held`: arrays.throttle's answer over the pending
+    rows), with the jobs that hold their room: their tasks active, and those given to the planner."""
+    if not held.waiting:
+        return []
+    rows = {str(row.id): row for row in pending}
+    waiting: dict[tuple[str, int], list[tuple[str, WaitingOn]]] = {}
+    for record in held.waiting:
+        row = rows[record["job"]]
+        waiting.setdefault((row.user_name, row.array_id), []).append((record["job"], WaitingOn.of_row(row, [])))
+    holding: dict[tuple[str, int], list[str]] = {}
+    for job in chain(active, held.planned):
+        key = (job.user_name, job.array_id)
+        if key in waiting:
+            holding.setdefault(key, []).append(str(job.id))
+    return [ThrottledArray(array, rows[tasks[0][0]].array_throttle, holding.get((user, array), []), tasks)
+            for (user, array), tasks in waiting.items()]
+
+
+def throttled_ends(array: ThrottledArray, ends: dict[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
+    """The estimates of an array's tasks its throttle holds back: each takes, in its order, the
+    room of the first of the array's jobs expected to end (those holding its room, then those before
+    it here), and is expected to end after its own run time (written into `ends`, for what waits
+    for it). A room whose end is not known is never free: the tasks after it get no estimate."""
+    stored: dict[str, Stored] = {}
+    frees = sorted(end for job in array.holding if (end := ends.get(job)) is not None)
+    # The rooms held by a job of unknown end never come free.
+    frees = frees[:array.room] if len(frees) >= array.room else frees
+    heapq.heapify(frees)
+    for job, wait in array.waiting:
+        if not frees:
+            break
+        start = heapq.heappop(frees)
+        run = known.of(wait.user, wait.resources, wait.max_runtime_s, wait.bundles)
+        stored[job] = Stored(None, start, f"when a task of array {array.array} should end (its throttle)")
+        if run.seconds is not None:
+            end = ends[job] = start + timedelta(seconds=run.seconds)
+            heapq.heappush(frees, end)
+    return stored
 
 
 def after_ends(held: Mapping[str, WaitingOn], ends: Mapping[str, datetime | None], known: RunTimes) -> dict[str, Stored]:

@@ -20,7 +20,7 @@ from job.core.arrays import throttle
 from job.core.clusters import UNANSWERED, Unanswered, capped
 from job.core.dependents import Dependents, held_of, named, split, waited_for
 from job.core.errors import ClusterNotReady, JobError, NotFound
-from job.core.estimates import RECENT, RunTimes, estimate
+from job.core.estimates import RECENT, RunTimes, estimate, throttled_arrays
 from job.core.group import GroupConfig
 from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, due_at, reservation_changes, running_of
 from job.core.job_row import usable
@@ -275,7 +275,8 @@ class _GroupTick:
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
             step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
-                                                    recent, held=held_of(read, after_of, dependents, found)),
+                                                    recent, held=held_of(read, after_of, dependents, found),
+                                                    throttled=throttled_arrays(pending, held, done.active)),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                      decisions.placements, [rows[job] for job, _ in decisions.placements],
                                                      snapshot.accounts, decisions.bundle_nodes))

@@ -1,11 +1,12 @@
 """A job its dependencies hold out of the plan is estimated to start at the latest expected end of
-what it waits for: table-driven over the ends the forecast and the running jobs give."""
+what it waits for, and an array's task its throttle holds back as its array's rooms come free:
+table-driven over the ends the forecast and the running jobs give."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.core.estimates import RunTimes, WaitingOn, after_ends
+from job.core.estimates import RunTimes, ThrottledArray, WaitingOn, after_ends, throttled_ends
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 KNOWN = RunTimes([])
@@ -35,3 +36,17 @@ def test_a_held_job_starts_after_what_it_waits_for(ends, jobs, expected):
     assert {job: estimate.start for job, estimate in stored.items()} == expected
     assert all(estimate.position is None and estimate.basis.startswith("after the expected end of job")
                for estimate in stored.values())
+
+
+@pytest.mark.parametrize(("holding", "waiting", "expected"), [
+    # Two rooms, freed at 10 and 20 minutes; each waiting task runs 5 minutes.
+    ({"r1": NOW + timedelta(minutes=10), "r2": NOW + timedelta(minutes=20)}, ["w1", "w2", "w3"],
+     {"w1": 10, "w2": 15, "w3": 20}),
+    # A room whose end is not known never comes free.
+    ({"r1": NOW + timedelta(minutes=10), "r2": None}, ["w1", "w2", "w3"], {"w1": 10, "w2": 15, "w3": 20}),
+    ({"r1": None, "r2": None}, ["w1"], {}),
+])
+def test_an_array_s_throttled_tasks_take_the_rooms_as_they_come_free(holding, waiting, expected):
+    array = ThrottledArray(7, 2, list(holding), [(job, held()) for job in waiting])
+    stored = throttled_ends(array, dict(holding), KNOWN)
+    assert {job: (estimate.start - NOW) / timedelta(minutes=1) for job, estimate in stored.items()} == expected

@@ -5,9 +5,10 @@ knows its array and its index."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from fake_ray import FakeRay, finished
+from fake_ray import FakeRay, finished, running
 from tick_helpers import ACTIVE, add_group, jobs
 
 from job.api import submit
@@ -62,3 +63,23 @@ def test_the_throttle_holds_back_the_rest_and_lets_one_in_as_one_ends(conn, data
     assert rows[tasks[0]]["state"] == "SUCCEEDED" and rows[tasks[2]]["state"] in ACTIVE
     assert rows[tasks[3]]["reason"] == "ArrayThrottle"
     assert sum(rows[task]["state"] in ACTIVE for task in tasks) == 2
+
+
+def test_the_tasks_past_the_throttle_are_estimated_to_start_as_rooms_come_free(conn, database_url, monkeypatch):
+    add_group(conn, "http://ray.invalid:8265")
+    ray = FakeRay()
+    monkeypatch.setattr("job.scheduler.clusters.cluster_of", lambda address, timeout_s, *_: ray)
+    array_id = submit(user="alice", group="main", entrypoint="python task.py", array="0-4%2", max_runtime="10m")
+    tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
+    for row in jobs(conn).values():
+        if row["state"] == "SUBMITTED":
+            ray.known[row["submission_id"]] = running(row["submission_id"], row["node"], minutes=0)
+    tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main")
+    rows = sorted(jobs(conn).values(), key=lambda row: row["array_index"])
+    assert [row["state"] for row in rows] == ["RUNNING", "RUNNING", "PENDING", "PENDING", "PENDING"]
+    started = max(row["started_at"] for row in rows[:2])
+    # Two rooms: tasks 2 and 3 take them as the first two end, task 4 as task 2 ends.
+    expected = [started + timedelta(minutes=10), started + timedelta(minutes=10), started + timedelta(minutes=20)]
+    for row, when in zip(rows[2:], expected, strict=True):
+        assert abs(row["estimated_start_at"] - when) <= timedelta(seconds=61), (row["id"], row["estimated_start_at"], when)
+        assert row["estimate_basis"] == f"when a task of array {array_id} should end (its throttle)"
