@@ -339,8 +339,8 @@ def report(results: dict) -> None:
     figures = results["this code"]
     over50, over90 = p(figures["latencies"], 0.5) - base50, p(figures["latencies"], 0.9) - base90
     ratio = figures["makespan"] / alone["makespan"]
-    verdicts = [("p50 overhead", f"+{over50:.2f} s", f"+{BUDGET_P50_S} s", over50 <= BUDGET_P50_S),
-                ("p90 overhead", f"+{over90:.2f} s", f"+{BUDGET_P90_S} s", over90 <= BUDGET_P90_S),
+    verdicts = [("p50 overhead", f"{over50:+.2f} s", f"+{BUDGET_P50_S} s", over50 <= BUDGET_P50_S),
+                ("p90 overhead", f"{over90:+.2f} s", f"+{BUDGET_P90_S} s", over90 <= BUDGET_P90_S),
                 ("makespan", f"{ratio:.2f}x", f"{BUDGET_MAKESPAN}x", ratio <= BUDGET_MAKESPAN)]
     if "code before" in results:
         before, now = results["code before"]["idle"], figures["idle"]
@@ -353,8 +353,8 @@ def report(results: dict) -> None:
         print(f"ray job submit: Ray alone p50 {p(alone_cli, 0.5):.2f}s p90 {p(alone_cli, 0.9):.2f}s, "
               f"through the gateway p50 {p(cli, 0.5):.2f}s p90 {p(cli, 0.9):.2f}s")
         cli50, cli90 = p(cli, 0.5) - p(alone_cli, 0.5), p(cli, 0.9) - p(alone_cli, 0.9)
-        verdicts += [("gateway p50", f"+{cli50:.2f} s", f"+{BUDGET_P50_S} s", cli50 <= BUDGET_P50_S),
-                     ("gateway p90", f"+{cli90:.2f} s", f"+{BUDGET_P90_S} s", cli90 <= BUDGET_P90_S)]
+        verdicts += [("gateway p50", f"{cli50:+.2f} s", f"+{BUDGET_P50_S} s", cli50 <= BUDGET_P50_S),
+                     ("gateway p90", f"{cli90:+.2f} s", f"+{BUDGET_P90_S} s", cli90 <= BUDGET_P90_S)]
     for what, value, budget, held in verdicts:
         print(f"{what:13} {value:>28}  budget {budget:<44} {'within' if held else 'OVER'}")
 
