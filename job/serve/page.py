@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
+from job.core.arrays import ArraySummary
 from job.core.job_row import row_problem
 from job.core.resources import Resources, describe, footprint
 from job.core.share import AccountShare, UserShare
@@ -60,7 +61,7 @@ def _group(report: Report, group: dict, now: datetime) -> str:
     out = [f"<section id='group-{escape(name)}'><h2>{escape(name)}</h2>",
            f"<p>{escape(group['policy'])}, {escape(group['selector'])}; {running} active, {pending} pending; "
            f"{ticked}</p>", _nodes(group), _tree_chart(report.accounts.get(name, [])), _chart(rows),
-           _queue([job for job in report.queue if job["group_name"] == name], pending, now)]
+           _queue([job for job in report.queue if job["group_name"] == name], pending, now, report.arrays)]
     out.append("</section>")
     return "".join(out)
 
@@ -126,14 +127,23 @@ def _bars(shown: list[tuple[str, UserShare | AccountShare]], kind: str) -> str:
             "<span style='background:#d8553b'></span>entitlement</p>" + "".join(svg))
 
 
-def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
+def _queue(jobs: list[dict], pending: int, now: datetime, arrays: dict[int, ArraySummary]) -> str:
+    """The first pending jobs in plan order; an array on one line, where its first task in line
+    stands, with its spec and its tasks' count per state (as `jobs` shows it)."""
     if not jobs:
         return "<p class=muted>Nothing pending.</p>"
     lines = [f"<p>Pending, in plan order ({len(jobs)} of {pending}):</p><div class=scroll><table>"
              "<tr><th>#</th><th>job</th><th>user</th><th>class</th><th>resources</th><th>waited</th>"
              "<th>starts</th><th>reason</th></tr>"]
+    shown_arrays: set[int] = set()
     for job in jobs:
+        array = arrays.get(job["array_id"])
+        if array is not None and array.id in shown_arrays:
+            continue
         why = job["reason"] + (f": {job['message']}" if job["message"] else "") if job["reason"] else "-"
+        if array is not None:
+            shown_arrays.add(array.id)
+            why = f"array {array.spec}: {array.counts}"
         shown = why if len(why) <= MESSAGE_SHOWN else why[:MESSAGE_SHOWN - 1] + "…"
         problem = row_problem(job)
         # A row written past the CLI: what is wrong with it, in the reason's place.
@@ -142,7 +152,8 @@ def _queue(jobs: list[dict], pending: int, now: datetime) -> str:
         basis = job["estimate_basis"]
         starts = ("-" if basis is None else "unknown" if job["estimated_start_at"] is None
                   else time_of_day(job["estimated_start_at"], now))
-        lines.append(f"<tr><td>{job['queue_position'] or '-'}</td><td>{job['id']}</td>"
+        ident = job["id"] if array is None else f"{array.id} (array)"
+        lines.append(f"<tr><td>{job['queue_position'] or '-'}</td><td>{ident}</td>"
                      f"<td>{escape(job['user_name'])}</td>"
                      f"<td>{escape(job['priority_class'] or '-')}</td><td>{escape(request)}</td>"
                      f"<td title='{_when(job['submitted_at'])}'>{waited}</td>"

@@ -7,10 +7,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from job.core import states
+from job.core.arrays import ArraySummary
 from job.core.job_row import row_problem
 from job.core.share import AccountShare, UserShare, account_shares, group_shares, totals_of
 from job.store import DictConnection, reports
 from job.store import accounts as account_rows
+from job.store import jobs as job_rows
 
 
 @dataclass
@@ -28,6 +30,8 @@ class Report:
     accounts: dict[str, list[AccountShare]] = field(default_factory=dict)
     # (group, cluster) -> its active jobs: the drivers each cluster's head holds.
     drivers: Counter = field(default_factory=Counter)
+    # The arrays of the jobs in `queue`, by id: the status page shows each on one line.
+    arrays: dict[int, ArraySummary] = field(default_factory=dict)
 
 
 def read_report(conn: DictConnection, group: str | None = None, *, totals: bool = False,
@@ -61,7 +65,9 @@ def read_report(conn: DictConnection, group: str | None = None, *, totals: bool 
                                              row["totals"], member_of, tree)
         if tree:
             teams[row["name"]] = account_shares(row, by_group[row["name"]], tree, row["totals"])
+    head = reports.queue_head(conn, queue) if queue else []
+    arrays = sorted({row["array_id"] for row in head if row["array_id"] is not None})
     return Report(chosen, by_group, counts,
                   reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
-                  reports.queue_head(conn, queue) if queue else [], teams,
-                  Counter((row["group_name"], row["cluster"]) for row in active))
+                  head, teams, Counter((row["group_name"], row["cluster"]) for row in active),
+                  job_rows.array_summaries(conn, arrays) if arrays else {})

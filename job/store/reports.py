@@ -96,7 +96,8 @@ def queue_head(conn: DictConnection, limit: int) -> list[dict]:
     return conn.execute(
         """SELECT g.name AS group_name, j.id, j.user_name,
                    coalesce(j.priority_class, g.default_class) AS priority_class, j.priority, j.submitted_at,
-                   j.reason, j.message, j.resources, j.bundles, j.queue_position, j.estimated_start_at, j.estimate_basis
+                   j.reason, j.message, j.resources, j.bundles, j.queue_position, j.estimated_start_at, j.estimate_basis,
+                   j.array_id
             FROM resource_groups g
             CROSS JOIN LATERAL (SELECT id, queue_position FROM jobs WHERE jobs.group_name = g.name
                                   AND state = %(pending)s

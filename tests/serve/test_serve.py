@@ -28,6 +28,7 @@ from cli_helpers import run_cli, run_process
 from fake_ray import FakeRay
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from job import api
 from job.devtools.local_postgres import with_database
@@ -366,3 +367,21 @@ def test_the_grafana_dashboard_is_valid_and_uses_served_metrics(served):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**dashboard, "panels": [{**dashboard["panels"][0], "gridPos": {"x": 30}}]},
                             DASHBOARD_SCHEMA)
+
+
+@pytest.fixture
+def array_waiting(demo, conn, database_url) -> int:
+    """An array of four tasks, one at a time, waiting in a group of its own (before `served` starts)."""
+    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('arrays', %s)",
+                 (Jsonb([{"name": "c", "address": FAKE}]),))
+    return api.submit(user="alice", group="arrays", entrypoint="true", array="0-3%1", database_url=database_url)
+
+
+def test_the_status_page_shows_an_array_on_one_line(array_waiting, served):
+    base, _ = served
+    dom = browse(base + "/", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    section = dom.stdout.split('id="group-arrays"', 1)[1]
+    rows = re.findall(r"<tr><td>[^<]*</td><td>([^<]*)</td>", section.split("</table>", 1)[0])
+    assert rows == [f"{array_waiting} (array)"]
+    assert "array 0-3%1: PENDING 4" in section
