@@ -70,10 +70,17 @@ def own_cluster():
 def raylet_of(local: LocalRayCluster, pool: str) -> psutil.Process:
     """The raylet of the node labelled pool=POOL, among the cluster's processes: the child of the
     `ray start` that was given that label."""
-    starts = [p for p in local.processes() if "start" in p.cmdline() and f"pool={pool}" in p.cmdline()]
-    [start] = starts
+    [start] = [p for p in local.processes() if "start" in _cmdline(p) and f"pool={pool}" in _cmdline(p)]
     [raylet] = [p for p in start.children(recursive=True) if p.name() == "raylet"]
     return raylet
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    """Its command line; none for a process that ended since it was listed (a worker Ray let go)."""
+    try:
+        return process.cmdline()
+    except psutil.NoSuchProcess:
+        return []
 
 
 def test_a_node_that_dies_under_a_running_job_requeues_it_and_it_runs_on_the_other(own_cluster, conn, tmp_path,
