@@ -149,9 +149,11 @@ class Settled:
     left: dict[str, int] = field(default_factory=dict)
 
 
-def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], state: dict, now: datetime) -> Settled:
+def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], state: dict, now: datetime,
+           dry_run: bool = False) -> Settled:
     """Judges the clusters that did not answer (core/clusters.py), stops in a cluster that answers
-    again what it still runs of the jobs requeued from it, and counts each cluster's drivers."""
+    again what it still runs of the jobs requeued from it (not in a dry run, which only looks), and
+    counts each cluster's drivers."""
     before = Unanswered.of(state.get(UNANSWERED, {}))
     verdict = judge(before, clusters.answered, clusters.failed, now, group.cluster_lost_after_s)
     for name, message in verdict.warnings.items():
@@ -169,7 +171,7 @@ def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], stat
         ray = clusters.ray(name)
         if ray is None or not ids:
             continue
-        still = _stop_requeued(group.name, name, ray, ids)
+        still = _stop_requeued(group.name, name, ray, ids, dry_run)
         after = with_stopped(after, name, set(ids) - still)
         if still:
             kept_off[name] = f"cluster {name} still runs {len(still)} job(s) requeued when it was lost: being stopped"
@@ -181,14 +183,14 @@ def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], stat
     return Settled(lost, kept_off, None if document == before.document() else document, caps, left)
 
 
-def _stop_requeued(group: str, cluster: str, ray: RayCluster, ids: list[str]) -> set[str]:
+def _stop_requeued(group: str, cluster: str, ray: RayCluster, ids: list[str], dry_run: bool) -> set[str]:
     """Asks Ray to stop what it still runs of `ids`; returns those not ended yet."""
     still = set()
     for sid, job in ray.jobs(ids).items():
         if job.status in FINISHED_IN_RAY:
             continue
         still.add(sid)
-        if ray.stop(sid):
+        if not dry_run and ray.stop(sid):
             log.event("stop_requested", group=group, cluster=cluster, submission_id=sid, reason=Reason.CLUSTER_LOST,
                       message="requeued when its cluster was lost: it runs elsewhere")
     return still

@@ -159,7 +159,7 @@ class _GroupTick:
 
     def run(self, dry_run: bool) -> GroupResult:
         seen = self.observe()
-        settled = self.steps.ray(settle, self.group, seen.clusters, seen.active, seen.state, seen.now)
+        settled = self.steps.ray(settle, self.group, seen.clusters, seen.active, seen.state, seen.now, dry_run)
         if dry_run:
             done = Reconciliation(seen.active, users.users_of_group(self.conn, self.name), [], [], 0)
         else:

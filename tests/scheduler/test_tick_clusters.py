@@ -99,6 +99,10 @@ def test_a_lost_cluster_s_jobs_run_in_the_other_and_are_stopped_when_it_returns(
     two[WEST] = west
     other = submit(user="alice", group="main", entrypoint="sleep 60", resources={"CPU": 4},
                    node_labels={"ray.io/cluster": "west"})
+    # A dry run only looks: it stops nothing, and plans nothing in west.
+    [dry] = tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0), "main",
+                          dry_run=True)
+    assert west.stopped == [] and dry.placed == 0
     tick_once(database_url, monkeypatch, two)
     assert west.stopped == [first["submission_id"]]
     assert rows(conn)[other]["state"] == "PENDING"
