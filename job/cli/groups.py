@@ -60,7 +60,7 @@ def _changed_clusters(clusters: list, added: list[str], removed: list[str]) -> l
     for named in removed:
         at = [i for i, c in enumerate(clusters) if isinstance(c, dict) and named in (c.get("name"), c.get("address"))]
         if not at:
-            raise BadInput(f"remove_ray_address: {named!r} is not a cluster of the group")
+            raise BadInput(f"--remove-ray-address: {named!r} is not a cluster of the group")
         clusters[at[0]] = {**clusters[at[0]], "removing": True}
     return clusters
 

@@ -152,6 +152,8 @@ def test_a_cluster_removed_takes_nothing_and_leaves_once_its_jobs_end(database_u
     tick_once(database_url, monkeypatch, two)
     assert [c.name for c in groups.get_group(conn, "main").clusters] == ["east"]
     assert run_cli(capsys, "group", "set", "main", "--remove-ray-address", "east").status == 2
+    unknown = run_cli(capsys, "group", "set", "main", "--remove-ray-address", "north")
+    assert (unknown.status, unknown.err) == (2, "error: --remove-ray-address: 'north' is not a cluster of the group\n")
 
 
 def test_the_autoscaling_demand_goes_to_the_cluster_whose_node_type_fits(database_url, conn, monkeypatch, two):
