@@ -6,13 +6,13 @@ statement, store/tick_jobs.py `states_of`) come in, what to write goes out."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
 from job.core import dependencies
 from job.core.dependencies import NEVER, READY, After
-from job.core.estimates import WaitingOn
+from job.core.estimates import FIRST, WaitingOn
 from job.core.group_snapshot import MadeJobs, PendingRow
 from job.core.states import FINISHED, Reason
 
@@ -70,8 +70,12 @@ class Dependents:
     # The rows to end FAILED: id -> why (never: DependencyNeverSatisfied; invalid: InvalidJob).
     never: dict[int, str] = field(default_factory=dict)
     invalid: dict[int, str] = field(default_factory=dict)
-    # How many wait.
-    held: int = 0
+    # The rows that wait, by id.
+    waits: frozenset[int] = frozenset()
+
+    @property
+    def held(self) -> int:
+        return len(self.waits)
 
 
 def split(pending: list[PendingRow], after_of: dict[int, list[After]], invalid: dict[int, str],
@@ -96,7 +100,7 @@ def split(pending: list[PendingRow], after_of: dict[int, list[After]], invalid: 
             waiting[job] = (Reason.DEPENDENCY, verdict.message)
     held_back = frozenset(job for job, verdict in verdicts.items() if verdict.outcome != READY) | invalid.keys()
     return Dependents(_plannable(pending, held_back, made), waiting, satisfied, never, invalid,
-                      len(held_back) - len(never) - len(invalid))
+                      held_back - never.keys() - invalid.keys())
 
 
 def _plannable(pending: list[PendingRow], held_back: frozenset[int], made: MadeJobs | None) -> list[PendingRow]:
@@ -108,11 +112,11 @@ def _plannable(pending: list[PendingRow], held_back: frozenset[int], made: MadeJ
     return plannable
 
 
-def held_of(rows: Iterable[PendingRow], after_of: Mapping[int, list[After]], dependents: Dependents,
+def held_of(rows: Mapping[int, PendingRow], after_of: Mapping[int, list[After]], dependents: Dependents,
             found: Mapping[int, str]) -> dict[str, WaitingOn]:
-    """The pending rows their dependencies hold out of this plan, with the jobs each still waits
-    for (`found`: the states of the jobs they name; one ended counts no more)."""
-    out = set(dependents.never) | set(dependents.invalid) | {row.id for row in dependents.plannable}
-    return {str(row.id): WaitingOn.of_row(row, [str(after.job) for after in after_of[row.id]
-                                                 if found.get(after.job) not in FINISHED])
-            for row in rows if row.id in after_of and row.id not in out}
+    """The first FIRST of the pending rows their dependencies hold out of this plan (`rows`: by id),
+    with the jobs each still waits for (`found`: the states of the jobs they name; one ended counts
+    no more): what gets an estimate, as many as of the jobs in line."""
+    return {str(job): WaitingOn.of_row(rows[job], [str(after.job) for after in after_of[job]
+                                                   if found.get(after.job) not in FINISHED])
+            for job in sorted(dependents.waits)[:FIRST]}

@@ -198,22 +198,22 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     return changes(before, stored)
 
 
-def throttled_arrays(pending: Iterable[Any], held: Any, active: Iterable[ActiveJob]) -> list[ThrottledArray]:
+def throttled_arrays(rows: Mapping[int, Any], held: Any, active: Iterable[ActiveJob]) -> list[ThrottledArray]:
     """The arrays the throttle held back this tick (`held`: arrays.throttle's answer over the pending
-    rows), with the jobs that hold their room: their tasks active, and those given to the planner."""
+    rows, `rows` by id), with the jobs that hold their room: their tasks active, and those given to
+    the planner. Of their held tasks, the first FIRST get an estimate, as many as of the jobs in line."""
     if not held.waiting:
         return []
-    rows = {str(row.id): row for row in pending}
     waiting: dict[tuple[str, int], list[tuple[str, WaitingOn]]] = {}
-    for record in held.waiting:
-        row = rows[record["job"]]
+    for record in held.waiting[:FIRST]:
+        row = rows[int(record["job"])]
         waiting.setdefault((row.user_name, row.array_id), []).append((record["job"], WaitingOn.of_row(row, [])))
     holding: dict[tuple[str, int], list[str]] = {}
     for job in chain(active, held.planned):
         key = (job.user_name, job.array_id)
         if key in waiting:
             holding.setdefault(key, []).append(str(job.id))
-    return [ThrottledArray(array, rows[tasks[0][0]].array_throttle, holding.get((user, array), []), tasks)
+    return [ThrottledArray(array, rows[int(tasks[0][0])].array_throttle, holding.get((user, array), []), tasks)
             for (user, array), tasks in waiting.items()]
 
 

@@ -275,8 +275,8 @@ class _GroupTick:
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
             step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
-                                                    recent, held=held_of(read, after_of, dependents, found),
-                                                    throttled=throttled_arrays(pending, held, done.active)),
+                                                    recent, held=held_of(rows, after_of, dependents, found),
+                                                    throttled=throttled_arrays(rows, held, done.active)),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                      decisions.placements, [rows[job] for job, _ in decisions.placements],
                                                      snapshot.accounts, decisions.bundle_nodes))
