@@ -25,10 +25,11 @@ from __future__ import annotations
 import sys
 import typing
 from bisect import bisect_right
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import islice
 from operator import attrgetter, le, lt
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
 import msgspec
 from pydantic import (
@@ -58,13 +59,20 @@ _FINITE = sys.float_info.max
 Name = Annotated[str, Field(min_length=1), msgspec.Meta(min_length=1)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True), msgspec.Meta(ge=0, le=_FINITE)]
 ResourceMap = dict[Name, Amount]
-# The rules' names, as rules.py declares them.
-Policy = Literal[POLICY_NAMES]
-SelectorName = Literal[SELECTOR_NAMES]
-# ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable jobs
-# that a node type of an autoscaling cluster can hold.
-Reason = Literal[PLANNER_REASONS]
-Preemption = Literal[PREEMPTION_NAMES]
+if typing.TYPE_CHECKING:
+    # Names read from registries as the module runs, which a type checker cannot: to it, text.
+    Policy: TypeAlias = str
+    SelectorName: TypeAlias = str
+    Reason: TypeAlias = str
+    Preemption: TypeAlias = str
+else:
+    # The rules' names, as rules.py declares them.
+    Policy = Literal[POLICY_NAMES]
+    SelectorName = Literal[SELECTOR_NAMES]
+    # ScalingUp is never the planner's: job/core/autoscale.py gives it, after the plan, to Unschedulable
+    # jobs that a node type of an autoscaling cluster can hold.
+    Reason = Literal[PLANNER_REASONS]
+    Preemption = Literal[PREEMPTION_NAMES]
 # Ray's placement strategies, in Ray's own words (`ray.util.placement_group`).
 BundleStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
 # Far more bundles than any gang of workers needs, few enough that one job cannot make a plan slow.
@@ -107,7 +115,7 @@ class PriorityClass(_StrictModel):
     preemptible: bool = True
 
 
-DEFAULT_CLASSES = (PriorityClass(**group_defaults.DEFAULT_CLASS),)
+DEFAULT_CLASSES = (PriorityClass.model_validate(group_defaults.DEFAULT_CLASS),)
 
 
 class Group(_StrictModel):
@@ -120,7 +128,7 @@ class Group(_StrictModel):
     max_resources_per_user: ResourceMap | None = None
     strict_order: bool = False
     priority_classes: list[PriorityClass] = Field(default_factory=lambda: list(DEFAULT_CLASSES), min_length=1)
-    default_class: Name = group_defaults.DEFAULT_CLASS["name"]
+    default_class: Name = DEFAULT_CLASSES[0].name
     preemption: Preemption = "off"
     min_runtime_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = group_defaults.MIN_RUNTIME_S
     max_preemptions: Annotated[int, Field(ge=0)] = group_defaults.MAX_PREEMPTIONS
@@ -151,8 +159,9 @@ class Node(_StrictModel):
     held: list[HeldBeyond] = Field(default_factory=list)
 
 
-# `class` is a Python keyword: the functional form of TypedDict is the way to name that key.
-RunningEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningEntry", {
+# `class` is a Python keyword: the functional form of TypedDict is the way to name that key (and
+# a type checker reads that form only as an assignment of its own: the config is set after).
+RunningEntry = TypedDict("RunningEntry", {
     "id": Name,
     "user": Name,
     # A node that is not in `nodes` (it left the group) holds nothing, but the user is charged.
@@ -172,10 +181,11 @@ RunningEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("RunningEntry",
     # What Ray shows it holding, on every node (the tick's observed use): its user is charged, per
     # resource, the larger of this and its declared footprint.
     "uses": NotRequired[ResourceMap],
-}))
+})
+with_config(ConfigDict(extra="forbid"))(RunningEntry)
 
 
-PendingEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingEntry", {
+PendingEntry = TypedDict("PendingEntry", {
     "id": Name,
     "user": Name,
     "resources": ResourceMap,
@@ -191,14 +201,15 @@ PendingEntry = with_config(ConfigDict(extra="forbid"))(TypedDict("PendingEntry",
     "waiting_since": NotRequired[Time | None],
     # Its max runtime: only a job whose end is known may use the room a reservation holds.
     "max_runtime_s": NotRequired[Annotated[float, Field(gt=0, allow_inf_nan=False), msgspec.Meta(gt=0, le=_FINITE)] | None],
-}))
+})
+with_config(ConfigDict(extra="forbid"))(PendingEntry)
 
 
 def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
     """The kind of job as the planner reads it: a msgspec Struct on the same types, which refuses
     the keys it does not name, as pydantic does. A key not given reads as `defaults`' value, else
     None where null may be given, else UNSET; the key `class` is the attribute `priority_class`."""
-    fields = []
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for key, hint in typing.get_type_hints(kind, include_extras=True).items():
         name = "priority_class" if key == "class" else key
         if typing.get_origin(hint) is NotRequired:
@@ -212,18 +223,50 @@ def _struct_of(kind: type, defaults: dict[str, Any]) -> type[msgspec.Struct]:
                              frozen=True, gc=False, omit_defaults=True, rename={"priority_class": "class"}, module=__name__)
 
 
-Running = _struct_of(RunningEntry, {"stopping": False})
-Pending = _struct_of(PendingEntry, {"priority": 0})
-_STRUCTS = {RunningEntry: Running, PendingEntry: Pending}
+if typing.TYPE_CHECKING:
+    # What `_struct_of` makes of the TypedDicts above, which a type checker cannot run: the same
+    # fields, types and defaults, kept in step with them.
+    class Running(msgspec.Struct, kw_only=True, frozen=True):
+        id: Name
+        user: Name
+        node: Name
+        resources: ResourceMap
+        priority_class: Name | msgspec.UnsetType = msgspec.UNSET
+        started_at: Time | None = None
+        stopping: bool = False
+        bundles: Bundles | msgspec.UnsetType = msgspec.UNSET
+        bundle_strategy: BundleStrategy | msgspec.UnsetType = msgspec.UNSET
+        bundle_nodes: list[Name] | msgspec.UnsetType = msgspec.UNSET
+        expected_end: Time | None = None
+        uses: ResourceMap | msgspec.UnsetType = msgspec.UNSET
+
+    class Pending(msgspec.Struct, kw_only=True, frozen=True):
+        id: Name
+        user: Name
+        resources: ResourceMap
+        priority: int = 0
+        submitted_at: Time | None = None
+        not_before: Time | None = None
+        node_labels: dict[str, str] | msgspec.UnsetType = msgspec.UNSET
+        priority_class: Name | msgspec.UnsetType = msgspec.UNSET
+        bundles: Bundles | msgspec.UnsetType = msgspec.UNSET
+        bundle_strategy: BundleStrategy | msgspec.UnsetType = msgspec.UNSET
+        waiting_since: Time | None = None
+        max_runtime_s: float | None = None
+else:
+    Running = _struct_of(RunningEntry, {"stopping": False})
+    Pending = _struct_of(PendingEntry, {"priority": 0})
+# The type each list of jobs is read as, by the TypedDict pydantic reads it as.
+_LISTS: dict[object, type[list[Running]] | type[list[Pending]]] = {RunningEntry: list[Running], PendingEntry: list[Pending]}
 
 
-def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
+def _fast_jobs(jobs: Any, kind: object) -> list[Running] | list[Pending] | None:
     """The jobs as pydantic would read them, made Structs by msgspec; None where msgspec refuses
     them or may read them otherwise than pydantic, or where one is not a dict. Strict, msgspec
     takes no text for a number and no 1 for True, which pydantic converts; and it knows no
     validator: a bundle must ask for something (`_bundles_ask`)."""
     try:
-        checked = msgspec.convert(jobs, list[_STRUCTS[kind]], strict=True)
+        checked = msgspec.convert(jobs, _LISTS[kind], strict=True)
         return checked if _bundles_ask(checked) else None
     except (msgspec.ValidationError, TypeError):
         return None
@@ -232,7 +275,7 @@ def _fast_jobs(jobs: Any, kind: type) -> list[msgspec.Struct] | None:
 _BUNDLES, _BUNDLE_NODES, _CLASS, _ID = (attrgetter(name) for name in ("bundles", "bundle_nodes", "priority_class", "id"))
 
 
-def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
+def _unique_ids(jobs: Sequence[msgspec.Struct]) -> bool:
     """Whether no two jobs have the same id. Ids in the tick's order (shorter first, then by text,
     as entries.py sorts them) are found so by comparing neighbours, a run of one length at a time:
     cheaper than a set of a million."""
@@ -250,7 +293,7 @@ def _unique_ids(jobs: list[msgspec.Struct]) -> bool:
     return len(set(ids)) == len(ids)
 
 
-def _bundles_ask(checked: list[msgspec.Struct]) -> bool:
+def _bundles_ask(checked: Sequence[Running | Pending]) -> bool:
     """Whether every bundle of the jobs asks for some resource (`_asks_for_something`)."""
     return all(any(amount > 0 for amount in bundle.values())
                for bundles in filter(None, map(_BUNDLES, checked)) for bundle in bundles)
@@ -311,9 +354,13 @@ class Snapshot(_StrictModel):
     group: Group
     now: AwareDatetime | None = None
     nodes: list[Node] = Field(default_factory=list)
-    # Read as these TypedDicts, held as their Structs (`_jobs`).
-    running: list[RunningEntry] = Field(default_factory=list)
-    pending: list[PendingEntry] = Field(default_factory=list)
+    # Read as these TypedDicts, held as their Structs (`_jobs`): to the type checker, the Structs.
+    if typing.TYPE_CHECKING:
+        running: list[Running] = Field(default_factory=list)
+        pending: list[Pending] = Field(default_factory=list)
+    else:
+        running: list[RunningEntry] = Field(default_factory=list)
+        pending: list[PendingEntry] = Field(default_factory=list)
     users: dict[Name, User] = Field(default_factory=dict)
     accounts: dict[Name, Account] = Field(default_factory=dict)
     state: dict[Name, dict[str, Any]] = Field(default_factory=dict)
@@ -332,21 +379,23 @@ class Snapshot(_StrictModel):
 
     @field_validator("running", "pending", mode="wrap")
     @classmethod
-    def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> list[msgspec.Struct]:
+    def _jobs(cls, jobs: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+              ) -> list[Running] | list[Pending]:
         if info.context is _READ:
             return jobs
         kind = RunningEntry if info.field_name == "running" else PendingEntry
         fast = _fast_jobs(jobs, kind)
         # What pydantic reads is checked: it only becomes Structs.
-        return msgspec.convert(handler(jobs), list[_STRUCTS[kind]]) if fast is None else fast
+        return msgspec.convert(handler(jobs), _LISTS[kind]) if fast is None else fast
 
     @field_serializer("running", "pending")
-    def _dump_jobs(self, jobs: list[msgspec.Struct]) -> list[dict[str, Any]]:
+    def _dump_jobs(self, jobs: list[Running] | list[Pending]) -> list[dict[str, Any]]:
         # The jobs as the format gives them: a key not given is not there, times stay datetimes.
         return msgspec.to_builtins(jobs, builtin_types=(datetime,))
 
     @model_validator(mode="after")
     def _consistent(self) -> Snapshot:
+        job: Running | Pending
         _first_repeat("group.resource_priority", self.group.resource_priority)
         _first_repeat("nodes", [node.id for node in self.nodes], ".id")
         if not _unique_ids(self.pending):
@@ -361,7 +410,8 @@ class Snapshot(_StrictModel):
         _first_repeat("group.priority_classes", [c.name for c in self.group.priority_classes], ".name")
         if self.group.default_class not in classes:
             raise ValueError(f"group.default_class: {self.group.default_class!r} is not one of group.priority_classes")
-        for field, jobs in (("running", self.running), ("pending", self.pending)):
+        lists: tuple[tuple[str, Sequence[Running | Pending]], ...] = (("running", self.running), ("pending", self.pending))
+        for field, jobs in lists:
             # Few jobs name a class, and fewer a wrong one: each is looked for only then.
             named = set(map(_CLASS, jobs))
             named.discard(msgspec.UNSET)
@@ -391,8 +441,14 @@ _READ: dict[str, Any] = {}
 # Every field of a snapshot but its jobs.
 _REST = tuple(name for name in Snapshot.model_fields if name not in ("running", "pending"))
 # A snapshot's text as msgspec reads it: the jobs checked, the rest as JSON gives it, for pydantic.
-_Document = msgspec.defstruct("_Document", [("running", list[Running], []), ("pending", list[Pending], []),
-                                            *((name, Any, msgspec.UNSET) for name in _REST)], forbid_unknown_fields=True)
+if typing.TYPE_CHECKING:
+    class _Document(msgspec.Struct):
+        running: list[Running]
+        pending: list[Pending]
+else:
+    _Document = msgspec.defstruct("_Document", [("running", list[Running], []), ("pending", list[Pending], []),
+                                                *((name, Any, msgspec.UNSET) for name in _REST)],
+                                  forbid_unknown_fields=True)
 
 
 def _from_json(data: bytes) -> Snapshot | None:
@@ -432,7 +488,7 @@ def account_path(accounts: dict[str, Account], name: str | None) -> list[str]:
     return path[::-1]
 
 
-def _held_bundles(field: str, job: msgspec.Struct) -> None:
+def _held_bundles(field: str, job: Running) -> None:
     """A running job's bundles each name the node they are held on, and only bundles do."""
     nodes = None if job.bundle_nodes is msgspec.UNSET else job.bundle_nodes
     bundles = job.bundles or None
