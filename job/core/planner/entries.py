@@ -29,12 +29,23 @@ field read is an object touched), and the job and its time only where it goes on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Final
 
 from job.core.planner.picture import Shape, UserState
 
-# The last is the job, a snapshot.Pending: not imported, since the snapshot imports the rules and
-# through them this module.
-Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, Any]
+if TYPE_CHECKING:
+    # Not imported to run: the snapshot imports the rules and through them this module.
+    from job.core.planner.snapshot import Pending
 
-NEG_PRIORITY, SUBMITTED_AT, POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB = range(9)
+Entry = tuple[int, datetime, int, int, str, datetime | None, Shape, UserState, "Pending"]
+
+# Final, so that the type checker reads `entry[USER]` as the type of that field.
+NEG_PRIORITY: Final = 0
+SUBMITTED_AT: Final = 1
+POSITION: Final = 2
+ID_LENGTH: Final = 3
+ID: Final = 4
+NOT_BEFORE: Final = 5
+SHAPE: Final = 6
+USER: Final = 7
+JOB: Final = 8
