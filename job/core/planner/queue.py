@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from operator import itemgetter
+from typing import TypeGuard
 
 from job.core.planner.books import Books, NodesPicture
 from job.core.planner.entries import ID, ID_LENGTH, POSITION, SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import Gang, NodeState, Pool, Reservation, Shape, add_to
 from job.core.planner.reservations import Ends, expected_start, held_room, judge
-from job.core.planner.snapshot import Pending, Snapshot
+from job.core.planner.snapshot import Bundles, Pending, PlannedReservation, Snapshot
 from job.core.resources import Resources, footprint_of
 
 # Jobs without submitted_at are ordered by their place in the list, before those with one.
@@ -48,7 +49,7 @@ class Shapes:
                 else list(self.nodes),
             )
         bundles = job.bundles
-        shape = self._gang(job, pool) if bundles else self._plain(Resources.of(job.resources), pool)
+        shape = self._gang(job, bundles, pool) if bundles else self._plain(Resources.of(job.resources), pool)
         self.shapes[raw] = shape
         return shape
 
@@ -58,14 +59,14 @@ class Shapes:
             shape = self.interned[(need, pool.key)] = Shape(need=need, pool=pool)
         return shape
 
-    def _gang(self, job: Pending, pool: Pool) -> Shape:
-        """The shape of a job with bundles: its whole footprint, and its parts as plain shapes of
-        its pool (which plain jobs of the same request share)."""
-        bundles = tuple(self._plain(Resources.of(bundle), pool) for bundle in job.bundles)
+    def _gang(self, job: Pending, given: Bundles, pool: Pool) -> Shape:
+        """The shape of a job with bundles (`given`, its own): its whole footprint, and its parts as
+        plain shapes of its pool (which plain jobs of the same request share)."""
+        bundles = tuple(self._plain(Resources.of(bundle), pool) for bundle in given)
         gang = Gang(driver=self._plain(Resources.of(job.resources), pool), bundles=bundles,
                     strategy=job.bundle_strategy or "PACK",
                     together=self._plain(Resources.total(bundle.need for bundle in bundles), pool))
-        shape = Shape(need=footprint_of(job.resources, job.bundles), pool=pool, gang=gang)
+        shape = Shape(need=footprint_of(job.resources, given), pool=pool, gang=gang)
         shape.unschedulable = place(gang, on_empty(pool.nodes), first_fit) is None
         return shape
 
@@ -75,7 +76,7 @@ class Shapes:
         return (*priority, *sorted(requested))
 
 
-def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str, dict],
+def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str, PlannedReservation],
              reserving: dict[str, Entry]) -> Tiers:
     """The entries by class value, the highest first, each class's in the order of their last
     fields that sort (POSITION, ID_LENGTH, ID), as the policies take them (policies.py); those
@@ -94,7 +95,7 @@ def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str,
     ordered, last_length, last = True, 0, ""
     for position, job in enumerate(snapshot.pending):
         labels = job.node_labels
-        raw = (tuple(job.resources.items()), tuple(labels.items())) if labels else tuple(job.resources.items())
+        raw: tuple = (tuple(job.resources.items()), tuple(labels.items())) if labels else tuple(job.resources.items())
         bundles = job.bundles
         if bundles:
             raw = (None, raw, tuple(tuple(bundle.items()) for bundle in bundles), job.bundle_strategy or "PACK")
@@ -105,7 +106,7 @@ def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str,
         # Only a start time still to come holds a job back. Decided here, it spares the plan
         # reading the job itself again, in an order that is not the list's.
         later = job.not_before
-        if later is not None and later <= now:
+        if later is not None and now is not None and later <= now:
             later = None
         # An Entry, a plain tuple in the order of entries.py: NEG_PRIORITY, SUBMITTED_AT,
         # POSITION, ID_LENGTH, ID, NOT_BEFORE, SHAPE, USER, JOB.
@@ -118,9 +119,10 @@ def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str,
         if values is None:
             append(entry)
         else:
-            tier = tiers.get(values[job.priority_class or default_class])
+            value = values[job.priority_class or default_class]
+            tier = tiers.get(value)
             if tier is None:
-                tier = tiers[values[job.priority_class]] = []
+                tier = tiers[value] = []
             tier.append(entry)
         if wanted and ident in wanted:
             reserving[ident] = entry
@@ -130,14 +132,14 @@ def queue_of(snapshot: Snapshot, books: Books, shapes: Shapes, wanted: dict[str,
     return sorted(tiers.items(), key=lambda item: -item[0])
 
 
-def _homes_fit(shape: Shape, homes: list[NodeState | None] | None) -> bool:
+def _homes_fit(homes: list[NodeState | None] | None, shape: Shape) -> TypeGuard[list[NodeState] | None]:
     """Whether a reservation's bundle nodes (None: all on its node) are there, one per bundle."""
     if homes is None:
         return True
     return shape.gang is not None and len(homes) == len(shape.gang.bundles) and None not in homes
 
 
-def held_reservations(snapshot: Snapshot, by_id: dict[str, NodeState], wanted: dict[str, dict],
+def held_reservations(snapshot: Snapshot, by_id: dict[str, NodeState], wanted: dict[str, PlannedReservation],
                       reserving: dict[str, Entry], ends: Callable[[], Ends]) -> dict[str, Reservation]:
     """The reservations that hold, by job: each whose job waits and whose nodes are still there
     and big enough holds its room there (a head-of-line one judged again, at most the group's
@@ -150,7 +152,7 @@ def held_reservations(snapshot: Snapshot, by_id: dict[str, NodeState], wanted: d
         entry, node = reserving.get(ident), by_id.get(record["node"])
         homes = [by_id.get(home) for home in record["bundle_nodes"]] if "bundle_nodes" in record else None
         kind = record.get("kind", "preemption")
-        if entry is None or node is None or not _homes_fit(entry[SHAPE], homes):
+        if entry is None or node is None or not _homes_fit(homes, entry[SHAPE]):
             continue
         if kind == "head" and heads >= max_reservations:
             continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from job.core.planner.gang import first_fit, on_empty, place
-from job.core.planner.picture import NodeState, Reservation, Shape, add_to
+from job.core.planner.picture import Gang, NodeState, Reservation, Shape, add_to
 from job.core.planner.snapshot import Pending, Running
 from job.core.resources import Resources
 
@@ -118,8 +118,9 @@ class Judgement:
 def soonest(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement | None:
     """Among `nodes` (their free resources as they are now), where a job of `shape` fits soonest;
     None where it does not fit even once every job there has ended (outside load)."""
-    if shape.gang is not None:
-        return _soonest_gang(shape, nodes, ends)
+    gang = shape.gang
+    if gang is not None:
+        return _soonest_gang(gang, nodes, ends)
     best, rank = None, None
     for node in nodes:
         if not shape.need.fits_in(node.total):
@@ -143,7 +144,7 @@ def judge(reservation: Reservation, ends: Ends) -> Judgement | None:
     return Judgement([*(reservation.bundle_nodes or ()), reservation.node], *judged)
 
 
-def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement | None:
+def _soonest_gang(gang: Gang, nodes: list[NodeState], ends: Ends) -> Judgement | None:
     """A gang: placed whole (first fit, in node order) on copies of the nodes' free resources and
     what has freed, as the jobs on them end in turn."""
     placed: list[NodeState] = []
@@ -152,7 +153,7 @@ def _soonest_gang(shape: Shape, nodes: list[NodeState], ends: Ends) -> Judgement
         copies = on_empty(nodes, "free")
         for copy, node in zip(copies, nodes, strict=False):
             add_to(copy.free, freed.get(node, {}))
-        chosen = place(shape.gang, copies, first_fit)
+        chosen = place(gang, copies, first_fit)
         placed[:] = [nodes[copies.index(copy)] for copy in chosen or ()]
         return chosen is not None
 
@@ -193,8 +194,13 @@ def _sweep(events: list[tuple[End, NodeState]], fits) -> tuple[float, dict, tupl
     return None
 
 
-def expected_start(now: datetime, start_s: float) -> datetime | None:
-    return now + timedelta(seconds=start_s) if math.isfinite(start_s) else None
+def expected_start(now: datetime | None, start_s: float) -> datetime | None:
+    if not math.isfinite(start_s):
+        return None
+    # Without a now no end is known, but a job may fit at once (0 s): a head reservation carried
+    # in a snapshot without `now` has no time to be said at.
+    assert now is not None, "a head reservation judged without the snapshot's now"
+    return now + timedelta(seconds=start_s)
 
 
 def held_room(needs: dict[NodeState, dict[str, int]], freed: dict[NodeState, dict[str, int]]) -> dict[NodeState, dict[str, int]]:
