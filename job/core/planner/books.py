@@ -106,13 +106,13 @@ class Books:
         usage is the sum of its users')."""
         snapshot, group = self.snapshot, self.group
         accounts = {}
-        for name, spec in snapshot.accounts.items():
-            limits = None if spec.max_resources is None else {r: to_units(a) for r, a in spec.max_resources.items()}
-            accounts[name] = AccountState(name, spec.shares, 0.0, spec.max_running, limits)
-        for spec in snapshot.users.values():
-            if spec.account is not None and spec.usage:
-                past = memory(group.policy, spec.usage, group.half_life_s)
-                for name in account_path(snapshot.accounts, spec.account):
+        for name, account in snapshot.accounts.items():
+            limits = None if account.max_resources is None else {r: to_units(a) for r, a in account.max_resources.items()}
+            accounts[name] = AccountState(name, account.shares, 0.0, account.max_running, limits)
+        for user in snapshot.users.values():
+            if user.account is not None and user.usage:
+                past = memory(group.policy, user.usage, group.half_life_s)
+                for name in account_path(snapshot.accounts, user.account):
                     accounts[name].memory += past
         return accounts
 
@@ -155,12 +155,13 @@ class Books:
         for account in self.accounts.values():
             account.dominant = dominant_share(account.used, totals)
 
-    def _charge_one(self, job: Running, user: UserState, by_id: dict[str, NodeState], holding: set[str]) -> None:
+    def _charge_one(self, job: Running, user: UserState, by_id: dict[str, NodeState],
+                    holding: set[str] | frozenset[str]) -> None:
         """A running job charged on its own: one with bundles, one that uses more than it asked
         for or holds a node beyond it, or any when the group preempts (each a possible victim)."""
         if job.id in holding:
             self.holders[job.id] = naming(job.id, user.name, Resources.of(job.uses or {}),
-                                          footprint_of(job.resources, job.bundles))
+                                          footprint_of(job.resources, job.bundles or None))
         if job.bundles:
             self._charge_gang(job, user, by_id)
             return
@@ -182,10 +183,12 @@ class Books:
     def _charge_gang(self, job: Running, user: UserState, by_id: dict[str, NodeState]) -> None:
         """A running job with bundles holds its driver's request on its node and each bundle on the
         bundle's node; its user is charged the whole footprint."""
-        need = footprint_of(job.resources, job.bundles)
+        bundles, homes = job.bundles, job.bundle_nodes
+        assert bundles and homes, "a running job's bundles each name their node (Snapshot._consistent)"
+        need = footprint_of(job.resources, bundles)
         add_to(user.used, _charged(need, job))
         here: dict[str, dict[str, int]] = {}
-        for node_id, part in zip([job.node, *job.bundle_nodes], [job.resources, *job.bundles], strict=False):
+        for node_id, part in zip([job.node, *homes], [job.resources, *bundles], strict=False):
             if node_id in by_id:
                 add_to(here.setdefault(node_id, {}), Resources.of(part))
         for node_id, amounts in here.items():
@@ -201,7 +204,9 @@ class Books:
         if job.stopping:
             self.going.append((user, need))
         elif started is not None:
-            run_s = (self.snapshot.now - started).total_seconds()
+            now = self.snapshot.now
+            assert now is not None, "a group that preempts plans at a time (Snapshot._consistent)"
+            run_s = (now - started).total_seconds()
             name = job.priority_class or group.default_class
             if run_s >= group.min_runtime_s and name in self.preemptible:
                 nodes = tuple(holds)

@@ -169,6 +169,7 @@ class Carried:
         """The nodes as they were before the plan of `snapshot`, which gave `result` (None: it
         failed midway, and any node may have changed)."""
         selector, self._planning = self._planning, None
+        node: NodeState | None
         if result is None:
             for node in self.nodes:
                 node.free.clear()

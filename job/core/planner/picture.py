@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from job.core.resources import Resources
 
@@ -204,8 +204,8 @@ class Reservation:
         return all(node.free.get(name, 0) + self.held[node].get(name, 0) >= amount
                    for node, need in self.needs.items() for name, amount in need.items())
 
-    def document(self) -> dict:
-        record = {"job": self.job, "node": self.node.id}
+    def document(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"job": self.job, "node": self.node.id}
         if self.kind != "preemption":
             record["kind"] = self.kind
             record["expected_start"] = self.start

@@ -74,9 +74,9 @@ def _steps(snapshot: Snapshot, carried: Carried | None, worded: bool) -> Plan:
     # 3. The walk, with the node selector and (a group that preempts) the preemptor.
     order = shapes.order(group.resource_priority)
     rule = SELECTORS[group.selector]
-    state = rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {}))
-    selector = (rule.kind(picture.nodes, order, state) if carried is None
-                else carried.selector(rule.kind, order, state, snapshot))
+    stored = rule.kind.State.model_validate(snapshot.state.get(rule.state_name, {}))
+    selector = (rule.kind(picture.nodes, order, stored) if carried is None
+                else carried.selector(rule.kind, order, stored, snapshot))
     coming = [(held.user, held.shape.need) for held in reserved.values() if held.kind == "preemption"]
     preemptor = (Preemptor(group, picture.totals, books.candidates, coming, books.going)
                  if PREEMPTIONS[group.preemption].preempts else None)

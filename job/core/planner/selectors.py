@@ -351,7 +351,9 @@ class RoundRobin(Selector):
 
     State = RoundRobinState
 
-    def begin(self, state: RoundRobinState) -> None:
+    def begin(self, state: BaseModel) -> None:
+        # Its State, as the plan reads the group state (`SelectorRule.kind.State`).
+        assert isinstance(state, RoundRobinState)
         super().begin(state)
         self._next = dict(state.next_index)
         # Per shape: positions in the pool that may still fit it, sorted.
