@@ -40,7 +40,7 @@ whose jobs could be victims, is seen by the next plan.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -120,7 +120,7 @@ class Preemptor:
         for changes, side in ((coming, "gained"), (going, "lost")):
             for user, need in changes:
                 self._change(user, side, need)
-        self.refused: set[tuple[Shape, int, UserState | None]] = set()
+        self.refused: set[tuple[Shape, int, UserState | None, bool]] = set()
         self.attempts = ATTEMPTS
 
     def started(self, user: UserState, need: Resources) -> None:
@@ -235,11 +235,12 @@ class Preemptor:
         if len(victims) > self.budget:
             return None
         found = [found for victim in victims for found in parts[victim.id]]
-        chosen = _Trial(shape, nodes, found).placed()
+        placed = _Trial(shape, nodes, found).placed()
+        assert placed is not None, "the victims kept make room for it"
         freed: dict[NodeState, dict[str, int]] = {}
         for index, candidate in found:
             add_to(freed.setdefault(nodes[index], {}), candidate.here)
-        homes = [nodes[index] for index in chosen]
+        homes = [nodes[index] for index in placed]
         return Decision(homes[-1], victims, freed, homes[:-1])
 
     def _by_score(self, pool: list[Candidate], user: UserState) -> list[Candidate]:
@@ -290,7 +291,7 @@ class Preemptor:
         preemptions are carried out, with `gain` more running and `loss` less."""
         held = dict(user.used)
         after = self.after.get(user)
-        changes = [(after.gained, 1), (after.lost, -1)] if after else []
+        changes: list[tuple[Mapping[str, int], int]] = [(after.gained, 1), (after.lost, -1)] if after else []
         changes += [(gain or {}, 1), (loss or {}, -1)]
         for amounts, sign in changes:
             add_to(held, amounts, sign)
@@ -313,8 +314,10 @@ class _Trial:
     and how many of its bundles the nodes could hold, each node counting the copies of the least
     that every bundle asks (STRICT_SPREAD: one a node at most), which both only grow."""
 
-    def __init__(self, shape: Shape, nodes: list[NodeState], found: list[tuple[int, Candidate]] = ()):
-        self.shape, self.gang = shape, shape.gang
+    def __init__(self, shape: Shape, nodes: list[NodeState], found: Sequence[tuple[int, Candidate]] = ()):
+        gang = shape.gang
+        assert gang is not None, "only a gang is tried across nodes"
+        self.shape, self.gang = shape, gang
         self.copies = on_empty(nodes, "free")
         self.at = {id(copy): index for index, copy in enumerate(self.copies)}
         names = set().union(*(bundle.names for bundle in self.gang.bundles))
@@ -324,11 +327,11 @@ class _Trial:
         # The room of the nodes in all, each counting what it has free, and no less than nothing: a
         # node over-committed (an outside job Ray placed there) takes nothing from the others' room.
         self.room: dict[str, int] = {}
-        self.holds = []
+        self.holds: list[float] = []
         for copy in self.copies:
             add_to(self.room, {name: amount for name, amount in copy.free.items() if amount > 0})
             self.holds.append(self._holds(copy))
-        self.held = sum(self.holds)
+        self.held: float = sum(self.holds)
         if found:
             self.free(found)
 
@@ -338,7 +341,7 @@ class _Trial:
         most = min(max(copy.free.get(name, 0), 0) // amount for name, amount in self.least.items())
         return min(most, 1) if self.one_each else most
 
-    def free(self, found: list[tuple[int, Candidate]]) -> list[int] | None:
+    def free(self, found: Sequence[tuple[int, Candidate]]) -> list[int] | None:
         """What each of `found` holds freed on its node; then where the gang goes, as `placed`
         (not tried again when none of it is of a resource the gang asks for: it did not fit)."""
         names = self.shape.names
@@ -348,8 +351,8 @@ class _Trial:
                 before = copy.free.get(name, 0)
                 copy.free[name] = before + amount
                 self.room[name] = self.room.get(name, 0) + max(before + amount, 0) - max(before, 0)
-            before, self.holds[index] = self.holds[index], self._holds(copy)
-            self.held += self.holds[index] - before
+            held_before, self.holds[index] = self.holds[index], self._holds(copy)
+            self.held += self.holds[index] - held_before
         if not any(name in names for _, candidate in found for name in candidate.here):
             return None
         return self.placed()
