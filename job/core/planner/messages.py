@@ -108,6 +108,7 @@ def _gang_missing(words: Words, shape: Shape, held: str) -> str:
     """What keeps the gang off the pool's nodes, their free resources (`held` "free") or their
     totals ("total"): the first of its strategy's needs that no node, or too few, meet."""
     gang, nodes = shape.gang, shape.pool.nodes
+    assert gang is not None
     when = " even when empty" if held == "total" else ""
     if gang.strategy == "STRICT_PACK":
         most = words.most(gang.together, held)
@@ -183,7 +184,7 @@ def _outside(words: Words, shape: Shape) -> str:
         free, outside = node.free, node.outside
         if fits(need, free):
             continue
-        ours = {}
+        ours: dict[str, int] = {}
         for units in node.held.values():
             add_to(ours, units)
         if not all(free.get(name, 0) + outside.get(name, 0) + ours.get(name, 0) >= amount for name, amount in need):
@@ -209,6 +210,8 @@ def _on_nodes(held: list[tuple[NodeState, list[tuple[str, int]]]], between: str)
 
 
 def not_before(words: Words, start: datetime) -> str:
+    # A snapshot with a not_before has a now (Snapshot._consistent).
+    assert words.now is not None
     left = int((start - words.now).total_seconds())
     return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {format_duration(max(left, 1), parts=2)}"
 
@@ -222,6 +225,7 @@ def resource_limit(words: Words, subject: tuple[Sharer, Shape]) -> str:
     """UserResourceLimit, AccountResourceLimit (an account counts its subtree's jobs)."""
     user, shape = subject
     limits = user.max_resources
+    assert limits is not None, "only a limit is broken"
     over = [
         f"{name} {format_amount(name, user.used.get(name, 0))} of at most {format_amount(name, limits[name])}"
         for name, amount in words.in_order(shape.items)
@@ -266,8 +270,10 @@ def reserved_for(words: Words, reservation: Reservation) -> str:
     return f"reserved {where}; expected to start about {_clock(words.now, reservation.start)}, when {jobs}"
 
 
-def _clock(now: datetime, when: datetime) -> str:
+def _clock(now: datetime | None, when: datetime) -> str:
     """`14:20 UTC`, with its date when that is not today's."""
+    # A start is known only at a known now (reservations.expected_start).
+    assert now is not None
     when, now = when.astimezone(UTC), now.astimezone(UTC)
     return when.strftime("%H:%M UTC" if when.date() == now.date() else "%Y-%m-%d %H:%M UTC")
 
