@@ -116,6 +116,7 @@ class Walk:
         results = self.results
         go, waiting, unsaid, settled, reserved = self._go, results.waiting, results.unsaid, self.settled, self.reserved
         reclaims, reclaiming = self.reclaims, results.reclaiming
+        why: Why | None
         index, step = start, _READ_FIRST
         while index < len(queue):
             # Sorted, the entries and their ids lie scattered in memory: a cache miss or two per
@@ -178,9 +179,9 @@ class Walk:
             nodes = place(gang, shape.pool.nodes, self.selector.pick)
             if nodes is None:
                 return False
-            for part, node in zip((*gang.bundles, gang.driver), nodes, strict=False):
-                self.selector.placed(node)
-                self.selector.picked(part, node)
+            for part, home in zip((*gang.bundles, gang.driver), nodes, strict=False):
+                self.selector.placed(home)
+                self.selector.picked(part, home)
             self._placed(job, nodes[-1], shape, user, nodes[:-1])
             return True
         node = self.selector.select(shape)
@@ -198,7 +199,8 @@ class Walk:
         one node, else across nodes)."""
         kept_off = None
         if self.heads:
-            kept_off = self._backfill(job, shape, user) if shape.gang is None else self._backfill_gang(job, shape, user)
+            gang = shape.gang
+            kept_off = self._backfill(job, shape, user) if gang is None else self._backfill_gang(job, shape, gang, user)
             if kept_off is True:
                 return None
         decision = None if self.preemptor is None else self.preemptor.victims_for(shape, user, value)
@@ -253,10 +255,13 @@ class Walk:
         # reserve_after is passed over without reading the job itself.
         reserve_after = self.group.reserve_after_s
         ident = job.id
-        if ident in self.reserved or (self.now - submitted).total_seconds() < reserve_after:
+        now = self.now
+        # A plan without a now makes no head reservation (`head_slots`).
+        assert now is not None
+        if ident in self.reserved or (now - submitted).total_seconds() < reserve_after:
             return why
         since = job.waiting_since or job.submitted_at
-        if since is None or (self.now - since).total_seconds() < reserve_after:
+        if since is None or (now - since).total_seconds() < reserve_after:
             return why
         taken = {node for held in self.reserved.values() for node in held.needs}
         judged = soonest(shape, [node for node in shape.pool.nodes if node not in taken], self.results.ends())
@@ -264,7 +269,7 @@ class Walk:
             return why
         *homes, node = judged.nodes
         reservation = Reservation(ident, node, shape, user, "head", homes if shape.gang is not None else None,
-                                  start=expected_start(self.now, judged.start_s), blockers=judged.blockers)
+                                  start=expected_start(now, judged.start_s), blockers=judged.blockers)
         self._hold(reservation, judged.freed)
         self.heads.append(reservation)
         self.head_slots -= 1
@@ -291,12 +296,14 @@ class Walk:
         True once placed there (it ends before that reservation's start), else the reservation it
         would delay, or None when no reserved node has room for it."""
         kept_off = runtime = None
+        # A start is known only at a known now (reservations.expected_start).
+        now = self.now
         for reservation, node, room in self._rooms(shape):
             start = reservation.start
             # Without a start nothing ends before it: the job itself is not read.
             if start is not None:
                 runtime = runtime or job.max_runtime_s
-            if runtime is None or start is None or (start - self.now).total_seconds() < runtime:
+            if runtime is None or start is None or now is None or (start - now).total_seconds() < runtime:
                 kept_off = kept_off or reservation
                 continue
             for name, amount in shape.items:
@@ -324,14 +331,16 @@ class Walk:
     def _ends_before(self, job: Pending, reservation: Reservation) -> bool:
         """Whether the job will end before the reservation's start: its max runtime is known and
         short enough."""
-        runtime, start = job.max_runtime_s, reservation.start
-        return runtime is not None and start is not None and (start - self.now).total_seconds() >= runtime
+        runtime, start, now = job.max_runtime_s, reservation.start, self.now
+        # A start is known only at a known now (reservations.expected_start).
+        return runtime is not None and start is not None and now is not None and (start - now).total_seconds() >= runtime
 
-    def _backfill_gang(self, job: Pending, shape: Shape, user: UserState) -> Reservation | bool | None:
-        """A job with bundles, as `_backfill` does a plain one: placed whole (first fit, in node
-        order) on the nodes' free resources and the room held by the reservations it ends before,
-        True once placed; else the first reservation whose room it would fit with, or None."""
-        gang, nodes = shape.gang, shape.pool.nodes
+    def _backfill_gang(self, job: Pending, shape: Shape, gang: Gang, user: UserState) -> Reservation | bool | None:
+        """A job with bundles (`gang`, its shape's), as `_backfill` does a plain one: placed whole
+        (first fit, in node order) on the nodes' free resources and the room held by the
+        reservations it ends before, True once placed; else the first reservation whose room it
+        would fit with, or None."""
+        nodes = shape.pool.nodes
         rooms: dict[NodeState, list[dict[str, int]]] = {}
         delayed = []
         for reservation in self.heads:
@@ -383,10 +392,14 @@ class Walk:
     def reclaim(self) -> None:
         """Reclaim within a class, after every placement: a later placement of the waiting user
         could otherwise undo the inequality that allowed it (preemption.py)."""
+        preemptor = self.preemptor
+        # Only a group that preempts reclaims.
+        if preemptor is None:
+            return
         for record, why, shape, user, value in self.results.reclaiming:
             if record["job"] in self.reserved:
                 continue
-            decision = self.preemptor.victims_for(shape, user, value, reclaim=True)
+            decision = preemptor.victims_for(shape, user, value, reclaim=True)
             if decision is not None:
                 self._preempt(record["job"], shape, user, decision)
                 record["reason"] = "Preempting"
