@@ -65,7 +65,7 @@ def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent
 
 def bundles_json(intent: Intent) -> str:
     """`[{"resources": {...}, "node": "<node id>"}, ...]`, one per bundle, in the bundles' order."""
-    assert intent.bundles is not None, "only an intent with bundles has them told (_submit_one)"
+    assert intent.bundles is not None, "called for an intent with bundles (_submit_one)"
     nodes: Sequence[str | None] = intent.bundle_nodes or [None] * len(intent.bundles)
     return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes, strict=True)])
 

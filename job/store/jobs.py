@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 
 
 class JobSpec(Protocol):
-    """What is read by name of core/specs.py's JobSpec, a model made at import from the field
-    table (core/job.py SUBMITTED), whose fields a type checker cannot see; the rest of them are
-    read through the table."""
+    """The fields of core/specs.py's JobSpec read by name (here, in job.api and cli/schedules.py):
+    JobSpec is a model made at import from the field table (core/job.py SUBMITTED), whose fields
+    a type checker cannot see; the others are read through the table (spec_name)."""
 
     @property
     def user(self) -> str: ...
