@@ -19,8 +19,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-import psycopg
-
 from job.core.arrays import KEYWORD as ARRAY
 from job.core.arrays import ArraySpec, parse_array
 from job.core.errors import BadInput, quoted
@@ -55,10 +53,10 @@ def submit(*, conn: DictConnection | None = None, database_url: str | None = Non
         return _insert(own, spec, tasks)
 
 
-def job_spec(**options: Any) -> JobSpec:
+def job_spec(**options: Any) -> jobs.JobSpec:
     """A submit's keywords checked as `submit` checks them, nothing written: a job, or a schedule's
     template (cli/schedules.py)."""
-    fields = {field.spec: options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
+    fields = {jobs.spec_name(field): options.pop(field.api_keyword) for field in SUBMITTED if field.api_keyword in options}
     if options:
         raise TypeError(f"submit() got an unexpected keyword argument {next(iter(options))!r}")
     fields = {name: value for name, value in fields.items() if value is not None or _DEFAULTS[name] is REQUIRED}
@@ -80,12 +78,12 @@ submit.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     return_annotation=int)
 
 
-def _insert(conn: psycopg.Connection, spec: JobSpec, array: ArraySpec | None) -> int:
+def _insert(conn: DictConnection, spec: jobs.JobSpec, array: ArraySpec | None) -> int:
     check_runtime_env(conn, spec)
     return jobs.insert_job(conn, spec, array)
 
 
-def check_runtime_env(conn: psycopg.Connection, spec: JobSpec) -> None:
+def check_runtime_env(conn: DictConnection, spec: jobs.JobSpec) -> None:
     """What of the runtime_env only the group allows (keys beyond the known ones, env_vars Ray reads)."""
     if frozenset(spec.runtime_env) - KNOWN_KEYS or controls(spec.runtime_env):
         problem = runtime_env_problem(spec.runtime_env, *groups.runtime_env_allowance(conn, spec.group))
@@ -110,6 +108,6 @@ def cancel(ids: list[int], *, conn: DictConnection | None = None,
         return _cancel(own, ids)
 
 
-def _cancel(conn: psycopg.Connection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
+def _cancel(conn: DictConnection, ids: list[int]) -> dict[int, tuple[str | None, str | None]]:
     tasks = [task for found in jobs.array_tasks(conn, ids).values() for task in found]
     return jobs.cancel_jobs(conn, list(dict.fromkeys([*ids, *tasks])))

@@ -49,7 +49,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         try:
             return msgspec.convert(values, cls, strict=False)
         except msgspec.ValidationError as exc:
-            message, field = _PATH.fullmatch(str(exc)).groups()
+            # The values are a dict of known fields: msgspec's every error is at a field's path.
+            path = _PATH.fullmatch(str(exc))
+            assert path is not None, exc
+            message, field = path.groups()
             raise BadInput(f"{PREFIX}{field.upper()} is invalid: {message}") from None
 
     def require_database_url(self) -> str:

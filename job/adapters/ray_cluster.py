@@ -343,6 +343,7 @@ class RayCluster:
         is not retried goes to `handle` when given; every other failure becomes Unavailable."""
 
         def log_retry(state: RetryCallState) -> None:
+            assert state.outcome is not None  # tenacity calls it after an attempt, with its outcome
             log.warning("ray_retry", address=self.shown_address, call=what, attempt=state.attempt_number,
                         error=_short(state.outcome.exception()), **fields)
 
@@ -506,8 +507,9 @@ class _Answer(TypedDict, Generic[R], total=False):
 # Any JSON, as dicts and lists: msgspec reads a thousand nodes' answer in a third of json's time,
 # which a group of ten clusters pays ten times a tick (bench/clusters.py).
 _JSON = msgspec.json.Decoder()
-_LISTS = {"actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
-          "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
+_LISTS: dict[str, msgspec.json.Decoder[Any]] = {
+    "actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
+    "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
 
 
 def _work(record: dict[str, Any], resources: Callable[[dict | None], Resources]) -> Work:

@@ -51,7 +51,7 @@ class RayStream:
                 elif message.type == aiohttp.WSMsgType.ERROR:
                     raise Unavailable(f"ray at {self.shown_address}: log tail of {submission_id} broke off")
 
-    async def package(self, method: str, protocol: str, name: str, data: bytes | None = None) -> tuple[int, str]:
+    async def package(self, method: str, protocol: str, name: str, data: bytes | bytearray | None = None) -> tuple[int, str]:
         """Ray's answer (status, text) to GET (exists?) or PUT (upload) of a package."""
         # Encoded already: yarl would otherwise resolve a `..` of a name as a path's step up.
         url = URL(f"{self.address}/api/packages/{quote(protocol, safe='')}/{quote(name, safe='')}", encoded=True)

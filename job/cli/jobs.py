@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +21,21 @@ _BUILTIN_RESOURCES = (("--cpus", "CPU", "CPUs (default 1 when no resource is giv
                       ("--memory", "memory", "memory, e.g. 512MiB or 4GiB"))
 
 
+def _option(field: JobField) -> tuple[str, str]:
+    """A submitted field's `submit` option and its dest, the field's name in JobSpec: every field
+    of SUBMITTED has both, which JobField's type, the table's for every field, cannot say."""
+    assert field.option is not None and field.spec is not None, field
+    return field.option, field.spec
+
+
+def _given(args: argparse.Namespace, field: JobField) -> tuple[Any, str]:
+    """What argparse read of a submitted field's option, and the option."""
+    option, dest = _option(field)
+    return getattr(args, dest), option
+
+
 def _resources(args: argparse.Namespace, field: JobField) -> dict[str, str] | None:
-    resources = pairs(getattr(args, field.spec), field.option)
+    resources = pairs(*_given(args, field))
     for option, name, _ in _BUILTIN_RESOURCES:
         value = getattr(args, option[2:])
         if value is not None:
@@ -33,19 +46,19 @@ def _resources(args: argparse.Namespace, field: JobField) -> dict[str, str] | No
 
 
 def _json(args: argparse.Namespace, field: JobField) -> dict | None:
-    text = getattr(args, field.spec)
-    return None if text is None else json_object(text, field.option)
+    text, option = _given(args, field)
+    return None if text is None else json_object(text, option)
 
 
 # How a submit option's text becomes job.api.submit's keyword (core/job.py JobField.read); the
 # repeatable ones are given as lists.
 READS: dict[str, Callable[[argparse.Namespace, JobField], Any]] = {
-    "text": lambda args, field: getattr(args, field.spec),
-    "pairs": lambda args, field: pairs(getattr(args, field.spec), field.option),
+    "text": lambda args, field: _given(args, field)[0],
+    "pairs": lambda args, field: pairs(*_given(args, field)),
     "json": _json,
-    "bundles": lambda args, field: bundles(getattr(args, field.spec), field.option),
+    "bundles": lambda args, field: bundles(*_given(args, field)),
     "resources": _resources,
-    "list": lambda args, field: [word for text in getattr(args, field.spec) or () for word in text.split(",")] or None,
+    "list": lambda args, field: [word for text in _given(args, field)[0] or () for word in text.split(",")] or None,
 }
 _REPEATED = ("pairs", "bundles", "resources", "list")
 
@@ -56,7 +69,8 @@ def add_submit_options(parser: argparse.ArgumentParser) -> None:
         if field.read == "resources":
             for option, _, help in _BUILTIN_RESOURCES:
                 parser.add_argument(option, help=help)
-        parser.add_argument(field.option, dest=field.spec, action="append" if field.read in _REPEATED else "store",
+        option, dest = _option(field)
+        parser.add_argument(option, dest=dest, action="append" if field.read in _REPEATED else "store",
                             metavar=field.metavar, help=field.help, required=field.default is REQUIRED)
 
 
@@ -299,7 +313,7 @@ def show(args: argparse.Namespace) -> int:
     shown = {**dict(list(shown.items())[:at]), **edges, **dict(list(shown.items())[at:])}
     shown["resources"] = format_resources(job.resources)
     # Each bundle with its planned node beside it, once placed.
-    nodes = job.bundle_nodes or [None] * len(job.bundles or ())
+    nodes: Sequence[str | None] = job.bundle_nodes or [None] * len(job.bundles or ())
     shown["bundles"] = "; ".join(format_resources(bundle) + (f" on {node}" if node else "")
                                  for bundle, node in zip(job.bundles or (), nodes, strict=False)) or "-"
     del shown["bundle_nodes"]
@@ -313,8 +327,9 @@ def show(args: argparse.Namespace) -> int:
         shown["array"] = f"{array.spec}: {array.counts}"
     shown["after submit"] = timeline(job, running_seen) or "-"
     del shown["position"], shown["estimated_start_at"], shown["estimate_basis"], shown["reservation"], shown["expected_start"]
-    if _reserved(job):
-        shown["reserved"] = _reserved_words(job)
+    held = _reservation(job)
+    if held is not None:
+        shown["reserved"] = _reserved_words(job, held)
     if job.state == states.PENDING and job.estimate_basis is not None:
         shown["position"] = job.queue_position
         start = job.estimated_start_at
@@ -330,9 +345,9 @@ def _after_words(job: Job, found: dict[int, str]) -> str:
                      f"({found.get(item['job'], 'not found')})" for item in job.after or ()) or "-"
 
 
-def _reserved_words(job: Job) -> str:
-    """A reservation as `show` says it: `node n-3 (first in line), expected to start about 14:20 UTC`."""
-    held = _reservation(job)
+def _reserved_words(job: Job, held: dict) -> str:
+    """A reservation (_reservation's) as `show` says it: `node n-3 (first in line), expected to
+    start about 14:20 UTC`."""
     why = "first in line" if held["kind"] == "head" else "it preempted there"
     nodes = f"node{'s' if len(held['nodes']) > 1 else ''} {', '.join(held['nodes'])} ({why})"
     if held["kind"] != "head":

@@ -5,9 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from job.core.resources import format_amount, to_units
+
+
+@overload
+def iso(moment: datetime) -> str: ...
+
+
+@overload
+def iso(moment: datetime | None) -> str | None: ...
 
 
 def iso(moment: datetime | None) -> str | None:

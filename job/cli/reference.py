@@ -48,7 +48,9 @@ def _help(action: argparse.Action, parser: argparse.ArgumentParser) -> str:
 def _value(action: argparse.Action) -> str:
     if action.nargs == 0:
         return ""
-    name = action.metavar or (action.dest if not action.option_strings else action.dest.upper())
+    # A tuple names each value of an nargs=N option, which argparse's usage joins so.
+    name = (" ".join(action.metavar) if isinstance(action.metavar, tuple)
+            else action.metavar or (action.dest if not action.option_strings else action.dest.upper()))
     return {"?": f"[{name}]", "+": f"{name} ...", "*": f"[{name} ...]"}.get(str(action.nargs), name)
 
 

@@ -46,9 +46,9 @@ def register(sub) -> None:
         command(actions, action, handler, help).add_argument("name")
 
 
-def _template(spec: Any) -> dict[str, Any]:
+def _template(spec: job_rows.JobSpec) -> dict[str, Any]:
     """The submit's checked fields by column, as JSON; user and group are the schedule's."""
-    values = {field.column: getattr(spec, field.spec) for field in SUBMITTED}
+    values = {field.column: getattr(spec, job_rows.spec_name(field)) for field in SUBMITTED}
     del values["user_name"], values["group_name"]
     return {column: iso(value) if isinstance(value, datetime) else value for column, value in values.items()}
 

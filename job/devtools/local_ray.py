@@ -202,6 +202,7 @@ class LocalRayCluster:
     def _wait_for_nodes(self, expected: int) -> None:
         from job.adapters.ray_cluster import RayCluster
 
+        assert self.dashboard_url is not None  # start() sets it first
         cluster = RayCluster(self.dashboard_url, timeout_s=5.0, retry_s=0.0)
         while True:
             self._check_nodes()

@@ -399,7 +399,7 @@ class Gateway:
     async def delete(self, request: web.Request) -> web.Response:
         group, ident = request.match_info["group"], request.match_info["id"]
 
-        def forget(conn: DictConnection, user: str) -> dict:
+        def forget(conn: DictConnection, user: str) -> rows.GatewayJob:
             row = _job(conn, user, group, ident)
             if not translate.is_final(row.state):
                 raise BadInput(f"Job {ident} is not in a terminal state ({translate.status(row.state)}): stop it first")
@@ -430,7 +430,7 @@ class Gateway:
         leaves ends it at once, whether the job waits or runs."""
         group, ident = request.match_info["group"], request.match_info["id"]
 
-        async def look() -> dict:
+        async def look() -> rows.GatewayJob:
             # The token looked up again at every look: one revoked meanwhile ends the tail.
             request.pop("user", None)
             return await self._as_user(request, lambda conn, user: _job(conn, user, group, ident))
@@ -445,7 +445,7 @@ class Gateway:
             while True:
                 ray_id = row.submission_id
                 if (ray_id and ray_id not in followed and row.state != "SUBMITTING"
-                        and await _unless(gone, self._follow(ws, row))):
+                        and await _unless(gone, self._follow(ws, row.ray_address, ray_id))):
                     # Ray ended this attempt's stream; the queue may requeue it, or record its end.
                     followed.add(ray_id)
                     row = await look()
@@ -467,12 +467,12 @@ class Gateway:
         await ws.close()
         return ws
 
-    async def _follow(self, ws: web.WebSocketResponse, row: rows.GatewayJob) -> bool:
-        """Ray's log of the job's current attempt sent on, until Ray ends it. False: Ray has no
-        such job (yet)."""
-        stream = self._stream(await self._dashboard(row.ray_address))
+    async def _follow(self, ws: web.WebSocketResponse, address: str, submission_id: str) -> bool:
+        """Ray's log of the job's current attempt (its submission to Ray at `address`) sent on,
+        until Ray ends it. False: Ray has no such job (yet)."""
+        stream = self._stream(await self._dashboard(address))
         try:
-            async for text in stream.tail(row.submission_id):
+            async for text in stream.tail(submission_id):
                 await ws.send_str(text)
         except NotFound:
             return False

@@ -43,7 +43,8 @@ _ALPHABET = string.ascii_letters + string.digits
 # A JobSpec field in a refusal, under the name the caller gave it.
 _CALLER_NAMES = [(f"resources.{name}", field) for field, name in _BUILTIN.items()] + [
     ("resources", "entrypoint_resources"), ("node_labels", "entrypoint_label_selector"),
-    *((field.spec, f"metadata.{field.gateway}") for field in QUEUE_FIELDS.values()),
+    # Every field of SUBMITTED has a JobSpec name, which JobField's type, the table's, cannot say.
+    *((field.spec, f"metadata.{field.gateway}") for field in QUEUE_FIELDS.values() if field.spec is not None),
     (arrays.KEYWORD, f"metadata.{arrays.GATEWAY_KEY}")]
 
 
@@ -66,7 +67,7 @@ _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1, ord(","): 0
 _PACKAGE_NAME = re.compile(r"_ray_pkg_[0-9a-f]{1,64}\.(?:zip|tar\.gz|tar\.xz)|[A-Za-z0-9][A-Za-z0-9_.+!-]{0,200}\.whl")
 
 
-def read_json(data: bytes) -> Any:
+def read_json(data: bytes | bytearray) -> Any:
     """A request's JSON, or BadInput: too deep, too many values, or not JSON. Strings taken out,
     its structure is counted before it is parsed."""
     skeleton = _STRINGS.sub(b"", data).translate(None, _NOT_STRUCTURE)

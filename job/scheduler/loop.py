@@ -88,9 +88,11 @@ def _wait_for_database(url: str, cause: str, window: _Window) -> None:
         tries += 1
         answers(url)
 
+    # Either stop ends it; tenacity's `|` joins only its own stops, not a function.
+    by_delay = stop_after_delay(window.left())
     try:
         Retrying(retry=retry_if_exception_type(DatabaseUnavailable), reraise=True,
-                 stop=stop_after_delay(window.left()) | (lambda _: window.over()),
+                 stop=lambda state: by_delay(state) or window.over(),
                  wait=wait_exponential(multiplier=0.2, max=RETRY_MAX_S), sleep=_sleeper(window))(attempt)
     except DatabaseUnavailable:
         log.error("database_still_unavailable", database=redact_url(url), tries=tries,

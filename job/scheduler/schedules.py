@@ -14,10 +14,10 @@ import psycopg
 
 from job import log
 from job.core.schedules import ScheduleRun, SlotAction, due_slot, next_slot
-from job.store import jobs, schedules
+from job.store import DictConnection, jobs, schedules
 
 
-def run_schedules(conn: psycopg.Connection, group: str, now: datetime) -> datetime | None:
+def run_schedules(conn: DictConnection, group: str, now: datetime) -> datetime | None:
     """Takes the group's due slots and commits; returns the next slot of its schedules, when the
     loop must wake for it."""
     wake = []
@@ -36,7 +36,7 @@ def run_schedules(conn: psycopg.Connection, group: str, now: datetime) -> dateti
     return min(wake, default=None)
 
 
-def _take(conn: psycopg.Connection, group: str, run: ScheduleRun, action: SlotAction) -> None:
+def _take(conn: DictConnection, group: str, run: ScheduleRun, action: SlotAction) -> None:
     """The slot's row, and its job unless skipped; a template that is no job (written past the CLI)
     skips its slot, not the group's tick."""
     name = run.schedule.name
@@ -46,6 +46,7 @@ def _take(conn: psycopg.Connection, group: str, run: ScheduleRun, action: SlotAc
                                        action.message):
                 return  # another tick took it
             if action.action == "replace":
+                assert run.last_job is not None  # due_slot replaces only a last run that is going
                 jobs.cancel_jobs(conn, [run.last_job])
             job_id = None if action.action == "skip" else schedules.insert_slot_job(conn, name, action.slot)
     except (psycopg.DataError, psycopg.IntegrityError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from job import log
@@ -64,7 +65,8 @@ def submit_intents(cluster: RayCluster, group: GroupConfig, intents: list[Intent
 
 def bundles_json(intent: Intent) -> str:
     """`[{"resources": {...}, "node": "<node id>"}, ...]`, one per bundle, in the bundles' order."""
-    nodes = intent.bundle_nodes or [None] * len(intent.bundles)
+    assert intent.bundles is not None, "called for an intent with bundles (_submit_one)"
+    nodes: Sequence[str | None] = intent.bundle_nodes or [None] * len(intent.bundles)
     return json.dumps([{"resources": bundle, "node": node} for bundle, node in zip(intent.bundles, nodes, strict=True)])
 
 

@@ -42,8 +42,8 @@ from job.scheduler.report import GroupResult, Steps, summary
 from job.scheduler.schedules import run_schedules
 from job.scheduler.submit import submit_clusters
 from job.scheduler.ticks import record_ticks
-from job.store import DictConnection, accounts, events, groups, tick_jobs, users
-from job.store.connection import connect, session
+from job.store import accounts, events, groups, tick_jobs, users
+from job.store.connection import CountingConnection, connect, session
 
 
 def utcnow() -> datetime:
@@ -149,7 +149,7 @@ class PlanStep:
 class _GroupTick:
     """One group's tick under its lock, step by step: each step returns what the next ones need."""
 
-    def __init__(self, conn: DictConnection, config: TickConfig, group: GroupConfig, installation: str,
+    def __init__(self, conn: CountingConnection, config: TickConfig, group: GroupConfig, installation: str,
                  pending: PendingRows):
         self.conn, self.config, self.group, self.installation = conn, config, group, installation
         self.pending = pending
@@ -248,7 +248,9 @@ class _GroupTick:
         # The recent run times: the running jobs' expected ends, that reservations count on.
         recent = tick_jobs.recent_run_times(self.conn, self.name, RECENT)
         # The tasks of a throttled array past its throttle are not the planner's: they wait.
-        held = throttle(pending, done.active)
+        # core/arrays.py's protocols declare settable attributes; a PendingRow (a NamedTuple) and
+        # an ActiveJob (a frozen dataclass) have them read only, as throttle reads them.
+        held = throttle(pending, done.active)  # type: ignore[arg-type]
         cluster_of_node = seen.clusters.node_cluster()
         nodes = [node for node in seen.nodes if cluster_of_node[node.id] not in settled.kept_off]
         snapshot, invalid = build_snapshot(self.group, seen.now, nodes, done.active, held.planned, done.members,

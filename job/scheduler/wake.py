@@ -29,7 +29,7 @@ import psycopg
 
 from job import log
 from job.core.errors import DatabaseUnavailable, Unavailable
-from job.store import DictConnection
+from job.store import DictConnection, one
 from job.store.connection import connect
 
 CHANNEL = "job_wake"
@@ -78,7 +78,7 @@ class Wakes:
         try:
             conn.execute(f"LISTEN {CHANNEL}")
             self._conn = conn
-            self._timer = self._take_timer()
+            self._timer = self._take_timer(conn)
         except psycopg.Error:
             conn.close()
             self._conn = None
@@ -121,14 +121,14 @@ class Wakes:
         """Whether this loop ticks on its timer: it holds the timer's lock (taken now if free),
         or it has no connection to tell."""
         if self._conn is not None and not self._timer:
-            self._timer = self._take_timer()
+            self._timer = self._take_timer(self._conn)
         return self._timer or self._conn is None
 
-    def _take_timer(self) -> bool:
+    def _take_timer(self, conn: DictConnection) -> bool:
         """Whether this loop's connection took the timer's lock (kept until it closes)."""
         try:
-            return self._conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS taken",
-                                      (TIMER_LOCK_CLASS, self.group)).fetchone()["taken"]
+            return one(conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS taken",
+                                    (TIMER_LOCK_CLASS, self.group)))["taken"]
         except psycopg.Error as exc:
             self._lost(exc)
             return False

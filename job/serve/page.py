@@ -4,6 +4,7 @@ queue. It reloads itself every REFRESH_S seconds and fits a phone's width."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
 
@@ -101,7 +102,7 @@ def _tree_chart(rows: list[AccountShare]) -> str:
     return _bars(shown[:CHART_USERS], "account") if shown else ""
 
 
-def _bars(shown: list[tuple[str, UserShare | AccountShare]], kind: str) -> str:
+def _bars(shown: Sequence[tuple[str, UserShare | AccountShare]], kind: str) -> str:
     bar_h, gap, label_w, width = 16, 6, 120, 520
     plot = width - label_w - 10
     height = len(shown) * (bar_h + gap) + 20

@@ -22,8 +22,7 @@ from job import log
 from job.core.errors import JobError
 from job.serve import metrics, page
 from job.serve.report import Report, read_report
-from job.store import DictConnection
-from job.store.connection import connect, read_only
+from job.store.connection import CountingConnection, connect, read_only
 from job.store.migrations import ensure_current
 
 # Pending jobs per group shown on the status page.
@@ -36,7 +35,7 @@ class Source:
     def __init__(self, database_url: str, max_age_s: float):
         self.database_url, self.max_age_s = database_url, max_age_s
         self._lock = threading.Lock()
-        self._conn: DictConnection | None = None
+        self._conn: CountingConnection | None = None
         self._report: tuple[float, Report, datetime] | None = None
         # Statements the last read sent (bench/serve.py).
         self.statements = 0
@@ -62,13 +61,14 @@ class Source:
     def ping(self) -> None:
         with self._lock:
             try:
-                self._connection().execute("SELECT 1")
-                self._conn.rollback()
+                conn = self._connection()
+                conn.execute("SELECT 1")
+                conn.rollback()
             except psycopg.Error:
                 self._close()
                 raise
 
-    def _connection(self) -> DictConnection:
+    def _connection(self) -> CountingConnection:
         if self._conn is None or self._conn.closed:
             conn = connect(self.database_url, counting=True)
             try:

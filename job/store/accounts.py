@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 from psycopg.rows import class_row
 
 from job.core.errors import BadInput, Conflict, NotFound
 from job.core.members import AccountRow, ListedAccount
-from job.store import DictConnection
+from job.store import DictConnection, one
 from job.store.params import json_param
 
 if TYPE_CHECKING:
@@ -56,7 +56,10 @@ def update_account(conn: DictConnection, spec: AccountSpec) -> None:
         raise BadInput(f"parent: {exc.diag.message_primary}") from None
 
 
-def _rows(conn: DictConnection, kind: type[AccountRow] = AccountRow) -> psycopg.Cursor:
+_Account = TypeVar("_Account", bound=AccountRow)
+
+
+def _rows(conn: DictConnection, kind: type[_Account]) -> psycopg.Cursor[_Account]:
     return conn.cursor(row_factory=class_row(kind))
 
 
@@ -65,8 +68,8 @@ def _selected(alias: str = "") -> str:
 
 
 def get_account(conn: DictConnection, name: str, *, for_update: bool = False) -> AccountRow:
-    row = _rows(conn).execute(f"SELECT {_selected()} FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""),
-                              (name,)).fetchone()
+    row = _rows(conn, AccountRow).execute(
+        f"SELECT {_selected()} FROM accounts WHERE name = %s" + (" FOR UPDATE" if for_update else ""), (name,)).fetchone()
     if row is None:
         raise NotFound(f"account {name!r} does not exist (see `python -m job account list`)")
     return row
@@ -83,15 +86,15 @@ def list_accounts(conn: DictConnection) -> list[ListedAccount]:
 
 def tree(conn: DictConnection) -> list[AccountRow]:
     """What the planner needs of every account (a tick reads it once per group)."""
-    return _rows(conn).execute(f"SELECT {_selected()} FROM accounts ORDER BY name").fetchall()
+    return _rows(conn, AccountRow).execute(f"SELECT {_selected()} FROM accounts ORDER BY name").fetchall()
 
 
 def remove_account(conn: DictConnection, name: str) -> None:
     """Remove an account without users or child accounts."""
     get_account(conn, name, for_update=True)
-    row = conn.execute("""SELECT (SELECT count(*) FROM users WHERE account = %(name)s) AS users,
-                                 (SELECT count(*) FROM accounts WHERE parent = %(name)s) AS children""",
-                       {"name": name}).fetchone()
+    row = one(conn.execute("""SELECT (SELECT count(*) FROM users WHERE account = %(name)s) AS users,
+                                     (SELECT count(*) FROM accounts WHERE parent = %(name)s) AS children""",
+                           {"name": name}))
     if row["users"] or row["children"]:
         raise Conflict(f"account {name!r} has {row['users']} user(s) and {row['children']} child account(s):"
                        " move them to another account first")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -12,7 +12,7 @@ from psycopg.rows import DictRow, dict_row
 
 from job.core.errors import DatabaseUnavailable
 from job.core.redact import redact_url
-from job.store import DictConnection
+from job.store import DictConnection, one
 from job.store.migrations import check_current
 
 CONNECT_TIMEOUT_S = 5
@@ -28,8 +28,18 @@ class _CountingCursor(psycopg.Cursor[DictRow]):
     # Connection.execute sends through a cursor too, as the store's typed reads do with their own
     # row factories: counted here, every statement is counted once.
     def execute(self, *args: Any, **kwargs: Any):
-        self.connection.statements += 1
+        # psycopg types a cursor's connection as any Connection; only a CountingConnection makes
+        # this cursor (connect).
+        cast(CountingConnection, self.connection).statements += 1
         return super().execute(*args, **kwargs)
+
+
+@overload
+def connect(url: str, *, autocommit: bool = False, counting: Literal[False] = False) -> DictConnection: ...
+
+
+@overload
+def connect(url: str, *, autocommit: bool = False, counting: Literal[True]) -> CountingConnection: ...
 
 
 def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> DictConnection:
@@ -37,7 +47,8 @@ def connect(url: str, *, autocommit: bool = False, counting: bool = False) -> Di
     Its session reads times in UTC: psycopg then gives every timestamptz the one tzinfo it keeps
     for UTC, where a server's zone (even Etc/UTC) costs a zone lookup per value, half the time of
     reading the submit times of 100k pending jobs. The URL's own `options` are kept."""
-    factory, cursors = (CountingConnection, _CountingCursor) if counting else (psycopg.Connection, psycopg.Cursor)
+    factory: type[DictConnection] = CountingConnection if counting else psycopg.Connection
+    cursors: type[psycopg.Cursor[DictRow]] = _CountingCursor if counting else psycopg.Cursor
     try:
         options = f"{conninfo_to_dict(url).get('options') or ''} -c TimeZone=UTC".strip()
         return factory.connect(url, autocommit=autocommit, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S,
@@ -77,12 +88,12 @@ def read_only(conn: DictConnection) -> str:
     (sql/0005_roles.sql) where that role exists and the login may take it, whatever else the login
     may do. Returns the role the session reads as."""
     conn.execute("SET default_transaction_read_only = on")
-    row = conn.execute(
+    row = one(conn.execute(
         """SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %(role)s)
                        THEN pg_has_role(current_user, %(role)s, 'MEMBER') ELSE false END AS may""",
         {"role": READER_ROLE},
-    ).fetchone()
+    ))
     if row["may"]:
         conn.execute(f"SET ROLE {READER_ROLE}")
     conn.commit()
-    return conn.execute("SELECT current_user AS name").fetchone()["name"]
+    return one(conn.execute("SELECT current_user AS name"))["name"]

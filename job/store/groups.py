@@ -13,7 +13,7 @@ from job.core.errors import Conflict, NotFound
 from job.core.group import OPTIONS as _GROUP_COLUMNS
 from job.core.group import GroupConfig
 from job.core.specs import GroupSpec
-from job.store import DictConnection
+from job.store import DictConnection, one
 from job.store.params import json_param
 
 # Advisory lock namespace of the per-group tick lock: pg_try_advisory_lock(int, int).
@@ -80,11 +80,11 @@ def update_group(conn: DictConnection, spec: GroupSpec) -> None:
         # job becomes active between the count and the change.
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (TICK_LOCK_CLASS, spec.name))
         first = current.clusters[0].name
-        active = conn.execute(
+        active = one(conn.execute(
             """SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)
                  AND coalesce(cluster, %s) = ANY(%s)""",
             (spec.name, list(states.ACTIVE), first, dropped),
-        ).fetchone()["n"]
+        ))["n"]
         if active:
             raise Conflict(f"group {spec.name!r} has {active} active job(s) in cluster {dropped[0]}: use "
                            "--remove-ray-address, which takes no new job there and drops the cluster once they end")
@@ -119,10 +119,10 @@ def list_groups(conn: DictConnection) -> list[dict]:
 def remove_group(conn: DictConnection, name: str) -> int:
     """Remove a group without pending or active jobs, with its finished jobs; returns how many."""
     get_group(conn, name, for_update=True)
-    busy = conn.execute(
+    busy = one(conn.execute(
         "SELECT count(*) AS n FROM jobs WHERE group_name = %s AND state = ANY(%s)",
         (name, list(states.UNFINISHED)),
-    ).fetchone()["n"]
+    ))["n"]
     if busy:
         raise Conflict(f"group {name!r} has {busy} pending or active job(s): cancel them or wait for them to finish first")
     finished = conn.execute("DELETE FROM jobs WHERE group_name = %s", (name,)).rowcount
@@ -140,7 +140,8 @@ def runtime_env_allowance(conn: DictConnection, name: str) -> tuple[frozenset[st
 
 
 def installation_id(conn: DictConnection) -> str:
-    return conn.execute("SELECT id FROM installation").fetchone()["id"]
+    # Its one row is written with the table (sql/0001_initial.sql).
+    return one(conn.execute("SELECT id FROM installation"))["id"]
 
 
 def groups(conn: DictConnection, name: str | None) -> list[GroupConfig]:
@@ -150,9 +151,9 @@ def groups(conn: DictConnection, name: str | None) -> list[GroupConfig]:
 
 
 def try_lock(conn: DictConnection, group: str) -> bool:
-    return conn.execute(
+    return one(conn.execute(
         "SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS locked", (TICK_LOCK_CLASS, group)
-    ).fetchone()["locked"]
+    ))["locked"]
 
 
 def unlock(conn: DictConnection, group: str) -> None:
@@ -179,7 +180,7 @@ def charge_usage(conn: DictConnection, group: str, usage: dict[str, float], sinc
                  now: datetime) -> bool:
     """Write users' usage as charged for the interval since..now, only if the group's last charge
     is still `since` (no other tick charged meanwhile); returns whether it was written."""
-    return conn.execute(
+    return one(conn.execute(
         """WITH claimed AS (
                UPDATE resource_groups SET usage_charged_at = %(now)s
                WHERE name = %(group)s AND usage_charged_at IS NOT DISTINCT FROM %(since)s
@@ -191,4 +192,4 @@ def charge_usage(conn: DictConnection, group: str, usage: dict[str, float], sinc
                ON CONFLICT (group_name, user_name) DO UPDATE SET usage = excluded.usage)
            SELECT count(*) > 0 AS charged FROM claimed""",
         {"group": group, "names": list(usage), "usage": list(usage.values()), "since": since, "now": now},
-    ).fetchone()["charged"]
+    ))["charged"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 from psycopg.rows import class_row
@@ -16,19 +16,42 @@ from psycopg.rows import class_row
 from job.core import states
 from job.core.arrays import ArraySummary
 from job.core.errors import BadInput, NotFound, PermissionDenied
-from job.core.job import ARRAY_COLUMNS, COLUMNS, SUBMITTED, Job
-from job.store import DictConnection
+from job.core.job import ARRAY_COLUMNS, COLUMNS, SUBMITTED, Job, JobField
+from job.store import DictConnection, one
 from job.store.params import json_param
 
 if TYPE_CHECKING:
     from job.core.arrays import ArraySpec
-    from job.core.specs import JobSpec
+
+
+class JobSpec(Protocol):
+    """The fields of core/specs.py's JobSpec read by name (here, in job.api and cli/schedules.py):
+    JobSpec is a model made at import from the field table (core/job.py SUBMITTED), whose fields
+    a type checker cannot see; the others are read through the table (spec_name)."""
+
+    @property
+    def user(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def priority_class(self) -> str | None: ...
+    @property
+    def runtime_env(self) -> dict[str, Any]: ...
+    @property
+    def after(self) -> list[dict[str, Any]] | None: ...
 
 
 def submit_columns() -> tuple[str, ...]:
     """What a submit writes: a column per field a submit takes, and the new job's state and first
     reason. They are all a submitter may insert: migrations.migrate grants these columns and no other."""
     return (*(field.column for field in SUBMITTED), "state", "reason", "message", *ARRAY_COLUMNS)
+
+
+def spec_name(field: JobField) -> str:
+    """A submitted field's name in JobSpec (and the dest of its `submit` option): every field of
+    SUBMITTED has one, which JobField's type, the table's for every field, cannot say."""
+    assert field.spec is not None, field
+    return field.spec
 
 
 def insert_job(conn: DictConnection, spec: JobSpec, array: ArraySpec | None = None) -> int:
@@ -38,7 +61,7 @@ def insert_job(conn: DictConnection, spec: JobSpec, array: ArraySpec | None = No
     if spec.after:
         _check_after(conn, [item["job"] for item in spec.after])
     values = {f"v{index}": value for index, value in enumerate(
-        [*(json_param(field.column, getattr(spec, field.spec)) for field in SUBMITTED),
+        [*(json_param(field.column, getattr(spec, spec_name(field))) for field in SUBMITTED),
          states.INITIAL, states.Reason.QUEUED, "waiting for the next tick"])}
     columns = ", ".join(submit_columns()[:len(values)])
     given = ", ".join(f"%({name})s" for name in values)
@@ -57,7 +80,7 @@ def insert_job(conn: DictConnection, spec: JobSpec, array: ArraySpec | None = No
             SELECT id FROM first"""
         values |= {"first": array.indexes[0], "rest": list(array.indexes[1:]), "throttle": array.throttle}
     try:
-        row = conn.execute(statement, values).fetchone()
+        row = one(conn.execute(statement, values))
     except psycopg.errors.ForeignKeyViolation as exc:
         conn.rollback()
         # The constraint's name, not its detail: PostgreSQL leaves the detail out for a role that may
@@ -69,8 +92,7 @@ def insert_job(conn: DictConnection, spec: JobSpec, array: ArraySpec | None = No
         # Row-level security refused the row (a submitter may insert only its own jobs), or the
         # role may not insert jobs at all (then the error goes on as PostgreSQL's).
         conn.rollback()
-        me = conn.execute(
-            "SELECT current_user AS name, pg_has_role('job_submitter', 'MEMBER') AS submits").fetchone()
+        me = one(conn.execute("SELECT current_user AS name, pg_has_role('job_submitter', 'MEMBER') AS submits"))
         if me["submits"] and spec.user != me["name"]:
             raise PermissionDenied(
                 f"user: you are logged in as {me['name']!r} and may submit only as {me['name']!r}") from None
@@ -166,18 +188,18 @@ def running_seen(conn: DictConnection, job: Job) -> datetime | None:
     """When a tick first saw the job's current attempt run (its `started` event), if it did."""
     if job.placed_at is None:
         return None
-    seen = conn.execute("SELECT min(at) AS at FROM job_events WHERE job_id = %s AND kind = 'started' AND attempt = %s",
-                        (job.id, job.attempt)).fetchone()
+    seen = one(conn.execute("SELECT min(at) AS at FROM job_events WHERE job_id = %s AND kind = 'started' AND attempt = %s",
+                            (job.id, job.attempt)))
     return seen["at"]
 
 
 def own_jobs_only(conn: DictConnection) -> str | None:
     """The caller's name if row-level security shows it only its own jobs (a submitter), else None."""
-    row = conn.execute(
+    row = one(conn.execute(
         """SELECT current_user AS name,
                   row_security_active('jobs') AND NOT (pg_has_role('job_admin', 'MEMBER')
                       OR pg_has_role('job_scheduler', 'MEMBER') OR pg_has_role('job_reader', 'MEMBER')) AS own_only""",
-    ).fetchone()
+    ))
     return row["name"] if row["own_only"] else None
 
 

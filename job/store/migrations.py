@@ -15,7 +15,7 @@ from importlib.resources.abc import Traversable
 
 from job import log
 from job.core.errors import IncompleteInstall, NotMigrated
-from job.store import DictConnection
+from job.store import DictConnection, one
 from job.store.jobs import submit_columns
 
 MIGRATIONS_PACKAGE = "job.migrations"
@@ -39,7 +39,7 @@ def migration_files(package: str = MIGRATIONS_PACKAGE) -> list[Traversable]:
 
 
 def applied(conn: DictConnection) -> set[str]:
-    exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS exists").fetchone()["exists"]
+    exists = one(conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS exists"))["exists"]
     if not exists:
         return set()
     return {row["name"] for row in conn.execute("SELECT name FROM schema_migrations")}

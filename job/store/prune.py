@@ -12,21 +12,21 @@ from __future__ import annotations
 from datetime import datetime
 
 from job.core import states
-from job.store import DictConnection
+from job.store import DictConnection, one
 
 
 def cutoff(conn: DictConnection, older_than_s: float) -> datetime:
     """The database's now less `older_than_s`, to the second: finished_at is written with the
     database's clock."""
-    return conn.execute("SELECT date_trunc('second', now() - make_interval(secs => %s)) AS cutoff",
-                        (older_than_s,)).fetchone()["cutoff"]
+    return one(conn.execute("SELECT date_trunc('second', now() - make_interval(secs => %s)) AS cutoff",
+                            (older_than_s,)))["cutoff"]
 
 
 def count_finished_before(conn: DictConnection, before: datetime) -> int:
-    return conn.execute(
+    return one(conn.execute(
         "SELECT count(*) AS n FROM jobs WHERE state = ANY(%s) AND finished_at < %s",
         (list(states.FINISHED), before),
-    ).fetchone()["n"]
+    ))["n"]
 
 
 def delete_finished_before(conn: DictConnection, before: datetime, after_id: int, limit: int) -> list[int]:

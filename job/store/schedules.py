@@ -14,6 +14,7 @@ from job.core import states
 from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.job import REQUIRED, SUBMITTED
 from job.core.schedules import Schedule, ScheduleRun
+from job.store import DictConnection, one
 from job.store.jobs import own_jobs_only
 
 _COLUMNS = ", ".join(Schedule.__dataclass_fields__)
@@ -26,13 +27,13 @@ _LAST = """LEFT JOIN LATERAL (SELECT slot FROM schedule_slots WHERE schedule_nam
                                ORDER BY slot DESC LIMIT 1) AS run ON true"""
 
 
-def _not_found(conn: psycopg.Connection, name: str) -> NotFound:
+def _not_found(conn: DictConnection, name: str) -> NotFound:
     me = own_jobs_only(conn)
     return NotFound(f"schedule {name!r} does not exist" + (f" or is not yours (you are logged in as {me!r})"
                                                             if me else "") + " (see `python -m job schedule list`)")
 
 
-def insert_schedule(conn: psycopg.Connection, schedule: Schedule) -> None:
+def insert_schedule(conn: DictConnection, schedule: Schedule) -> None:
     values = {name: getattr(schedule, name) for name in Schedule.__dataclass_fields__ if name != "created_at"}
     values["template"] = Jsonb(values["template"])
     try:
@@ -65,34 +66,34 @@ def _read(rows: list[dict]) -> list[ScheduleRun]:
                         row["last_slot"], row["last_job"], row["last_state"]) for row in rows]
 
 
-def group_schedules(conn: psycopg.Connection, group: str) -> list[ScheduleRun]:
+def group_schedules(conn: DictConnection, group: str) -> list[ScheduleRun]:
     """The tick's one read: the group's running (not paused) schedules, with their last slot and run."""
     return _read(conn.execute(_runs("s.group_name = %s AND NOT s.paused"), (group,)).fetchall())
 
 
-def schedules(conn: psycopg.Connection) -> list[ScheduleRun]:
+def schedules(conn: DictConnection) -> list[ScheduleRun]:
     return _read(conn.execute(_runs("true")).fetchall())
 
 
-def get_schedule(conn: psycopg.Connection, name: str) -> ScheduleRun:
+def get_schedule(conn: DictConnection, name: str) -> ScheduleRun:
     found = _read(conn.execute(_runs("s.name = %s"), (name,)).fetchall())
     if not found:
         raise _not_found(conn, name)
     return found[0]
 
 
-def set_paused(conn: psycopg.Connection, name: str, paused: bool) -> None:
+def set_paused(conn: DictConnection, name: str, paused: bool) -> None:
     if conn.execute("UPDATE schedules SET paused = %s WHERE name = %s", (paused, name)).rowcount == 0:
         raise _not_found(conn, name)
 
 
-def remove_schedule(conn: psycopg.Connection, name: str) -> None:
+def remove_schedule(conn: DictConnection, name: str) -> None:
     """The schedule and its slots; the jobs it made stay, with its name."""
     if conn.execute("DELETE FROM schedules WHERE name = %s", (name,)).rowcount == 0:
         raise _not_found(conn, name)
 
 
-def slots_of(conn: psycopg.Connection, name: str, limit: int) -> list[dict]:
+def slots_of(conn: DictConnection, name: str, limit: int) -> list[dict]:
     """The schedule's last slots, newest first, with their job's state (None once pruned)."""
     return conn.execute(
         """SELECT s.slot, s.outcome, s.job_id, s.message, jobs.state
@@ -100,7 +101,7 @@ def slots_of(conn: psycopg.Connection, name: str, limit: int) -> list[dict]:
            WHERE s.schedule_name = %s ORDER BY s.slot DESC LIMIT %s""", (name, limit)).fetchall()
 
 
-def take_slot(conn: psycopg.Connection, name: str, slot: datetime, outcome: str, message: str | None) -> bool:
+def take_slot(conn: DictConnection, name: str, slot: datetime, outcome: str, message: str | None) -> bool:
     """The slot's row, unless one is there already (another tick took the slot): whether it is ours."""
     return conn.execute(
         """INSERT INTO schedule_slots (schedule_name, slot, outcome, message) VALUES (%s, %s, %s, %s)
@@ -113,9 +114,9 @@ _SUBMITTED = [field.column for field in SUBMITTED]
 _DEFAULTS = Jsonb({field.column: field.default for field in SUBMITTED if field.default not in (None, REQUIRED)})
 
 
-def insert_slot_job(conn: psycopg.Connection, name: str, slot: datetime) -> int:
+def insert_slot_job(conn: DictConnection, name: str, slot: datetime) -> int:
     """The job of a slot taken by take_slot, from the schedule's template, written on the slot's row."""
-    row = conn.execute(
+    row = one(conn.execute(
         f"""WITH job AS (
                 INSERT INTO jobs ({', '.join(_SUBMITTED)}, state, reason, message, schedule, slot)
                 SELECT {', '.join(f'r.{column}' for column in _SUBMITTED)}, %(state)s, %(reason)s, %(message)s,
@@ -128,5 +129,5 @@ def insert_slot_job(conn: psycopg.Connection, name: str, slot: datetime) -> int:
             WHERE schedule_name = %(name)s AND slot = %(slot)s RETURNING job_id""",
         {"name": name, "slot": slot, "defaults": _DEFAULTS, "state": states.INITIAL, "reason": states.Reason.QUEUED,
          "message": f"submitted by schedule {name} for its slot {slot.isoformat()}, waiting for the plan"},
-    ).fetchone()
+    ))
     return row["job_id"]

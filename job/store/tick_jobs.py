@@ -16,7 +16,7 @@ from job.core.estimates import Finished
 from job.core.group_snapshot import WAITS_FOR_RESOURCES, Held, PendingRow
 from job.core.jobs import ActiveJob, Intent, Moved, Victim
 from job.core.states import Reason
-from job.store import DictConnection
+from job.store import DictConnection, one
 
 
 def _select(fields: tuple[str, ...], computed: dict[str, str]) -> str:
@@ -53,7 +53,7 @@ def pending_jobs(conn: DictConnection, group: str) -> list[PendingRow]:
 def current_snapshot(conn: DictConnection) -> str:
     """The database's snapshot now (pg_snapshot, as text): the rows written by any transaction it
     does not see are the ones `pending_changes` reads later."""
-    return conn.execute("SELECT pg_current_snapshot()::text AS snapshot").fetchone()["snapshot"]
+    return one(conn.execute("SELECT pg_current_snapshot()::text AS snapshot"))["snapshot"]
 
 
 def pending_changes(conn: DictConnection, group: str, since: str) -> tuple[int, list[PendingRow], list[int]]:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from psycopg.types.json import Jsonb
 
-from job.store import DictConnection
+from job.store import DictConnection, one
 
 # Columns of a tick's row, in the order of `record`'s arrays, with their types.
 _COLUMNS = (("group_name", "text"), ("outcome", "text"), ("cause", "text"), ("seconds", "float8"),
@@ -48,4 +48,4 @@ def delete_before(conn: DictConnection, before: datetime, limit: int) -> int:
 
 
 def count_before(conn: DictConnection, before: datetime) -> int:
-    return conn.execute("SELECT count(*) AS n FROM ticks WHERE at < %s", (before,)).fetchone()["n"]
+    return one(conn.execute("SELECT count(*) AS n FROM ticks WHERE at < %s", (before,)))["n"]

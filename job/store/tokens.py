@@ -16,7 +16,7 @@ from psycopg import sql
 
 from job.core.errors import BadInput, NotFound, PermissionDenied
 from job.core.roles import GATEWAY_ROLE, SUBMITTER_ROLE, reserved_role_problem
-from job.store import DictConnection
+from job.store import DictConnection, one
 
 PREFIX = "jobtok_"
 
@@ -62,8 +62,8 @@ def create_token(conn: DictConnection, user: str, expires_at: datetime | None) -
         raise NotFound(f"user: {user!r} does not exist (add it with `python -m job user set {user}`)")
     _ensure_submitter_role(conn, user)
     token = PREFIX + secrets.token_urlsafe(32)
-    row = conn.execute("INSERT INTO tokens (user_name, hash, expires_at) VALUES (%s, %s, %s) RETURNING id",
-                       (user, token_hash(token), expires_at)).fetchone()
+    row = one(conn.execute("INSERT INTO tokens (user_name, hash, expires_at) VALUES (%s, %s, %s) RETURNING id",
+                           (user, token_hash(token), expires_at)))
     return row["id"], token
 
 
@@ -78,7 +78,7 @@ def _ensure_submitter_role(conn: DictConnection, user: str) -> None:
             """DO $$ BEGIN CREATE ROLE {role} NOLOGIN IN ROLE {submitter};
                EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$""").format(
             role=role, submitter=sql.Identifier(SUBMITTER_ROLE)))
-    why = conn.execute(_ROLE_OF, {"user": user}).fetchone()["not_a_submitter"]
+    why = one(conn.execute(_ROLE_OF, {"user": user}))["not_a_submitter"]
     if why:
         raise BadInput(f"user: the database role {user!r} is not exactly a submitter ({why}); "
                        "a token acts only as a submitter of its own jobs")
