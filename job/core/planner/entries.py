@@ -7,7 +7,7 @@ An entry is a plain flat tuple, in this order (the positions are the constants b
     POSITION      the job's place in the snapshot's list if it has no submitted_at, else 0
     ID_LENGTH     len(id)
     ID            the job's id
-    NOT_BEFORE    its not_before if still to come, else None
+    NOT_BEFORE    when it may start, if still to come, else None
     SHAPE         its Shape
     USER          its UserState
     JOB           the pending job itself (its Struct in the snapshot)

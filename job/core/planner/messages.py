@@ -209,8 +209,8 @@ def _on_nodes(held: list[tuple[NodeState, list[tuple[str, int]]]], between: str)
     return named + (f"; and more on {others} other node{'s' if others > 1 else ''}" if others > 0 else "")
 
 
-def not_before(words: Words, start: datetime) -> str:
-    # A snapshot with a not_before has a now (Snapshot._consistent).
+def later_start(words: Words, start: datetime) -> str:
+    # A snapshot with a start time to come has a now (Snapshot._consistent).
     assert words.now is not None
     left = int((start - words.now).total_seconds())
     return f"not to start before {start.isoformat().replace('+00:00', 'Z')}, in {format_duration(max(left, 1), parts=2)}"
@@ -290,7 +290,7 @@ def priority(words: Words, blocker: str) -> str:
 # ScalingUp is not the planner's (job/core/autoscale.py gives it after the plan).
 MESSAGES: dict[Reason, Callable[[Words, Any], str]] = {
     "Unschedulable": unschedulable,
-    "NotBefore": not_before,
+    "NotBefore": later_start,
     "UserJobLimit": job_limit,
     "UserResourceLimit": resource_limit,
     "AccountJobLimit": job_limit,
