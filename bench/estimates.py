@@ -26,6 +26,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from msgspec.structs import replace
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.plan import size
@@ -47,14 +49,14 @@ def snapshot_at(records, t: float, nodes, group: Group) -> Snapshot:
     """The group as the replay had it at `t`: what runs, what waits."""
     at = lambda seconds: EPOCH + timedelta(seconds=seconds)  # noqa: E731
     running = [r for r in records if r.start_s is not None and r.start_s <= t < r.end_s]
-    pending = [r for r in records if r.job.submit_s <= t and (r.start_s is None or r.start_s > t)]
+    pending = [r for r in records if r.submit_s <= t and (r.start_s is None or r.start_s > t)]
     shot = Snapshot.model_validate({
         "group": group.model_dump(), "now": at(t),
         "nodes": [{"id": n.id, "resources": n.resources} for n in nodes],
-        "running": [{"id": r.job.id, "user": r.job.user, "node": r.node, "resources": r.job.resources,
+        "running": [{"id": r.job.id, "user": r.job.user, "node": r.node, "resources": r.job.pending.resources,
                      "started_at": at(r.start_s)} for r in running],
     })
-    shot.pending = [Pending(id=r.job.id, user=r.job.user, resources=r.job.resources, submitted_at=at(r.job.submit_s),
+    shot.pending = [Pending(id=r.job.id, user=r.job.user, resources=r.job.pending.resources, submitted_at=at(r.submit_s),
                             node_labels={}) for r in pending]
     return shot
 
@@ -64,11 +66,11 @@ def errors(records, t: float, nodes, group: Group, oracle: bool, carried: int | 
     shot = snapshot_at(records, t, nodes, group)
     by_id = {r.job.id: r for r in records}
     done = sorted((r for r in records if r.end_s is not None and r.end_s <= t), key=lambda r: -r.end_s)[:RECENT]
-    known = RunTimes(Finished(r.job.user, r.job.resources, r.end_s - r.start_s) for r in done)
+    known = RunTimes(Finished(r.job.user, r.job.pending.resources, r.end_s - r.start_s) for r in done)
 
     def run_time(ident: str) -> float | None:
         job = by_id[ident].job
-        return job.run_s if oracle else known.of(job.user, job.resources, None).seconds
+        return job.run_s if oracle else known.of(job.user, job.pending.resources, None).seconds
 
     ends = {}
     for job in shot.running:
@@ -95,7 +97,7 @@ def accuracy(count: int, policy: str, moments: int, carried: int | None) -> None
     jobs = generate(count, seed=7, totals=totals, load=2.0)
     group = Group(policy=policy, selector="dispersed")
     outcome = simulate(jobs, nodes, group, every_s=EVERY_S)
-    span = max(job.submit_s for job in jobs)
+    span = max(record.submit_s for record in outcome.records)
     # From a fifth of the trace on (medians need finished jobs), on the tick grid.
     times = [round((span * (0.2 + 0.8 * k / moments)) / EVERY_S) * EVERY_S for k in range(moments)]
     for label, oracle in (("medians of finished jobs", False), ("true run times (baseline)", True)):
@@ -116,11 +118,10 @@ def cost(pending: int, repeat: int) -> None:
     group = Group(policy="drf", selector="dispersed")
     jobs = generate(pending, seed=3, totals={"CPU": 640, "memory": 640 * 8 * 2**30}, load=1.0)
     # All submitted, nothing started: the whole trace waits, as a tick at 100k pending sees it.
-    now = EPOCH + timedelta(seconds=max(job.submit_s for job in jobs) + 1)
+    now = max(job.pending.submitted_at for job in jobs) + timedelta(seconds=1)
     shot = Snapshot.model_validate({"group": group.model_dump(), "now": now,
                                     "nodes": [{"id": n.id, "resources": n.resources} for n in nodes]})
-    shot.pending = [Pending(id=j.id, user=j.user, resources=j.resources, submitted_at=EPOCH + timedelta(seconds=j.submit_s),
-                            node_labels={}) for j in jobs]
+    shot.pending = [replace(j.pending, node_labels={}) for j in jobs]
     runs = {j.id: 600.0 for j in jobs}
     plans, withs = [], []
     for _ in range(repeat):

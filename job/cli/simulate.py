@@ -121,15 +121,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-JOB_COLUMNS = ("id", "user", "submit_time", "start_time", "end_time")
+JOB_COLUMNS = ("id", "user", "submit_time", "start_time", "end_time", "state")
 
 
 def _job_rows(outcome: Outcome, configuration: str | None) -> list[dict]:
-    """One row per job of the trace, its last run's start and end (None where it never started)."""
+    """One row per job of the trace, its last run's start and end (None where it never started), and
+    how it ended (None: it had not by the end)."""
     rows = []
     for record in outcome.records:
-        row = {"id": record.job.id, "user": record.job.user, "submit_time": record.job.submit_s,
-               "start_time": record.start_s, "end_time": record.end_s if record.start_s is not None else None}
+        row = {"id": record.job.id, "user": record.job.user, "submit_time": record.submit_s,
+               "start_time": record.start_s, "end_time": record.end_s if record.start_s is not None else None,
+               "state": record.state}
         rows.append(row if configuration is None else {"configuration": configuration, **row})
     return rows
 

@@ -73,27 +73,11 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         return []
     kept = None if carried is None else set(in_line[:carried])
 
-    def seconds(moment: datetime | None) -> float | None:
-        return None if moment is None else (moment - now).total_seconds()
-
-    pending = []
-    for job in (snapshot.pending if kept is None
-                else carried_jobs if carried_jobs is not None else among(snapshot.pending, kept)):
-        run = run_times.get(job.id)
-        pending.append(TraceJob(
-            id=job.id, user=job.user, submit_s=seconds(job.submitted_at) or 0.0, resources=job.resources,
-            run_s=math.inf if run is None else run, priority=job.priority, priority_class=job.priority_class or None,
-            node_labels=job.node_labels or {}, not_before_s=seconds(job.not_before),
-            max_runtime_s=job.max_runtime_s, waiting_s=seconds(job.waiting_since), **_gang(job)))
-    running = [
-        # The snapshot does not say when a running job was submitted: its start stands for it.
-        RunningAtStart(job=TraceJob(id=job.id, user=job.user, submit_s=seconds(job.started_at) or 0.0,
-                             resources=job.resources, run_s=math.inf, priority_class=job.priority_class or None, **_gang(job)),
-                node=job.node, started_s=seconds(job.started_at),
-                end_s=None if ends.get(job.id) is None else max(seconds(ends[job.id]), 0.0),
-                stopping=job.stopping, bundle_nodes=tuple(job.bundle_nodes or ()))
-        for job in snapshot.running
-    ]
+    pending = [TraceJob(job, math.inf if run_times.get(job.id) is None else run_times[job.id])
+               for job in (snapshot.pending if kept is None
+                           else carried_jobs if carried_jobs is not None else among(snapshot.pending, kept))]
+    running = [RunningAtStart(job, None if ends.get(job.id) is None else max((ends[job.id] - now).total_seconds(), 0.0))
+               for job in snapshot.running]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
     # Not past LATEST_TIME: a thousand jobs ahead of a 100-year max runtime each would take the
     # simulation's clock past what a datetime holds.
@@ -110,9 +94,3 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
                      start=None if ident not in first_start else now + timedelta(seconds=first_start[ident]))
             for position, ident in enumerate(head, start=1)]
 
-
-def _gang(job: planned.Running | planned.Pending) -> dict:
-    """A snapshot job's bundles and strategy as a trace job carries them: a running gang holds its
-    whole footprint on its nodes, a pending one is placed whole, as in the plan."""
-    bundles = job.bundles
-    return {"bundles": tuple(bundles), "bundle_strategy": job.bundle_strategy or "PACK"} if bundles else {}

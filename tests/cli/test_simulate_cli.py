@@ -46,7 +46,7 @@ def test_an_swf_file_as_a_process_with_json(tmp_path):
         "jobs", "started", "unschedulable", "never_started", "wait_mean_s", "wait_p50_s", "wait_p95_s",
         "completion_mean_s", "bounded_slowdown_mean", "makespan_s", "utilization", "jain", "jain_window_mean",
         "jain_windows", "deviation_max", "deviation_mean", "preemptions", "lost_run_s", "ticks", "plans", "events",
-        "users", "accounts"}
+        "users", "accounts", "dependency_failed"}
     assert (figures["jobs"], figures["started"]) == (40, 40)
     assert figures["events"] == 120  # each job arrives, starts and ends
     assert 0 < figures["utilization"]["CPU"] <= 1
@@ -161,3 +161,27 @@ def test_a_gang_trace_as_a_process(tmp_path):
     assert (configuration["figures"]["started"], configuration["figures"]["unschedulable"]) == (3, 1)
     rows = [line.split(",")[:5] for line in jobs.read_text().splitlines()[1:]]
     assert [(row[0], row[3]) for row in rows] == [("1", "0"), ("2", "100"), ("3", "150"), ("4", "")]
+
+
+def test_a_pipeline_trace_as_a_process(tmp_path):
+    trace = tmp_path / "pipeline.csv"
+    # Preparation, a sweep of six tasks at most two at once, an evaluation of the whole sweep; a
+    # report only if preparation fails (it does not: the report fails, never started).
+    trace.write_text("submit_time,user,resources,run_time,id,after,array\n"
+                     "0,ann,CPU:1,60,prep,,\n"
+                     "0,ann,CPU:1,100,sweep,prep,0-5%2\n"
+                     "0,ann,CPU:4,30,eval,sweep,\n"
+                     "0,ann,CPU:1,10,report,prep:fail,\n")
+    jobs = tmp_path / "jobs.csv"
+    result = run_process("simulate", str(trace), "--nodes", "1x{CPU:8}", "--json", "--jobs-out", str(jobs))
+    assert result.status == 0, result.err
+    [configuration] = json.loads(result.out)["configurations"]
+    figures = configuration["figures"]
+    assert (figures["jobs"], figures["started"], figures["dependency_failed"], figures["never_started"]) == (9, 8, 1, 0)
+    rows = [line.split(",") for line in jobs.read_text().splitlines()]
+    assert rows[0] == ["id", "user", "submit_time", "start_time", "end_time", "state"]
+    assert [(row[0], row[3], row[4], row[5]) for row in rows[1:]] == [
+        ("prep", "0", "60", "SUCCEEDED"), ("sweep_0", "60", "160", "SUCCEEDED"), ("sweep_1", "60", "160", "SUCCEEDED"),
+        ("sweep_2", "160", "260", "SUCCEEDED"), ("sweep_3", "160", "260", "SUCCEEDED"),
+        ("sweep_4", "260", "360", "SUCCEEDED"), ("sweep_5", "260", "360", "SUCCEEDED"), ("eval", "360", "390", "SUCCEEDED"),
+        ("report", "", "", "FAILED")]

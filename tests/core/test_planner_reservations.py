@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from datetime import timedelta
 from unittest.mock import patch
 
 import pytest
@@ -215,9 +216,9 @@ def test_snapshot_fields_are_checked():
 # The issue's workload: user small submits a 1-CPU 10-minute job every 20 s for 6 hours (max
 # runtime 15 minutes), user big one 8-CPU job of an hour at 10 minutes, on two 8-CPU nodes.
 def starving_trace(hours: float = 6) -> list[TraceJob]:
-    jobs = [TraceJob(str(n + 1), "small", n * 20.0, {"CPU": 1}, 600.0, max_runtime_s=900.0)
+    jobs = [TraceJob.at(str(n + 1), "small", n * 20.0, {"CPU": 1}, 600.0, max_runtime_s=900.0)
             for n in range(int(hours * 3600 / 20))]
-    return [*jobs, TraceJob("big", "big", 600.0, BIG, 3600.0, max_runtime_s=7200.0)]
+    return [*jobs, TraceJob.at("big", "big", 600.0, BIG, 3600.0, max_runtime_s=7200.0)]
 
 
 NODES = [Node(id="n-1", resources={"CPU": 8}), Node(id="n-2", resources={"CPU": 8})]
@@ -226,7 +227,7 @@ NODES = [Node(id="n-1", resources={"CPU": 8}), Node(id="n-2", resources={"CPU": 
 def test_the_big_job_starts_within_20_minutes_and_the_cpus_stay_busy():
     outcome = simulate(starving_trace(), NODES, Group(policy="fairshare", selector="dispersed", half_life_s=3600))
     big = next(record for record in outcome.records if record.job.id == "big")
-    assert big.start_s - big.job.submit_s <= 20 * 60
+    assert big.start_s - big.submit_s <= 20 * 60
     assert summarise(outcome, windows(outcome, 3600))["utilization"]["CPU"] >= 0.9
     starved = simulate(starving_trace(), NODES, Group(policy="fairshare", selector="dispersed", half_life_s=3600,
                                                       max_reservations=0))
@@ -240,16 +241,16 @@ def test_the_first_in_line_waits_no_longer_than_reserve_after_and_the_runs_in_it
     """With reservations on, the big job, first in line under fifo once it is the oldest, starts at
     the latest reserve_after after it became first in line plus the longest run (max runtime) of
     the jobs running then, and a tick."""
-    jobs = [TraceJob(str(n), "small", float(at_s), {"CPU": cpu}, minutes * 60.0, max_runtime_s=minutes * 60.0)
+    jobs = [TraceJob.at(str(n), "small", float(at_s), {"CPU": cpu}, minutes * 60.0, max_runtime_s=minutes * 60.0)
             for n, (at_s, cpu, minutes) in enumerate(smalls)]
-    jobs.append(TraceJob("big", "big", float(big_at), BIG, 600.0, max_runtime_s=600.0))
+    jobs.append(TraceJob.at("big", "big", float(big_at), BIG, 600.0, max_runtime_s=600.0))
     group = Group(policy="fifo", selector="dispersed", reserve_after_s=300)
     outcome = simulate(jobs, NODES, group)
     big = next(record for record in outcome.records if record.job.id == "big")
     # First in line once every job submitted before it has started.
-    ahead = [r.start_s for r in outcome.records if r.job.submit_s < big_at and r.start_s is not None]
+    ahead = [r.start_s for r in outcome.records if r.submit_s < big_at and r.start_s is not None]
     first_s = max([big_at, *ahead])
-    longest = max((j.max_runtime_s for j in jobs if j.id != "big"), default=0)
+    longest = max((j.pending.max_runtime_s for j in jobs if j.id != "big"), default=0)
     assert big.start_s is not None and not math.isinf(big.start_s)
     assert big.start_s - first_s <= group.reserve_after_s + longest + 2 * 5.0
 
@@ -297,7 +298,7 @@ def test_no_job_first_in_line_waits_past_reserve_after_and_the_longest_expected_
     reserving before it starts in that plan), and starts at the latest when the jobs then running
     on its reserved nodes are expected to end (their max runtimes; they may end sooner), a tick
     after each step."""
-    jobs = [TraceJob(str(n), user, float(at_s), {"CPU": cpu}, max(minutes * 60.0 - short * 50.0, 1.0),
+    jobs = [TraceJob.at(str(n), user, float(at_s), {"CPU": cpu}, max(minutes * 60.0 - short * 50.0, 1.0),
                      max_runtime_s=minutes * 60.0) for n, (at_s, user, cpu, minutes, short) in enumerate(rows)]
     group = Group(policy="fifo", selector="dispersed", reserve_after_s=reserve_after_s)
     with head_reservations() as made:
@@ -306,15 +307,16 @@ def test_no_job_first_in_line_waits_past_reserve_after_and_the_longest_expected_
     assert all(record.start_s is not None for record in records.values())
     for record in records.values():
         job = record.job
-        ahead = [other.start_s for other in records.values() if (other.job.submit_s, int(other.job.id)) < (job.submit_s, int(job.id))]
-        first_s = max([job.submit_s, *ahead])
-        due_s = max(first_s, job.submit_s + reserve_after_s) + every_s
+        ahead = [other.start_s for other in records.values()
+                 if (other.submit_s, int(other.job.id)) < (record.submit_s, int(job.id))]
+        first_s = max([record.submit_s, *ahead])
+        due_s = max(first_s, record.submit_s + reserve_after_s) + every_s
         if record.start_s <= due_s:
             continue
         assert job.id in made, (job.id, record.start_s, due_s)
         reserved_s, nodes = made[job.id]
         assert reserved_s <= due_s
-        remaining = [other.start_s + other.job.max_runtime_s - reserved_s for other in records.values()
+        remaining = [other.start_s + other.job.pending.max_runtime_s - reserved_s for other in records.values()
                      if other.node in nodes and other.start_s <= reserved_s < other.end_s]
         assert record.start_s <= reserved_s + max(remaining, default=0.0) + every_s, (job.id, reserved_s, nodes)
 
@@ -324,9 +326,9 @@ def test_in_simulation_the_wait_reserve_after_counts_begins_at_a_job_s_not_befor
     # 700 s: big has waited 100 s for resources, not 300, so s takes the free half, and big then
     # reserves behind it. Counted from its submission, big would have reserved at 600 s and kept
     # s off until big had run.
-    jobs = [TraceJob("r", "a", 0.0, {"CPU": 4}, 1000.0, max_runtime_s=1000.0),
-            TraceJob("big", "b", 0.0, BIG, 100.0, not_before_s=600.0),
-            TraceJob("s", "a", 700.0, {"CPU": 4}, 2000.0)]
+    jobs = [TraceJob.at("r", "a", 0.0, {"CPU": 4}, 1000.0, max_runtime_s=1000.0),
+            TraceJob.at("big", "b", 0.0, BIG, 100.0, not_before=EPOCH + timedelta(seconds=600)),
+            TraceJob.at("s", "a", 700.0, {"CPU": 4}, 2000.0)]
     outcome = simulate(jobs, NODES[:1], Group(policy="fifo", selector="dispersed", reserve_after_s=300))
     starts = {record.job.id: record.start_s for record in outcome.records}
     assert starts == {"r": 0.0, "s": 700.0, "big": 2700.0}

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec import UNSET
+from msgspec.structs import replace
 
+from job.core.dependencies import SETTLES
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import Account, Group, Node, User
 from job.core.resources import Resources, to_units
@@ -19,7 +23,7 @@ from job.core.simulate.compress import NODES_USER
 from job.core.simulate.engine import EPOCH, simulate
 from job.core.simulate.generate import generate
 from job.core.simulate.metrics import jain, summarise, water_fill, windows
-from job.core.simulate.trace import TraceJob
+from job.core.simulate.trace import Dependency, TraceJob
 from job.core.usage import charge_users
 
 GIB = 2**30
@@ -30,8 +34,18 @@ def schedule(outcome) -> dict[str, tuple[float | None, str | None]]:
 
 
 def jobs_of(rows: list[tuple[str, float, dict, float]]) -> list[TraceJob]:
-    return [TraceJob(id=str(index + 1), user=user, submit_s=submit, resources=resources, run_s=run)
+    return [TraceJob.at(id=str(index + 1), user=user, submit_s=submit, resources=resources, run_s=run)
             for index, (user, submit, resources, run) in enumerate(rows)]
+
+
+def at_s(seconds: float | None) -> datetime | None:
+    """The time `seconds` into the trace (None for None)."""
+    return None if seconds is None else EPOCH + timedelta(seconds=seconds)
+
+
+def planned_as(job: TraceJob, **fields) -> TraceJob:
+    """The job with some of the planner's fields changed."""
+    return dataclasses.replace(job, pending=replace(job.pending, **fields))
 
 
 def group(policy: str, **options) -> Group:
@@ -103,6 +117,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                  accounts: dict | None = None):
     """Every tick planned, with every pending job, every node and every running job, usage charged
     per tick with the tick's own function: what the engine must give, at a higher cost."""
+    jobs = [in_seconds(job) for job in jobs]
     totals: dict[str, int] = {}
     for node in nodes:
         for name, amount in Resources.of(node.resources).items():
@@ -113,7 +128,7 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                                   for part in (job.resources, *(job.bundles or ()))) for job in jobs}
     waiting = [job for job in jobs if fits_somewhere[job.id]]
     # id -> (job, node, start, stopping)
-    running: dict[str, tuple[TraceJob, str, float, bool]] = {}
+    running: dict[str, tuple[SimpleNamespace, str, float, bool]] = {}
     # id -> the nodes of a running gang's bundles
     homes: dict[str, list[str]] = {}
     reservations: list = []
@@ -183,7 +198,18 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
     return result
 
 
-def gang_of(job: TraceJob, bundle_nodes: list[str] | None = None) -> dict:
+def in_seconds(job: TraceJob) -> SimpleNamespace:
+    """A trace job as the plain replay reads it: its times in seconds from the trace's start."""
+    pending = job.pending
+    return SimpleNamespace(
+        id=pending.id, user=pending.user, submit_s=(pending.submitted_at - EPOCH).total_seconds(), resources=pending.resources,
+        run_s=job.run_s, priority=pending.priority, priority_class=pending.priority_class or None,
+        node_labels=pending.node_labels or {}, max_runtime_s=pending.max_runtime_s, bundles=pending.bundles or None,
+        bundle_strategy=pending.bundle_strategy or None,
+        not_before_s=None if pending.not_before is None else (pending.not_before - EPOCH).total_seconds())
+
+
+def gang_of(job: SimpleNamespace, bundle_nodes: list[str] | None = None) -> dict:
     """A gang's fields in a snapshot entry: its bundles and strategy, and where running, their nodes."""
     if not job.bundles:
         return {}
@@ -223,11 +249,11 @@ def traces(draw):
     starts = draw(st.sampled_from([[None], [None, None, 12, 33]]))
     rows = []
     for index in range(count):
-        rows.append(TraceJob(id=str(index + 1), user=draw(st.sampled_from(["a", "b", "c"])),
+        rows.append(TraceJob.at(id=str(index + 1), user=draw(st.sampled_from(["a", "b", "c"])),
                              submit_s=draw(st.sampled_from([0, 0, 1, 4, 5, 7.5, 30, 61])),
                              resources=draw(st.sampled_from(REQUESTS)), run_s=draw(st.sampled_from([0, 3, 5, 12, 40, 90])),
                              priority=draw(st.sampled_from([0, 0, 1])), priority_class=draw(st.sampled_from([None, None, "high"])),
-                             node_labels=draw(st.sampled_from(labels)), not_before_s=draw(st.sampled_from(starts))))
+                             node_labels=draw(st.sampled_from(labels)), not_before=at_s(draw(st.sampled_from(starts)))))
     return rows
 
 
@@ -238,7 +264,7 @@ def test_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nodes, options, e
     node_list = labelled(nodes)
     grp = group(**dict(options))
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
+        jobs = [planned_as(job, priority_class=UNSET) for job in jobs]
     users = {name: User(shares=value) for name, value in shares.items()}
     outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s)
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s)
@@ -259,7 +285,7 @@ def queues_of_big_jobs(draw):
                     for _ in range(draw(st.integers(4, 18)))])
     # Some with a max runtime, which may use a reservation's room (backfill) before the others.
     runtimes = draw(st.sampled_from([[None], [None, 10, 30, 70]]))
-    return [dataclasses.replace(job, max_runtime_s=draw(st.sampled_from(runtimes))) for job in jobs]
+    return [planned_as(job, max_runtime_s=draw(st.sampled_from(runtimes))) for job in jobs]
 
 
 @given(jobs=queues_of_big_jobs(), nodes=st.sampled_from(["2x{CPU:8,memory:16GiB}", "3x{CPU:8,memory:16GiB}"]),
@@ -311,7 +337,7 @@ def test_users_holding_the_same_share_since_the_same_tick_tie_however_long_the_c
     big, half = {"CPU": 8, "memory": 16 * GIB}, {"CPU": 4, "memory": 8 * GIB}
     jobs = jobs_of([("b", 2, half, 3), ("c", 0, big, 12), ("a", 0, big, 12), ("c", 2, half, 3), ("b", 0, half, 12),
                     ("a", 0, big, 3)])
-    jobs[4] = dataclasses.replace(jobs[4], max_runtime_s=10)
+    jobs[4] = planned_as(jobs[4], max_runtime_s=10)
     node_list = labelled("3x{CPU:8,memory:16GiB}")
     grp = group("fairshare", half_life_s=60, reserve_after_s=5, max_reservations=2)
     engine = schedule(simulate(jobs, node_list, grp, every_s=1))
@@ -327,7 +353,7 @@ def test_a_job_started_by_a_plan_may_bring_a_job_past_reserve_after_to_the_head_
     big, half = {"CPU": 8, "memory": 16 * GIB}, {"CPU": 4, "memory": 8 * GIB}
     jobs = jobs_of([("a", 0, big, 12), ("b", 6, half, 3), ("b", 0, half, 12), ("c", 0, big, 3), ("b", 2, big, 3),
                     ("a", 0, half, 12)])
-    jobs[2] = dataclasses.replace(jobs[2], max_runtime_s=10)
+    jobs[2] = planned_as(jobs[2], max_runtime_s=10)
     node_list = labelled("2x{CPU:8,memory:16GiB}")
     grp = group("drf", reserve_after_s=10, selector="concentrated")
     engine = schedule(simulate(jobs, node_list, grp, every_s=1))
@@ -351,7 +377,7 @@ def test_with_accounts_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nod
     node_list = labelled(nodes)
     grp = group(**dict(options))
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
+        jobs = [planned_as(job, priority_class=UNSET) for job in jobs]
     users = {name: User(account=account) for name, account in members.items()}
     outcome = simulate(jobs, node_list, grp, users=users, every_s=every_s, accounts=accounts)
     assert schedule(outcome) == plain_replay(jobs, node_list, grp, users, every_s, accounts)
@@ -362,7 +388,7 @@ def test_with_accounts_the_engine_gives_the_schedule_of_a_plain_replay(jobs, nod
 def test_no_node_is_overcommitted_every_job_runs_once_and_run_time_is_conserved(jobs, nodes, options, every_s):
     node_list = labelled(nodes)
     if "priority_classes" not in options:
-        jobs = [dataclasses.replace(job, priority_class=None) for job in jobs]
+        jobs = [planned_as(job, priority_class=UNSET) for job in jobs]
     outcome = simulate(jobs, node_list, group(**dict(options)), every_s=every_s)
     totals = {node.id: Resources.of(node.resources) for node in node_list}
     ran = [record for record in outcome.records if record.start_s is not None]
@@ -371,7 +397,7 @@ def test_no_node_is_overcommitted_every_job_runs_once_and_run_time_is_conserved(
             # Only what fits no node, or a limit it can never meet, stays out.
             assert record.unschedulable or options.get("max_resources_per_user") or options.get("strict_order")
             continue
-        assert record.start_s >= max(record.job.submit_s, record.job.not_before_s or 0)
+        assert record.start_s >= record.ready_s >= record.submit_s
         assert record.end_s == record.start_s + record.job.run_s
     assert sum(r.end_s - r.start_s for r in ran) == pytest.approx(sum(r.job.run_s for r in ran))
     assert len({record.job.id for record in ran}) == len(ran)
@@ -442,7 +468,7 @@ def test_a_preempted_job_stops_at_the_next_tick_and_runs_again_from_the_start():
     # tick 10 chooses a's job, which stops at tick 15, where b's job takes the node it reserved.
     # b's ends at 35, and a's starts again then, for its whole 100 s.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob("1", "a", 0, {"CPU": 4}, 100, priority_class="low"), TraceJob("2", "b", 10, {"CPU": 4}, 20, priority_class="high")]
+    trace = [TraceJob.at("1", "a", 0, {"CPU": 4}, 100, priority_class="low"), TraceJob.at("2", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}"), grp)
     first, second = outcome.records
@@ -457,7 +483,7 @@ def test_a_preempted_job_stops_at_the_next_tick_and_runs_again_from_the_start():
 
 def test_a_class_the_group_does_not_have_is_refused():
     with pytest.raises(ValueError, match="job 1: class 'gold' is not one of the group's priority classes"):
-        simulate([TraceJob("1", "a", 0, {"CPU": 1}, 5, priority_class="gold")], parse_nodes("1x{CPU:1}"), group("drf"))
+        simulate([TraceJob.at("1", "a", 0, {"CPU": 1}, 5, priority_class="gold")], parse_nodes("1x{CPU:1}"), group("drf"))
 
 
 def test_a_preempting_job_starts_on_the_node_it_reserved():
@@ -465,8 +491,8 @@ def test_a_preempting_job_starts_on_the_node_it_reserved():
     # the smaller id). At tick 15 n0002 is free too, and more free: the dispersed selector would
     # take it, but the reservation carried from the plan holds n0001 for b.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob("1", "a", 0, {"CPU": 8}, 12, priority_class="low"), TraceJob("2", "a", 0, {"CPU": 4}, 100, priority_class="low"),
-             TraceJob("3", "b", 10, {"CPU": 4}, 20, priority_class="high")]
+    trace = [TraceJob.at("1", "a", 0, {"CPU": 8}, 12, priority_class="low"), TraceJob.at("2", "a", 0, {"CPU": 4}, 100, priority_class="low"),
+             TraceJob.at("3", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}+1x{CPU:8}"), grp)
     first, second, third = outcome.records
@@ -479,7 +505,7 @@ def test_a_preempting_job_starts_on_the_node_it_reserved():
 
 def gang(ident: str, user: str, submit: float, run: float, bundles: list[dict], strategy: str = "PACK",
          driver: dict | None = None, **fields) -> TraceJob:
-    return TraceJob(id=ident, user=user, submit_s=submit, resources=driver or {}, run_s=run, bundles=tuple(bundles),
+    return TraceJob.at(id=ident, user=user, submit_s=submit, resources=driver or {}, run_s=run, bundles=tuple(bundles),
                     bundle_strategy=strategy, **fields)
 
 
@@ -499,7 +525,7 @@ def test_two_strict_spread_gangs_on_two_nodes_run_one_after_the_other():
 def test_a_pack_gang_on_one_node_beside_small_jobs():
     jobs = [gang("1", "a", 0, 60, [{"CPU": 1}] * 2, driver={"CPU": 1}),
             *jobs_of([("b", 0, {"CPU": 1}, 30), ("b", 0, {"CPU": 1}, 30)])]
-    jobs[1:] = [dataclasses.replace(job, id=str(index)) for index, job in enumerate(jobs[1:], 2)]
+    jobs[1:] = [planned_as(job, id=str(index)) for index, job in enumerate(jobs[1:], 2)]
     nodes = parse_nodes("1x{CPU:4}")
     outcome = simulate(jobs, nodes, group("fifo"), every_s=5)
     # The gang takes 3 of the 4 CPUs; one small job fits beside it, the other waits for that one.
@@ -510,10 +536,10 @@ def test_a_pack_gang_on_one_node_beside_small_jobs():
 
 GANG_TRACES = {
     "spread": [gang("1", "a", 0, 40, [{"CPU": 2}] * 3, "SPREAD"), gang("2", "b", 1, 20, [{"CPU": 4}], "STRICT_PACK"),
-               *[TraceJob(str(n), "c", n, {"CPU": 1}, 15) for n in range(3, 9)]],
+               *[TraceJob.at(str(n), "c", n, {"CPU": 1}, 15) for n in range(3, 9)]],
     "mixed": [gang("1", "a", 0, 30, [{"CPU": 1}] * 4, "STRICT_SPREAD", driver={"CPU": 1}),
               gang("2", "a", 0, 30, [{"CPU": 2, "memory": GIB}] * 2, "PACK"),
-              TraceJob("3", "b", 0, {"CPU": 4}, 50), TraceJob("4", "b", 5, {"CPU": 2}, 10),
+              TraceJob.at("3", "b", 0, {"CPU": 4}, 50), TraceJob.at("4", "b", 5, {"CPU": 2}, 10),
               gang("5", "c", 7, 12, [{"CPU": 3}, {"CPU": 1}], "STRICT_PACK", driver={"CPU": 0.5}),
               gang("6", "c", 30, 5, [{"CPU": 1}] * 2, "SPREAD")],
     "waits": [gang(str(n), "ab"[n % 2], n, 25, [{"CPU": 2}] * 2, ["PACK", "STRICT_SPREAD"][n % 2]) for n in range(1, 7)],
@@ -538,3 +564,93 @@ def test_gang_traces_give_the_schedule_of_a_plain_replay(name, nodes, options):
         outcome = simulate(jobs, node_list, group(**dict(options)), every_s=every_s)
         assert schedule(outcome) == plain_replay(jobs, node_list, group(**dict(options)), {}, every_s)
         assert all(record.start_s is not None or record.unschedulable for record in outcome.records)
+
+
+# --- Pipelines: dependencies and arrays --------------------------------------------------------
+
+def pipeline(*rows: tuple) -> list[TraceJob]:
+    """(id, submit, cpus, run, max_runtime, after, array, throttle) rows, user "a"."""
+    return [TraceJob.at(ident, "a", submit, {"CPU": cpus}, run, max_runtime_s=limit,
+                        after=tuple(Dependency(*item.split(":")) for item in after), array=array, throttle=throttle)
+            for ident, submit, cpus, run, limit, after, array, throttle in rows]
+
+
+def test_a_chain_runs_in_order_and_a_dependent_submitted_late_starts_at_once():
+    jobs = pipeline(("prep", 0, 1, 100, None, (), None, None), ("train", 0, 1, 50, None, ("prep",), None, None),
+                    ("eval", 0, 1, 10, None, ("train:any",), None, None), ("late", 400, 1, 10, None, ("prep",), None, None))
+    outcome = simulate(jobs, parse_nodes("1x{CPU:4}"), group("fifo"), every_s=5)
+    assert schedule(outcome) == {"prep": (0, "n0001"), "train": (100, "n0001"), "eval": (150, "n0001"),
+                                 "late": (400, "n0001")}
+    assert [record.state for record in outcome.records] == ["SUCCEEDED"] * 4
+    # Waiting for a dependency is not wanting resources: a's demand is its running job alone.
+    assert outcome.users["a"].timeline[0] == (0, 0.25, 0.25)
+
+
+def test_a_dependency_that_can_never_hold_fails_its_chain_and_releases_the_others():
+    # prep outruns its max runtime: STOPPED, which fails `ok` (and what waits for that), holds `fail` and `any`.
+    jobs = pipeline(("prep", 0, 1, 200, 50, (), None, None), ("train", 0, 1, 50, None, ("prep",), None, None),
+                    ("eval", 0, 1, 10, None, ("train",), None, None), ("report", 0, 1, 10, None, ("prep:fail",), None, None),
+                    ("cleanup", 0, 1, 10, None, ("train:any",), None, None), ("after", 90, 1, 10, None, ("train",), None, None),
+                    ("both", 0, 1, 10, None, ("prep:any", "prep:ok"), None, None))
+    outcome = simulate(jobs, parse_nodes("1x{CPU:4}"), group("drf"), every_s=5)
+    records = {record.job.id: record for record in outcome.records}
+    assert {ident: (record.state, record.start_s, record.failed_on) for ident, record in records.items()} == {
+        "prep": ("STOPPED", 0, None), "train": ("FAILED", None, "prep"), "eval": ("FAILED", None, "train"),
+        "report": ("SUCCEEDED", 50, None), "cleanup": ("SUCCEEDED", 50, None), "after": ("FAILED", None, "train"),
+        "both": ("FAILED", None, "prep")}
+    figures = summarise(outcome, windows(outcome, 60))
+    assert (figures["started"], figures["dependency_failed"], figures["never_started"]) == (3, 4, 0)
+
+
+def test_an_array_never_runs_more_tasks_than_its_throttle():
+    jobs = pipeline(*((f"s_{n}", 0, 1, 30 + n, None, (), "s", 3) for n in range(10)), ("join", 0, 1, 5, None,
+                    tuple(f"s_{n}" for n in range(10)), None, None))
+    outcome = simulate(jobs, parse_nodes("2x{CPU:8}"), group("drf"), every_s=5)
+    tasks = outcome.records[:10]
+    assert all(record.state == "SUCCEEDED" for record in outcome.records)
+    assert max(running_at(tasks, record.start_s) for record in tasks) == 3
+    # In index order, each as soon as one of the three ends; the join once the last has.
+    assert [record.start_s for record in tasks] == [0, 0, 0, 30, 35, 35, 65, 70, 70, 105]
+    assert outcome.records[10].start_s == 145
+
+
+def running_at(records, moment: float) -> int:
+    return sum(record.start_s <= moment < record.end_s for record in records if record.start_s is not None)
+
+
+@st.composite
+def pipelines(draw):
+    count = draw(st.integers(2, 30))
+    rows, arrays = [], {}
+    for index in range(count):
+        after = tuple(draw(st.lists(st.sampled_from([f"{row[0]}:{when}" for row in rows for when in ("ok", "any", "fail")]),
+                                    max_size=2, unique=True))) if rows and draw(st.booleans()) else ()
+        array = draw(st.sampled_from([None, None, "x", "y"]))
+        throttle = arrays.setdefault(array, draw(st.integers(1, 3))) if array else None
+        rows.append((str(index), draw(st.sampled_from([0, 0, 3, 20])), draw(st.sampled_from([1, 2, 4])),
+                     draw(st.sampled_from([5, 12, 40])), draw(st.sampled_from([None, None, 10])), after, array, throttle))
+    return pipeline(*rows)
+
+
+@given(jobs=pipelines(), options=st.sampled_from(GROUPS[:9]), every_s=st.sampled_from([1, 5]))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_pipelines_keep_their_order_their_throttles_and_their_failures(jobs, options, every_s):
+    grp = group(**dict(options))
+    outcome = simulate(jobs, parse_nodes("2x{CPU:4}"), grp, every_s=every_s)
+    records = {record.job.id: record for record in outcome.records}
+    for record in outcome.records:
+        job = record.job
+        ends = {item.job: records[item.job] for item in job.after}
+        if record.start_s is not None:
+            # It started no sooner than each job it waited for ended, as that job's end allowed.
+            assert all(ended.state is not None and ended.end_s <= record.start_s for ended in ends.values())
+            assert all(SETTLES[item.when][records[item.job].state] for item in job.after)
+        elif record.state == "FAILED":
+            failed = records[record.failed_on]
+            assert any(SETTLES[item.when][failed.state] is False for item in job.after if item.job == record.failed_on)
+        else:
+            # Never ran: a job it waits for never ended (nothing here is unschedulable or limited away).
+            assert any(ended.state is None for ended in ends.values()) or grp.max_resources_per_user
+        if job.throttle is not None:
+            array = [other for other in outcome.records if other.job.array == job.array]
+            assert running_at(array, record.start_s) <= job.throttle if record.start_s is not None else True

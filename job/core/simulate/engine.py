@@ -63,13 +63,16 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
+from collections import deque
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import count
 
 from msgspec import UNSET
 from msgspec.structs import replace
 
+from job.core import states
+from job.core.dependencies import SETTLES
 from job.core.planner import Snapshot, plan
 from job.core.planner import snapshot as planned
 from job.core.planner.carried import Carried
@@ -78,16 +81,18 @@ from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.resources import Resources, dominant_share, footprint
 from job.core.simulate.compress import NODES_USER, TRACKED_SHAPES, candidates, copies, node_entry, user_entries
-from job.core.simulate.trace import TraceJob
+from job.core.simulate.trace import EPOCH, Dependency, TraceJob
 from job.core.usage import charge_ticks, charge_usage
-
-# The virtual clock's origin: trace times are seconds after it.
-EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(eq=False, slots=True)
 class JobRecord:
     job: TraceJob
+    # On the simulation's clock: its submission, when it may first be planned (its not_before if
+    # later), and since when it has waited for resources where the job says (a forecast's), else None.
+    submit_s: float
+    ready_s: float
+    since_s: float | None
     # Its whole footprint (its driver's request and every bundle): what its user is charged.
     need: Resources
     # Its queue's key: `need`, or for a job with bundles (need, bundles, strategy), since a gang
@@ -111,6 +116,11 @@ class JobRecord:
     # Its start's number: tells the end of its current run from that of a run stopped before.
     number: int = 0
     stopped: list[tuple[str, float, float]] = field(default_factory=list)
+    # How it ended (SUCCEEDED, STOPPED at its max runtime, FAILED on a dependency that can never
+    # hold: the job named in `failed_on`); None while it has not. Its dependencies not held yet.
+    state: str | None = None
+    failed_on: str | None = None
+    waits: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -147,16 +157,19 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class RunningAtStart:
-    """A job already running when the simulation starts (a forecast's): started at `started_s`
-    (None: accepted, not started yet), ending at `end_s` (None: unknown, it never ends here); a job
-    with bundles holds each on its node of `bundle_nodes`."""
+    """A job already running when the simulation starts (a forecast's), as the planner's snapshot
+    has it, ending at `end_s` (None: unknown, it never ends here)."""
 
-    job: TraceJob
-    node: str
-    started_s: float | None
+    job: planned.Running
     end_s: float | None
-    stopping: bool = False
-    bundle_nodes: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ArrayRoom:
+    """A throttled array: its tasks waiting for resources or running, and those held back, in order."""
+
+    active: int = 0
+    held: deque[JobRecord] = field(default_factory=deque)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,23 +183,33 @@ class Start:
     reservations: list[dict] = field(default_factory=list)
 
 
-def _record(job: TraceJob, requests: dict[tuple, Resources]) -> JobRecord:
+def _record(job: TraceJob, requests: dict[tuple, Resources], epoch: datetime) -> JobRecord:
     """The job's record; `requests` holds the plain requests made so far, by their items as written:
     a trace's many jobs ask for a few dozen."""
-    if not job.bundles:
-        raw = tuple(job.resources.items())
+    pending = job.pending
+    submit_s = _seconds(pending.submitted_at, epoch) or 0.0
+    not_before_s = _seconds(pending.not_before, epoch)
+    times = {"submit_s": submit_s, "ready_s": submit_s if not_before_s is None else max(submit_s, not_before_s),
+             "since_s": _seconds(pending.waiting_since, epoch)}
+    if not pending.bundles:
+        raw = tuple(pending.resources.items())
         need = requests.get(raw)
         if need is None:
-            need = requests[raw] = Resources.of(job.resources)
-        return JobRecord(job=job, need=need, shape=need, parts=(need,))
-    need = footprint({"resources": job.resources, "bundles": job.bundles})
-    shape = (need, tuple(tuple(bundle.items()) for bundle in job.bundles), job.bundle_strategy)
-    return JobRecord(job=job, need=need, shape=shape, parts=tuple(map(Resources.of, (job.resources, *job.bundles))))
+            need = requests[raw] = Resources.of(pending.resources)
+        return JobRecord(job=job, need=need, shape=need, parts=(need,), **times)
+    need = footprint({"resources": pending.resources, "bundles": pending.bundles})
+    shape = (need, tuple(tuple(bundle.items()) for bundle in pending.bundles), pending.bundle_strategy)
+    return JobRecord(job=job, need=need, shape=shape, parts=tuple(map(Resources.of, (pending.resources, *pending.bundles))),
+                     **times)
 
 
-def _gang(job: TraceJob) -> dict:
+def _seconds(moment: datetime | None, epoch: datetime) -> float | None:
+    return None if moment is None else (moment - epoch).total_seconds()
+
+
+def _gang(job: planned.Pending | planned.Running) -> dict:
     """A job's bundles and strategy as the snapshot's jobs carry them; {} for a plain job."""
-    return {"bundles": list(job.bundles), "bundle_strategy": job.bundle_strategy} if job.bundles else {}
+    return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK"} if job.bundles else {}
 
 
 def _held(reservations: list[dict]) -> set[tuple]:
@@ -195,14 +218,13 @@ def _held(reservations: list[dict]) -> set[tuple]:
 
 
 def _ready(record: JobRecord) -> float:
-    """When the job may first be planned: its submission, or its not_before if later."""
-    job = record.job
-    return job.submit_s if job.not_before_s is None else max(job.submit_s, job.not_before_s)
+    return record.ready_s
 
 
 def _run_s(job: TraceJob) -> float:
     """How long the job runs: its run time, stopped at its max runtime."""
-    return job.run_s if job.max_runtime_s is None else min(job.run_s, job.max_runtime_s)
+    limit = job.pending.max_runtime_s
+    return job.run_s if limit is None else min(job.run_s, limit)
 
 
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
@@ -221,8 +243,8 @@ def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[
 def _check_classes(jobs: list[TraceJob], group: Group) -> None:
     classes = {c.name for c in group.priority_classes}
     for job in jobs:
-        if job.priority_class is not None and job.priority_class not in classes:
-            raise ValueError(f"job {job.id}: class {job.priority_class!r} is not one of the group's priority classes "
+        if job.pending.priority_class and job.pending.priority_class not in classes:
+            raise ValueError(f"job {job.id}: class {job.pending.priority_class!r} is not one of the group's priority classes "
                              f"({', '.join(sorted(classes))})")
 
 
@@ -269,19 +291,19 @@ class Setting:
 
 def _setting(jobs: list[TraceJob], group: Group, users: dict[str, User], every_s: float, start: Start | None,
              accounts: dict[str, Account], until_s: float | None) -> Setting:
-    policy, gangs = POLICIES[group.policy], any(job.bundles for job in jobs)
+    policy, gangs = POLICIES[group.policy], any(job.pending.bundles for job in jobs)
     specs = (*users.values(), *accounts.values())
     limited = group.max_running_per_user is not None or any(spec.max_running is not None for spec in specs)
     limits = limited or group.max_resources_per_user is not None or any(
         spec.max_resources is not None for spec in specs)
     preempting = PREEMPTIONS[group.preemption].preempts
-    exact = preempting or start is not None or any(job.node_labels for job in jobs)
+    exact = preempting or start is not None or any(job.pending.node_labels for job in jobs)
     return Setting(
         group=group, every_s=every_s, accounts=accounts, until_s=until_s,
         epoch=start.epoch if start is not None else EPOCH, start=start, gangs=gangs,
         half_life_s=group.half_life_s if policy.remembers_usage else 0.0,
         limited=limited, one_order=policy.keeps_global_order and not limits and not gangs,
-        backfills=any(job.max_runtime_s is not None for job in jobs),
+        backfills=any(job.pending.max_runtime_s is not None for job in jobs),
         preempting=preempting, reserving=group.max_reservations > 0, exact=exact,
         exact_queue=group.strict_order or not policy.keeps_user_order or exact,
         every_node=SELECTORS[group.selector].positional or exact,
@@ -410,7 +432,7 @@ class _Simulation:
         self.cluster = ClusterState(nodes, group, setting.exact)
         self.books = Ledger(users, self.cluster.totals, setting.half_life_s, setting.every_s, setting.limited)
         self.requests: dict[tuple, Resources] = {}
-        self.records = [_record(job, self.requests) for job in jobs]
+        self.records = [_record(job, self.requests, setting.epoch) for job in jobs]
         self.events = Events(sorted(self.records, key=_ready))
         # The reservations of the last plan, and the planner's state.
         self.reservations: list[dict] = list(start.reservations) if start is not None else []
@@ -418,6 +440,9 @@ class _Simulation:
         # The jobs that arrived, by id; per shape, per user, the user's waiting jobs of that shape
         # in queue order, and how many wait.
         self.by_id: dict[str, JobRecord] = {}
+        # The records waiting for a job, by its id; the throttled arrays, by their id.
+        self.dependents: dict[str, list[JobRecord]] = {}
+        self.arrays: dict[str, ArrayRoom] = {}
         self.waiting: dict[Resources | tuple, dict[str, list[tuple]]] = {}
         self.pending_count = 0
         # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
@@ -449,7 +474,7 @@ class _Simulation:
                 if record.stopping:  # not ended meanwhile
                     self._stop(record, now, touched)
             while next_arrival < len(self.events.arrivals) and _ready(self.events.arrivals[next_arrival]) <= now:
-                self._arrive(self.events.arrivals[next_arrival], touched)
+                self._arrive(self.events.arrivals[next_arrival], now, touched)
                 next_arrival += 1
             # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
             self.replan = False
@@ -475,37 +500,110 @@ class _Simulation:
             tick = max(tick + 1, math.ceil(min(upcoming) / self.setting.every_s - 1e-9))
         return outcome
 
-    def _arrive(self, record: JobRecord, touched: set[UserRecord]) -> None:
-        job = record.job
-        self.by_id[job.id] = record
+    def _arrive(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """The record is submitted: it waits for its dependencies, fails on one that cannot hold, or
+        goes to its array's throttle."""
+        self.by_id[record.job.id] = record
         self.outcome.events += 1
-        # Its wait for resources, that reserve_after counts, begins once it may start (as the tick's
-        # waiting_since does), unless the job says otherwise (a forecast's).
-        since_s = _ready(record) if job.waiting_s is None else job.waiting_s
-        pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority=job.priority,
-                                  submitted_at=self.setting.epoch + timedelta(seconds=job.submit_s), **_gang(job),
-                                  priority_class=job.priority_class or UNSET, node_labels=job.node_labels or UNSET,
-                                  max_runtime_s=job.max_runtime_s, waiting_since=self.setting.epoch + timedelta(seconds=since_s))
+        for dependency in record.job.after:
+            if self._settled(dependency) is False:
+                self._never(record, dependency, now_s, touched)
+                return
+        # Each job waited for once, however many ways it is named.
+        for job in {dependency.job for dependency in record.job.after if self._settled(dependency) is None}:
+            record.waits += 1
+            self.dependents.setdefault(job, []).append(record)
+        if not record.waits:
+            self._throttle(record, None, touched)
+
+    def _settled(self, dependency: Dependency) -> bool | None:
+        """Whether the dependency holds (True), never will (False), or is waited for (None)."""
+        ended = self.by_id.get(dependency.job)
+        return None if ended is None or ended.state is None else SETTLES[dependency.when][ended.state]
+
+    def _never(self, record: JobRecord, dependency: Dependency, now_s: float, touched: set[UserRecord]) -> None:
+        """A dependency of the record can never hold: it ends FAILED (DependencyNeverSatisfied), and
+        its own dependents follow, as at the tick."""
+        record.state, record.end_s, record.failed_on = states.FAILED, now_s, dependency.job
+        self._ended(record, now_s, touched)
+
+    def _ended(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """The record ended (its `state`): the jobs waiting for it are judged again, and its array's
+        next task held back by the throttle may go."""
+        for waiting in self.dependents.pop(record.job.id, ()):
+            if waiting.state is not None:
+                continue
+            never = next((item for item in waiting.job.after if item.job == record.job.id and self._settled(item) is False),
+                         None)
+            if never is not None:
+                self._never(waiting, never, now_s, touched)
+                continue
+            waiting.waits -= 1
+            if not waiting.waits:
+                self._throttle(waiting, now_s, touched)
+        if record.job.throttle is not None and record.start_s is not None:
+            room = self.arrays[record.job.array]
+            room.active -= 1
+            while room.held and room.active < record.job.throttle:
+                room.active += 1
+                if not self._admit(room.held.popleft(), now_s, touched):
+                    room.active -= 1
+
+    def _throttle(self, record: JobRecord, since_s: float | None, touched: set[UserRecord]) -> None:
+        """The record goes to the planner, unless its array has as many tasks waiting for resources
+        or running as its throttle: it is then held back until one ends (the tick's ArrayThrottle)."""
+        throttle = record.job.throttle
+        if throttle is None:
+            self._admit(record, since_s, touched)
+            return
+        room = self.arrays.setdefault(record.job.array, ArrayRoom())
+        if room.active >= throttle:
+            room.held.append(record)
+            return
+        room.active += 1
+        if not self._admit(record, since_s, touched):
+            room.active -= 1
+
+    def _admit(self, record: JobRecord, since_s: float | None, touched: set[UserRecord]) -> bool:
+        """The record waits for resources, from `since_s` if held back until then, else from its
+        own waiting_since (a forecast's) or when it may start, as the tick's waiting_since; False
+        if no node of the group can ever take it."""
+        pending = record.job.pending
+        # What the tick would give the planner: the engine itself holds the job until its not_before.
+        changes: dict = {"not_before": None} if pending.not_before is not None else {}
+        if pending.submitted_at is None:
+            changes["submitted_at"] = self.setting.epoch
+        if since_s is not None:
+            changes["waiting_since"] = self.setting.epoch + timedelta(seconds=since_s)
+        elif record.since_s is not None:
+            since_s = record.since_s
+        else:
+            since_s = record.ready_s
+            if since_s > record.submit_s:
+                changes["waiting_since"] = pending.not_before
+        if changes:
+            pending = replace(pending, **changes)
         if not self._schedulable(record, pending):
             record.unschedulable = True
-            return
-        if job.user == NODES_USER:
-            raise ValueError(f"job {job.id}: the user name {NODES_USER!r} is the simulation's own")
-        user = self.books.user(job.user)
+            return False
+        if pending.user == NODES_USER:
+            raise ValueError(f"job {pending.id}: the user name {NODES_USER!r} is the simulation's own")
+        user = self.books.user(pending.user)
         add_to(user.wanted, record.need)
         touched.add(user)
         record.pending = pending
         self._enqueue(record, since_s)
+        return True
 
     def _schedulable(self, record: JobRecord, pending: planned.Pending) -> bool:
         """Whether the empty nodes can take the job, once per shape; a plain shape's copies on each
         node are counted from then on (the first TRACKED_SHAPES of them)."""
-        labels = record.job.node_labels
+        labels = pending.node_labels or {}
         shape = (record.shape, tuple(sorted(labels.items()))) if labels else record.shape
         schedulable = self.cluster.schedulable.get(shape)
         if schedulable is not None:
             return schedulable
-        if record.job.bundles:
+        if pending.bundles:
             # Whether a gang fits the empty nodes is the planner's question, asked as it does.
             alone = Snapshot.model_construct(group=self.setting.group, now=self.setting.epoch, nodes=self.cluster.nodes, running=[],
                                              pending=[pending], users={}, state={}, reservations=[])
@@ -521,11 +619,11 @@ class _Simulation:
 
     def _enqueue(self, record: JobRecord, since_s: float) -> None:
         """The record waits, since `since_s` (what reserve_after counts from)."""
-        job = record.job
+        job = record.pending
         # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
         # then older (the time it reads, to the microsecond), then by id (shorter first).
         value = self.setting.class_values[job.priority_class or self.setting.group.default_class]
-        record.queue_key = (-value, -job.priority, record.pending.submitted_at, len(job.id), job.id, record.pending)
+        record.queue_key = (-value, -job.priority, job.submitted_at, len(job.id), job.id, job)
         insort(self.waiting.setdefault(record.shape, {}).setdefault(job.user, []), record.queue_key)
         self.pending_count += 1
         if self.setting.reserving:
@@ -689,7 +787,7 @@ class _Simulation:
         self.events.started += 1
         if not math.isinf(end_s):
             heapq.heappush(self.events.ends, (end_s, self.events.started, record))
-        job = record.job
+        job = record.job.pending
         started_at = None if start_s is None else self.setting.epoch + timedelta(seconds=start_s)
         record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
                                          priority_class=job.priority_class or self.setting.group.default_class, started_at=started_at, **_gang(job),
@@ -703,29 +801,37 @@ class _Simulation:
     def _begin(self, running: list[RunningAtStart]) -> None:
         """The jobs running at the start: on their nodes, charged to their users from 0 on."""
         touched: set[UserRecord] = set()
-        for job in running:
-            record = _record(job.job, self.requests)
-            self.by_id[job.job.id] = record
-            # Stopped by a preemption, it waits again, in its place in the queue (its submission).
-            record.pending = planned.Pending(id=job.job.id, user=job.job.user, resources=job.job.resources,
-                                             priority=job.job.priority, priority_class=job.job.priority_class or UNSET,
-                                             submitted_at=self.setting.epoch + timedelta(seconds=job.job.submit_s), **_gang(job.job))
-            self._run(record, job.node, job.started_s, math.inf if job.end_s is None else job.end_s, job.bundle_nodes)
+        epoch = self.setting.epoch
+        for begun in running:
+            job = begun.job
+            started_s = _seconds(job.started_at, epoch)
+            # Stopped by a preemption, it waits again, in its place in the queue: its start stands
+            # for its submission, which the snapshot does not say.
+            pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority_class=job.priority_class or UNSET,
+                                      submitted_at=job.started_at or epoch, **_gang(job))
+            record = _record(TraceJob(pending, math.inf), self.requests, epoch)
+            self.by_id[job.id] = record
+            record.pending = pending
+            self._run(record, job.node, started_s, math.inf if begun.end_s is None else begun.end_s, tuple(job.bundle_nodes or ()))
             # A forecast's running job ends when it is expected to: what reservations count on.
-            ends = ({"expected_end": self.setting.epoch + timedelta(seconds=job.end_s)}
-                    if job.end_s is not None and job.started_s is not None else {})
+            ends = ({"expected_end": epoch + timedelta(seconds=begun.end_s)}
+                    if begun.end_s is not None and started_s is not None else {})
             record.stopping = job.stopping
             record.running = replace(record.running, stopping=job.stopping, **ends)
             if job.stopping:
                 self.events.victims.append(record)
-            add_to(self.books.user(job.job.user).wanted, record.need)
+            add_to(self.books.user(job.user).wanted, record.need)
             self._hold(record, 1, 0.0, touched)
 
     def _release(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
+        """The record's run is over: SUCCEEDED, or STOPPED at its max runtime, as the tick ends it."""
         self._hold(record, -1, now_s, touched)
         self._leave(record)
         add_to(self.books.user(record.job.user).wanted, record.need, -1)
         self.outcome.events += 1
+        limit = record.job.pending.max_runtime_s
+        record.state = states.STOPPED if limit is not None and record.job.run_s > limit else states.SUCCEEDED
+        self._ended(record, now_s, touched)
 
     def _leave(self, record: JobRecord) -> None:
         """The record runs no more."""

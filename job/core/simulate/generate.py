@@ -56,6 +56,6 @@ def generate(count: int, seed: int, totals: dict[str, float], users: int | None 
     rate = count / span if span > 0 else 1.0
     jobs, clock = [], 0.0
     for index, (user, shape, run) in enumerate(zip(picked, shapes, runs, strict=False)):
-        jobs.append(TraceJob(id=str(index + 1), user=names[user], submit_s=round(clock, 1), resources=shape, run_s=run))
+        jobs.append(TraceJob.at(str(index + 1), names[user], round(clock, 1), shape, run))
         clock += rng.expovariate(rate)
     return jobs

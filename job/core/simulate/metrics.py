@@ -70,7 +70,7 @@ def windows(outcome: Outcome, window_s: float) -> Windows:
     """The windows of `window_s` from the first submission to the last tick."""
     if window_s <= 0:
         raise ValueError("window_s must be above zero")
-    start_s = min((record.job.submit_s for record in outcome.records), default=0.0)
+    start_s = min((record.submit_s for record in outcome.records), default=0.0)
     end_s = max(outcome.end_s, start_s)
     count = max(1, -int(-(end_s - start_s) // window_s))
     starts = [start_s + index * window_s for index in range(count)]
@@ -113,11 +113,11 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
     """The figures, given the outcome's windows (`windows`)."""
     records = outcome.records
     started = [record for record in records if record.start_s is not None]
-    submits = [record.job.submit_s for record in records]
+    submits = [record.submit_s for record in records]
     first = min(submits, default=0.0)
-    waits = [record.start_s - record.job.submit_s for record in started]
-    completions = [record.end_s - record.job.submit_s for record in started]
-    slowdowns = [max(1.0, (record.end_s - record.job.submit_s) / max(record.job.run_s, SLOWDOWN_BOUND_S))
+    waits = [record.start_s - record.submit_s for record in started]
+    completions = [record.end_s - record.submit_s for record in started]
+    slowdowns = [max(1.0, (record.end_s - record.submit_s) / max(record.job.run_s, SLOWDOWN_BOUND_S))
                  for record in started]
     last = max((record.end_s for record in started), default=first)
     makespan = last - first
@@ -145,7 +145,10 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
         "jobs": len(records),
         "started": len(started),
         "unschedulable": sum(record.unschedulable for record in records),
-        "never_started": sum(record.start_s is None and not record.unschedulable for record in records),
+        "never_started": sum(record.start_s is None and not record.unschedulable and record.state is None
+                             for record in records),
+        # Ended FAILED, never started: a job it waited for ended otherwise than it asked.
+        "dependency_failed": sum(record.failed_on is not None for record in records),
         "wait_mean_s": _mean(waits),
         "wait_p50_s": percentile(waits, 0.5),
         "wait_p95_s": percentile(waits, 0.95),
@@ -172,7 +175,7 @@ def tree_figures(outcome: Outcome, accounts: Mapping[str, Account]) -> dict:
     users' together); `entitled`, its part down the tree among those with jobs in the span
     (core/accounts.py); `wait_mean_s`, the mean wait of its jobs started in the span (None: none
     started). A user's figures name its account (None: the root)."""
-    start_s = min((record.job.submit_s for record in outcome.records), default=0.0)
+    start_s = min((record.submit_s for record in outcome.records), default=0.0)
     length = max(outcome.end_s - start_s, 0.0)
     held = {name: _integrate(user, [start_s], [length or 1.0], length or 1.0, start_s, outcome.end_s)[0][0]
             for name, user in outcome.users.items()}
@@ -180,7 +183,7 @@ def tree_figures(outcome: Outcome, accounts: Mapping[str, Account]) -> dict:
     waits: dict[str, list[float]] = {}
     for record in outcome.records:
         if record.start_s is not None:
-            waits.setdefault(record.job.user, []).append(record.start_s - record.job.submit_s)
+            waits.setdefault(record.job.user, []).append(record.start_s - record.submit_s)
     users = {name: (user.spec.account, user.spec.shares) for name, user in outcome.users.items()}
     user_parts, account_parts = entitlements({name: (a.parent, a.shares) for name, a in accounts.items()}, users,
                                              outcome.users)

@@ -3,12 +3,18 @@ jobs go out; reading the file is the command line's business.
 
 Two formats:
 
-- CSV, `submit_time,user,resources,run_time[,priority,class,max_runtime,bundles,bundle_strategy]`, one
-  job a line. Times are seconds or durations (`90`, `5m`, `1h30m`) from the start of the trace;
+- CSV, `submit_time,user,resources,run_time[,priority,class,max_runtime,bundles,bundle_strategy,id,after,array]`,
+  one job a line. Times are seconds or durations (`90`, `5m`, `1h30m`) from the start of the trace;
   resources are written as for `--nodes`, `CPU:4,memory:8GiB` (quoted, since they hold commas;
   braces optional). Bundles are `--bundle`'s, in the same NAME:AMOUNT words, joined by `;`
-  (`2xCPU:2;GPU:1,CPU:4`: three bundles); with them the driver may ask for nothing (`CPU:0`). A first line
-  starting with `submit_time` is a header; blank lines and lines starting with `#` are skipped.
+  (`2xCPU:2;GPU:1,CPU:4`: three bundles); with them the driver may ask for nothing (`CPU:0`). A first
+  line starting with `submit_time` is a header: it names the columns, in any order, and may leave out
+  all but the first four. Blank lines and lines starting with `#` are skipped.
+  A pipeline: `id` names a job (default: its line's number among the jobs, `1`, `2`, ...); `after`
+  waits for jobs named on lines above, as `submit --after` writes it (`prep`, `prep:any`,
+  `train,prep:fail`); `array` makes one job per index, in `submit --array`'s syntax (`0-9%2`: ten
+  tasks, at most two running at once), each named `ID_INDEX`, and `after` naming the array waits for
+  all its tasks.
 - SWF, the Standard Workload Format of the Parallel Workloads Archive: 18 whitespace-separated
   fields per job, comment lines starting with `;`. Used: submit time (2), run time (4), requested
   processors (8, or allocated processors (5) where not requested) as CPUs, requested time (9) as
@@ -20,35 +26,63 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
+import msgspec
+from msgspec import UNSET
+
+from job.core.arrays import parse_array
+from job.core.dependencies import When
 from job.core.errors import BadInput
+from job.core.planner.snapshot import Pending
 from job.core.specs import check_bundle_strategy, check_bundles, expand_bundles, parse_resources
 from job.core.units import parse_duration, parse_pairs
+
+# The virtual clock's origin: a trace's times are seconds after it.
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class Dependency(NamedTuple):
+    """A job of the trace waited for (its id, or an array's: every task), and how it must end."""
+
+    job: str
+    when: When = When.OK
 
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    id: str
-    user: str
-    submit_s: float
-    resources: dict[str, float]
+    """A job the simulation replays: the planner's pending job, as a tick would be given it, and
+    what only a replay knows: how long it runs, what it waits for, the array whose throttle holds it."""
+
+    pending: Pending
     run_s: float
-    priority: int = 0
-    # The job's priority class, None for the group's default.
-    priority_class: str | None = None
-    # The labels a node must carry to take it, and when it may start at the earliest (seconds
-    # on the trace's clock, None for at once). Traces have none; a forecast's jobs may.
-    node_labels: dict[str, str] = field(default_factory=dict)
-    not_before_s: float | None = None
-    # Its max runtime: stopped there if still running, and the end a reservation counts on.
-    max_runtime_s: float | None = None
-    # Its bundles (resource maps, placed all or nothing with the driver) and their strategy; None
-    # for a job of its driver alone.
-    bundles: tuple[dict[str, float], ...] | None = None
-    bundle_strategy: str | None = None
-    # Since when it has waited for resources, what reserve_after counts from (None: its
-    # submission). Traces have none; a forecast's jobs have the tick's waiting_since.
-    waiting_s: float | None = None
+    after: tuple[Dependency, ...] = ()
+    # The array it is a task of, and the array's throttle (None: none): at most that many of its
+    # tasks running or given to the planner at once.
+    array: str | None = None
+    throttle: int | None = None
+
+    @property
+    def id(self) -> str:
+        return self.pending.id
+
+    @property
+    def user(self) -> str:
+        return self.pending.user
+
+    @classmethod
+    def at(cls, id: str, user: str, submit_s: float, resources: dict[str, float], run_s: float, priority: int = 0,
+           priority_class: str | None = None, *, after: tuple[Dependency, ...] = (), array: str | None = None,
+           throttle: int | None = None, **planned: Any) -> TraceJob:
+        """A job written in seconds from the trace's start (EPOCH), as traces write them; `planned`:
+        the planner's other fields of it (max_runtime_s, bundles, ...), None for not given."""
+        given = {name: value for name, value in planned.items() if value is not None}
+        if given.get("bundles"):
+            given |= {"bundles": list(given["bundles"]), "bundle_strategy": given.get("bundle_strategy") or "PACK"}
+        return cls(Pending(id=id, user=user, resources=resources, priority=priority,
+                           submitted_at=EPOCH + timedelta(seconds=submit_s), priority_class=priority_class or UNSET,
+                           **given), run_s, after, array, throttle)
 
 
 @dataclass(slots=True)
@@ -106,46 +140,98 @@ def _duration(text: str, where: str) -> float:
 
 
 CSV_FIELDS = ("submit_time", "user", "resources", "run_time", "priority", "class", "max_runtime", "bundles",
-              "bundle_strategy")
+              "bundle_strategy", "id", "after", "array")
+# What a line without a header must give at least, and what a trace without pipelines gives at most.
+REQUIRED_FIELDS, PLAIN_FIELDS = 4, 7
 
 
 def parse_csv(text: str, source: str = "trace") -> Trace:
     trace = Trace()
-    rows = csv.reader(text.splitlines())
-    for number, row in enumerate(rows, start=1):
+    columns = CSV_FIELDS
+    # Ids named so far: a job's own, and an array's (its tasks'); `after` names only these.
+    named: dict[str, list[str]] = {}
+    for number, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
             continue
         if number == 1 and row[0].strip() == "submit_time":
+            columns = _header(row, source)
             continue
         where = f"{source} line {number}"
-        if not 4 <= len(row) <= len(CSV_FIELDS):
-            # The bundle columns are named only to a row that has more fields than any trace has.
-            fields = CSV_FIELDS if len(row) > len(CSV_FIELDS) else CSV_FIELDS[:-2]
-            raise BadInput(f"{where}: expected 4 to {len(fields)} fields ({','.join(fields)}), got {len(row)}")
-        cells = dict(zip(CSV_FIELDS, (cell.strip() for cell in row), strict=False))
-        user = cells["user"]
-        if not user:
-            raise BadInput(f"{where}: user: empty")
-        priority = 0
-        if cells.get("priority"):
-            try:
-                priority = int(cells["priority"])
-            except ValueError:
-                raise BadInput(f"{where}: priority: not a whole number: {cells['priority']!r}") from None
-        bundles = parse_bundles(cells.get("bundles", ""), f"{where}: bundles")
-        trace.jobs.append(TraceJob(
-            id=str(len(trace.jobs) + 1),
-            user=user,
-            submit_s=_duration(cells["submit_time"], f"{where}: submit_time"),
-            resources=parse_resource_text(cells["resources"], f"{where}: resources", may_be_nothing=bundles is not None),
-            run_s=_duration(cells["run_time"], f"{where}: run_time"),
-            priority=priority,
-            priority_class=cells.get("class") or None,
-            max_runtime_s=_max_runtime(cells.get("max_runtime"), f"{where}: max_runtime"),
-            bundles=bundles,
-            bundle_strategy=_bundle_strategy(cells.get("bundle_strategy"), bundles, f"{where}: bundle_strategy"),
-        ))
+        if not REQUIRED_FIELDS <= len(row) <= len(columns):
+            # The later columns are named only to a row that has more fields than a plain trace has.
+            shown = columns if len(row) > PLAIN_FIELDS or columns is not CSV_FIELDS else columns[:PLAIN_FIELDS]
+            raise BadInput(f"{where}: expected {REQUIRED_FIELDS} to {len(shown)} fields ({','.join(shown)}), got {len(row)}")
+        cells = dict(zip(columns, (cell.strip() for cell in row), strict=False))
+        job = _job(cells, str(len(trace.jobs) + 1), where)
+        ident = cells.get("id") or job.id
+        if ident in named:
+            raise BadInput(f"{where}: id: {ident!r} names a job above already")
+        after = _after(cells.get("after", ""), named, f"{where}: after")
+        array = parse_array(cells["array"], f"{where}: array") if cells.get("array") else None
+        if array is None:
+            trace.jobs.append(_replace_id(job, ident, after=after))
+            named[ident] = [ident]
+            continue
+        tasks = [_replace_id(job, f"{ident}_{index}", after=after, array=ident, throttle=array.throttle)
+                 for index in array.indexes]
+        named[ident] = [task.id for task in tasks]
+        for task in tasks:
+            if task.id in named:
+                raise BadInput(f"{where}: array: its task {task.id!r} has the id of a job above")
+            named[task.id] = [task.id]
+        trace.jobs += tasks
     return trace
+
+
+def _header(row: list[str], source: str) -> tuple[str, ...]:
+    columns = tuple(cell.strip() for cell in row)
+    for name in columns:
+        if name not in CSV_FIELDS:
+            raise BadInput(f"{source} line 1: unknown column {name!r}: use {','.join(CSV_FIELDS)}")
+        if columns.count(name) > 1:
+            raise BadInput(f"{source} line 1: column {name!r} given twice")
+    if columns[:REQUIRED_FIELDS] != CSV_FIELDS[:REQUIRED_FIELDS]:
+        raise BadInput(f"{source} line 1: the first columns are {','.join(CSV_FIELDS[:REQUIRED_FIELDS])}")
+    return columns
+
+
+def _job(cells: dict[str, str], ident: str, where: str) -> TraceJob:
+    user = cells["user"]
+    if not user:
+        raise BadInput(f"{where}: user: empty")
+    priority = 0
+    if cells.get("priority"):
+        try:
+            priority = int(cells["priority"])
+        except ValueError:
+            raise BadInput(f"{where}: priority: not a whole number: {cells['priority']!r}") from None
+    bundles = parse_bundles(cells.get("bundles", ""), f"{where}: bundles")
+    return TraceJob.at(
+        ident, user, _duration(cells["submit_time"], f"{where}: submit_time"),
+        parse_resource_text(cells["resources"], f"{where}: resources", may_be_nothing=bundles is not None),
+        _duration(cells["run_time"], f"{where}: run_time"), priority, cells.get("class") or None,
+        max_runtime_s=_max_runtime(cells.get("max_runtime"), f"{where}: max_runtime"), bundles=bundles,
+        bundle_strategy=_bundle_strategy(cells.get("bundle_strategy"), bundles, f"{where}: bundle_strategy"))
+
+
+def _replace_id(job: TraceJob, ident: str, **replay: Any) -> TraceJob:
+    pending = job.pending if ident == job.id else msgspec.structs.replace(job.pending, id=ident)
+    return TraceJob(pending, job.run_s, **replay)
+
+
+def _after(text: str, named: dict[str, list[str]], where: str) -> tuple[Dependency, ...]:
+    """`prep,train:any`: the jobs (or arrays) of the lines above waited for, each task of an array
+    once; as `submit --after` writes it, with ids of the trace."""
+    found: dict[str, When] = {}
+    for item in filter(None, (item.strip() for item in text.split(","))):
+        name, _, when = item.partition(":")
+        if when and when not in When.__members__.values():
+            raise BadInput(f"{where}: {item!r}: {when!r} is not one of ok, any, fail")
+        if name not in named:
+            raise BadInput(f"{where}: {name!r} is not the id of a job on a line above")
+        for ident in named[name]:
+            found[ident] = When(when or When.OK)
+    return tuple(Dependency(ident, when) for ident, when in found.items())
 
 
 def _max_runtime(text: str | None, where: str) -> float | None:
@@ -185,8 +271,8 @@ def parse_swf(text: str, source: str = "trace") -> Trace:
         if run < 0 or processors <= 0:
             trace.skipped += 1
             continue
-        trace.jobs.append(TraceJob(id=fields[0], user=f"u{int(user)}" if user >= 0 else "unknown", submit_s=submit,
-                                   resources={"CPU": processors}, run_s=run, max_runtime_s=limit if limit > 0 else None))
+        trace.jobs.append(TraceJob.at(fields[0], f"u{int(user)}" if user >= 0 else "unknown", submit, {"CPU": processors},
+                                      run, max_runtime_s=limit if limit > 0 else None))
     _unique_ids(trace, source)
     return trace
 
