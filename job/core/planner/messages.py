@@ -177,9 +177,22 @@ def _outside(words: Words, shape: Shape) -> str:
     loaded = words.loaded.get(shape.pool)
     if loaded is None:
         loaded = words.loaded[shape.pool] = [node for node in shape.pool.nodes if node.outside or node.held]
-    need = words.in_order(shape.items)
-    outside_held: list[tuple[NodeState, list[tuple[str, int]]]] = []
-    by_job: dict[str, list[tuple[NodeState, list[tuple[str, int]]]]] = {}
+    by_job, outside_held = _holders(loaded, words.in_order(shape.items))
+    # "over by": what a job holds beyond its declaration, node by node, adds up to less than its use.
+    said = [f"{words.holders.get(job, f'held by job {job}')}, over by {_on_nodes(held, ', ')}" for job, held in by_job.items()]
+    if outside_held:
+        said.append(f"work outside the queue holds {_on_nodes(outside_held, '; ')}")
+    return f" ({'; '.join(said)})" if said else ""
+
+
+Held = list[tuple[NodeState, list[tuple[str, int]]]]
+
+
+def _holders(loaded: list[NodeState], need: list[tuple[str, int]]) -> tuple[dict[str, Held], Held]:
+    """Of the nodes that would take `need` now but for outside load and our jobs' use beyond their
+    declaration: per job, and for outside load, what each holds there of the resources short."""
+    outside_held: Held = []
+    by_job: dict[str, Held] = {}
     for node in loaded:
         free, outside = node.free, node.outside
         if fits(need, free):
@@ -195,14 +208,10 @@ def _outside(words: Words, shape: Shape) -> str:
                 by_job.setdefault(job, []).append((node, part))
         if part := [(name, outside[name]) for name in short if outside.get(name)]:
             outside_held.append((node, part))
-    # "over by": what a job holds beyond its declaration, node by node, adds up to less than its use.
-    said = [f"{words.holders.get(job, f'held by job {job}')}, over by {_on_nodes(held, ', ')}" for job, held in by_job.items()]
-    if outside_held:
-        said.append(f"work outside the queue holds {_on_nodes(outside_held, '; ')}")
-    return f" ({'; '.join(said)})" if said else ""
+    return by_job, outside_held
 
 
-def _on_nodes(held: list[tuple[NodeState, list[tuple[str, int]]]], between: str) -> str:
+def _on_nodes(held: Held, between: str) -> str:
     """`CPU 2 on node a; CPU 1 on node b`, the first OUTSIDE_NODES_NAMED nodes named, the others counted."""
     named = between.join(f"{describe(amounts)} on node {node.id}" for node, amounts in held[:OUTSIDE_NODES_NAMED])
     others = len(held) - OUTSIDE_NODES_NAMED

@@ -203,12 +203,7 @@ class Preemptor:
         for index, node in enumerate(nodes):
             for candidate in self.candidates.get(node.id, ()):
                 parts.setdefault(candidate.id, []).append((index, candidate))
-        room: dict[str, int] = {}
-        for node in nodes:
-            here = dict(node.free)
-            add_to(here, self.held.get(node.id, {}))
-            add_to(room, {name: amount for name, amount in here.items() if amount > 0})  # as _Trial's room
-        if not parts or not shape.need.fits_in(Resources(room)):
+        if not parts or not shape.need.fits_in(self._room(nodes)):
             return None
         trial = _Trial(shape, nodes)
         if trial.placed() is not None:
@@ -227,11 +222,7 @@ class Preemptor:
         used = sorted(set(chosen))
         nodes, at = [nodes[index] for index in used], {index: new for new, index in enumerate(used)}
         parts = {ident: [(at[index], c) for index, c in found if index in at] for ident, found in parts.items()}
-        victims = [victim for victim in victims if parts[victim.id]]
-        for victim in reversed(victims[:-1] if len(victims) <= SPARED_TRIES else ()):
-            spared = [other for other in victims if other is not victim]
-            if _Trial(shape, nodes, [found for other in spared for found in parts[other.id]]).placed() is not None:
-                victims = spared
+        victims = _spared(shape, nodes, parts, [victim for victim in victims if parts[victim.id]])
         if len(victims) > self.budget:
             return None
         found = [found for victim in victims for found in parts[victim.id]]
@@ -242,6 +233,16 @@ class Preemptor:
             add_to(freed.setdefault(nodes[index], {}), candidate.here)
         homes = [nodes[index] for index in placed]
         return Decision(homes[-1], victims, freed, homes[:-1])
+
+    def _room(self, nodes: list[NodeState]) -> Resources:
+        """What the nodes would have free, summed, once every candidate on them stopped (as
+        _Trial counts a node's room: nothing below zero)."""
+        room: dict[str, int] = {}
+        for node in nodes:
+            here = dict(node.free)
+            add_to(here, self.held.get(node.id, {}))
+            add_to(room, {name: amount for name, amount in here.items() if amount > 0})
+        return Resources(room)
 
     def _by_score(self, pool: list[Candidate], user: UserState) -> list[Candidate]:
         """Candidates in `_in_order`'s order, and in fairshare, within a class, highest score first:
@@ -306,6 +307,17 @@ class Preemptor:
         self._change(user, "gained", shape.need)
         for victim in decision.victims:
             self._change(victim.user, "lost", victim.need)
+
+
+def _spared(shape: Shape, nodes: list[NodeState], parts: dict[str, list[tuple[int, Candidate]]],
+            victims: list[Candidate]) -> list[Candidate]:
+    """The victims less each one the gang fits without, the last taken first (the first
+    SPARED_TRIES only: each try is a trial placement)."""
+    for victim in reversed(victims[:-1] if len(victims) <= SPARED_TRIES else ()):
+        spared = [other for other in victims if other is not victim]
+        if _Trial(shape, nodes, [found for other in spared for found in parts[other.id]]).placed() is not None:
+            victims = spared
+    return victims
 
 
 class _Trial:

@@ -395,17 +395,36 @@ class Snapshot(_StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Snapshot:
-        job: Running | Pending
         _first_repeat("group.resource_priority", self.group.resource_priority)
         _first_repeat("nodes", [node.id for node in self.nodes], ".id")
         if not _unique_ids(self.pending):
             _first_repeat("pending", [job.id for job in self.pending], ".id")
         if self.now is None:
-            for index, job in enumerate(self.pending):
-                if job.not_before is not None:
-                    raise ValueError(f"now: required, since pending[{index}].not_before is set")
-            if PREEMPTIONS[self.group.preemption].preempts:
-                raise ValueError(f"now: required, since group.preemption is {self.group.preemption!r}")
+            self._timeless()
+        self._classes_known()
+        _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
+        check_tree(self.accounts, self.users)
+        # Few running jobs have bundles: each is looked at only then.
+        if any(map(_BUNDLES, self.running)) or any(map(_BUNDLE_NODES, self.running)):
+            for index, job in enumerate(self.running):
+                _held_bundles(f"running[{index}]", job)
+        selector = SELECTORS[self.group.selector]
+        try:
+            selector.kind.State.model_validate(self.state.get(selector.state_name, {}))
+        except ValidationError as exc:
+            raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
+        return self
+
+    def _timeless(self) -> None:
+        """A snapshot without `now` plans nothing that needs one: a start time, preemption."""
+        for index, job in enumerate(self.pending):
+            if job.not_before is not None:
+                raise ValueError(f"now: required, since pending[{index}].not_before is set")
+        if PREEMPTIONS[self.group.preemption].preempts:
+            raise ValueError(f"now: required, since group.preemption is {self.group.preemption!r}")
+
+    def _classes_known(self) -> None:
+        """Every class named, the default's and the jobs', is one of the group's, each named once."""
         classes = {c.name for c in self.group.priority_classes}
         _first_repeat("group.priority_classes", [c.name for c in self.group.priority_classes], ".name")
         if self.group.default_class not in classes:
@@ -420,18 +439,6 @@ class Snapshot(_StrictModel):
             for index, job in enumerate(jobs):
                 if (job.priority_class or self.group.default_class) not in classes:
                     raise ValueError(f"{field}[{index}].class: {job.priority_class!r} is not one of group.priority_classes")
-        _first_repeat("reservations", [r["job"] for r in self.reservations], ".job")
-        check_tree(self.accounts, self.users)
-        # Few running jobs have bundles: each is looked at only then.
-        if any(map(_BUNDLES, self.running)) or any(map(_BUNDLE_NODES, self.running)):
-            for index, job in enumerate(self.running):
-                _held_bundles(f"running[{index}]", job)
-        selector = SELECTORS[self.group.selector]
-        try:
-            selector.kind.State.model_validate(self.state.get(selector.state_name, {}))
-        except ValidationError as exc:
-            raise ValueError(f"state.{selector.state_name}.{describe_error(exc)}") from None
-        return self
 
 
 # The validation context of a snapshot whose jobs `_from_json` has read (identity: no input can be it).

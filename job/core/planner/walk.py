@@ -14,6 +14,7 @@ one kept off it waits, `Reserved`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from operator import itemgetter
 
@@ -59,6 +60,18 @@ class Results:
         if self.running_ends is None:
             self.running_ends = RunningEnds(self.running, self.now, self.carried_ends)
         return Ends(self.running_ends, self.placements, self.placed_jobs.__getitem__)
+
+
+def _take_room(part: Shape, node: NodeState, rooms: Iterable[dict[str, int]]) -> None:
+    """A gang's part placed on `node`: the reservations' held room there first, as `_backfill`
+    takes it, then the node's free resources. What it takes of the room is held no more, and free
+    room stays free for others."""
+    for name, amount in part.items:
+        for room in rooms:
+            taken = min(amount, room.get(name, 0))
+            room[name] = room.get(name, 0) - taken
+            amount -= taken
+        node.free[name] = node.free.get(name, 0) - amount
 
 
 def _on_room(gang: Gang, nodes: list[NodeState], rooms: dict[NodeState, list[dict[str, int]]]) -> list[NodeState] | None:
@@ -108,7 +121,7 @@ class Walk:
         for queue, start in self.policy.order(entries, taken):
             end = self._run(queue, start, value)
 
-    def _run(self, queue: list[Entry], start: int, value: int) -> int:
+    def _run(self, queue: list[Entry], start: int, value: int) -> int:  # noqa: C901 (inline: see below)
         """The entries of a run from `start` on, until one is placed: the index after it, else
         the run's end. Each is held back (why it waits whatever the nodes: its shape, its start
         time, its user's limits), or goes somewhere, or waits for want of room. Inline, not a call
@@ -358,14 +371,7 @@ class Walk:
                     rooms.setdefault(node, []).append(room)
             return delayed[0] if _on_room(gang, nodes, rooms) is not None else None
         for part, node in zip((*gang.bundles, gang.driver), chosen, strict=False):
-            # The held room first, as `_backfill` takes it, then its free resources: what it
-            # takes of the room is held no more, and free room stays free for others.
-            for name, amount in part.items:
-                for room in rooms.get(node, ()):
-                    taken = min(amount, room.get(name, 0))
-                    room[name] = room.get(name, 0) - taken
-                    amount -= taken
-                node.free[name] = node.free.get(name, 0) - amount
+            _take_room(part, node, rooms.get(node, ()))
             self.selector.placed(node)
             self.selector.picked(part, node)
         self._placed(job, chosen[-1], shape, user, chosen[:-1])
