@@ -74,9 +74,10 @@ def _item(item: str, field: str) -> range:
     if found is None:
         raise BadInput(f"{field}: {quoted(item)} is not an index or a range: use N, A-B or A-B:STEP, "
                        "comma-separated, e.g. 0-99%10 or 1,3,5")
-    first, last, step = (int(part) if part is not None else None for part in found.groups())
-    last = first if last is None else last
-    step = 1 if step is None else step
+    first_text, last_text, step_text = found.groups()
+    first = int(first_text)
+    last = first if last_text is None else int(last_text)
+    step = 1 if step_text is None else int(step_text)
     if last > MAX_INDEX:
         raise BadInput(f"{field}: {quoted(item)}: indexes go from 0 to {MAX_INDEX}")
     if last < first:
