@@ -55,7 +55,7 @@ def parse_duration(text: str | float | int) -> float:
     return seconds
 
 
-def _float(number: object) -> float:
+def _float(number: str | float) -> float:
     """`float(number)`, but an integer too large for a float is infinite (then refused as too large)."""
     try:
         return float(number)
@@ -70,6 +70,7 @@ def _negative_or_nan(number: float) -> bool:
 
 def parse_memory(text: str | float | int) -> int:
     """Bytes from '512MiB', '4GiB', '4 GiB', '2G', '1.5Gi' (Kubernetes' suffixes) or a number of bytes."""
+    number: str | float
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         number, unit = text, "b"
     else:
@@ -134,9 +135,10 @@ def parse_time(text: str | datetime) -> datetime:
         moment = moment.replace(tzinfo=UTC)
     try:
         moment = moment.astimezone(UTC)
+        in_range = moment < LATEST_TIME
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
-        moment = None
-    if moment is None or moment >= LATEST_TIME:
+        in_range = False
+    if not in_range:
         raise ValueError(f"{quoted(text)} is out of range: give a time before {LATEST_TIME:%Y-%m-%d} UTC")
     return moment
 
