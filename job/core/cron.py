@@ -131,8 +131,8 @@ def _field(part: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
         if span == "*":
             first, last = low, high
         else:
-            first, _, end = span.partition("-")
-            first = _value(first, name, low, high, names)
+            start, _, end = span.partition("-")
+            first = _value(start, name, low, high, names)
             # `a/n` runs from a to the field's end.
             last = _value(end, name, low, high, names) if end else (high if step else first)
             if last < first:
@@ -180,8 +180,8 @@ def latest(when: Cron | Every, after: datetime, now: datetime) -> datetime | Non
     if isinstance(when, Every):
         if now - when.start < timedelta(seconds=when.seconds):
             return None
-        slot = when.start + ((now - when.start) // timedelta(seconds=when.seconds)) * timedelta(seconds=when.seconds)
-        return slot if slot > after else None
+        last_slot = when.start + ((now - when.start) // timedelta(seconds=when.seconds)) * timedelta(seconds=when.seconds)
+        return last_slot if last_slot > after else None
     for window in _WINDOWS:
         since = max(after, now - window)
         slot = when.next_after(since)
