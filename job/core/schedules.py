@@ -33,12 +33,16 @@ class Schedule:
     created_at: datetime
 
     def when(self) -> Cron | Every:
-        return parse_cron(self.cron, self.timezone) if self.cron is not None else Every(self.every_s, self.created_at)
+        if self.cron is not None:
+            return parse_cron(self.cron, self.timezone)
+        assert self.every_s is not None  # the table's CHECK: one of cron and every_s
+        return Every(self.every_s, self.created_at)
 
     def said(self) -> str:
         """Its slots in words: `cron '0 2 * * *' Europe/Paris`, `every 2s`."""
         if self.cron is not None:
             return f"cron '{self.cron}'" + ("" if self.timezone == "UTC" else f" {self.timezone}")
+        assert self.every_s is not None  # the table's CHECK: one of cron and every_s
         return f"every {format_duration(self.every_s)}"
 
 
