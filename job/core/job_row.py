@@ -43,7 +43,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         tasks: int
         over_since: str | None = None
 
-    shapes = {
+    shapes: dict[str, TypeAdapter] = {
         "duration": TypeAdapter(Annotated[float, Field(gt=0, le=MAX_DURATION_S, allow_inf_nan=False)] | None),
         "resources": TypeAdapter(ResourceMap),
         "labels": TypeAdapter(dict[str, str]),
@@ -52,7 +52,7 @@ def _shapes() -> dict[str, TypeAdapter]:
         "observed": TypeAdapter(ObservedRecord | None),
         "after": TypeAdapter(Annotated[list, AfterValidator(dependencies.parse)] | None),
     }
-    return {field.column: shapes[field.stored] for field in STORED}
+    return {field.column: shapes[stored] for field in STORED if (stored := field.stored)}
 
 
 def row_problem(row: Mapping[str, Any] | Job) -> str | None:
