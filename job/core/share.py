@@ -237,7 +237,7 @@ def placement_figures(group: GroupConfig, members: Iterable[Member], active: Ite
         row = rows[job_id]
         figure = {"policy": group.policy, "class": group.job_class(row.priority_class),
                   "node": node, "priority": row.priority, "submitted_at": row.submitted_at.isoformat()}
-        if job_id in (bundle_nodes or {}):
+        if bundle_nodes and job_id in bundle_nodes:
             figure["bundle_nodes"] = bundle_nodes[job_id]
         if POLICIES[group.policy].scores_users:
             person = people.get(row.user_name)
@@ -257,9 +257,10 @@ def placement_figures(group: GroupConfig, members: Iterable[Member], active: Ite
 
 
 def _level(group: GroupConfig, held: Resources, totals: Mapping[str, int], shares: float, usage: float) -> dict:
+    # Of a policy that scores users only (the caller's check): policy_score's, never None.
     dominant = dominant_share(held, totals)
     return {"shares": shares, "usage": round(usage, 3), "dominant_share": round(dominant, 6),
-            "score": round(policy_score(group.policy, dominant, usage, group.half_life_s, shares), 6)}
+            "score": round(user_score(dominant, memory(group.policy, usage, group.half_life_s), shares), 6)}
 
 
 class _Levels:
