@@ -80,9 +80,12 @@ def waiting_changes(pending: list[PendingRow], waiting: list[dict], compared: Co
     last comparison (`compared`, brought up to date) and the records grouped (`said`, Plan.said),
     only the records it leaves unsure are read."""
     if compared is not None:
+        assert said is not None, "a comparison reads the records grouped"
         waiting = compared.unsure(waiting, said)
     known = dict(zip(map(_ID, pending), pending, strict=True)) if waiting else {}
-    differed, changed, refreshes = set(), {}, []
+    differed: set[str] = set()
+    changed: dict[int, tuple[str, str]] = {}
+    refreshes: list[tuple[int, tuple[str, str]]] = []
     for record in waiting:
         ident, reason, message = record["job"], record["reason"], record["message"]
         job_id = int(ident)
