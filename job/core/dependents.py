@@ -88,7 +88,9 @@ def split(pending: list[PendingRow], after_of: dict[int, list[After]], invalid: 
         return Dependents(pending)
     verdicts = dependencies.judge_all(after_of.items(), found)
     rows = {row.id: row for row in pending if row.id in after_of}
-    waiting, satisfied, never = {}, {}, {}
+    waiting: dict[int, tuple[str, str]] = {}
+    satisfied: dict[int, tuple[str, str]] = {}
+    never: dict[int, str] = {}
     for job, verdict in verdicts.items():
         row = rows[job]
         if verdict.outcome == NEVER:
