@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar, overload
 
 UNIT = 10_000
+_T = TypeVar("_T")
 
 # Resources Ray counts in bytes: shown as KiB, MiB, GiB... in messages.
 BYTE_RESOURCES = frozenset({"memory", "object_store_memory"})
@@ -56,7 +58,13 @@ class Resources(Mapping[str, int]):
     def items(self):
         return self._units.items()
 
-    def get(self, name: str, default: int = 0) -> int:
+    # An absent resource is none of it: get(name) is 0, not Mapping's None (an int is still a
+    # valid answer where Mapping promises int | None).
+    @overload
+    def get(self, name: str, /) -> int: ...
+    @overload
+    def get(self, name: str, default: _T, /) -> int | _T: ...
+    def get(self, name: str, default: Any = 0) -> Any:
         return self._units.get(name, default)
 
     def __eq__(self, other: object) -> bool:
@@ -107,7 +115,7 @@ class Resources(Mapping[str, int]):
         return describe(self._units.items())
 
 
-def footprint(job: Mapping[str, object]) -> Resources:
+def footprint(job: Mapping[str, Any]) -> Resources:
     """A job's whole footprint: its driver's request (`resources`) and each of its `bundles`, each
     rounded to units on its own, as Ray does. Whoever counts what a job holds counts this."""
     return footprint_of(job["resources"], job.get("bundles"))
