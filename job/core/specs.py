@@ -267,21 +267,34 @@ def _job_spec() -> type[_Spec]:
     """A submitted job's model: a field per row of the table that a submit takes, its type the
     column's, checked as its row says."""
     fields: dict[str, Any] = {}
+    # Each field's checks, by its name in the spec: a submitted field has one (JobField.submitted).
+    reads: dict[str, Callable[[Any, ValidationInfo], Any]] = {}
+    checks: dict[str, Callable[[Any, ValidationInfo], Any]] = {}
+    for row in SUBMITTED:
+        assert row.spec is not None
+        read, check = CHECKS[row.check] if row.check else (None, None)
+        if read:
+            reads[row.spec] = read
+        if check:
+            checks[row.spec] = check
     for row in _in_check_order(SUBMITTED):
-        default = ({"default_factory": lambda given=row.default: dict(given)} if isinstance(row.default, dict)
-                   else {"default": row.default})
-        fields[row.spec] = (row.type, Field(**default, **dict(row.bounds), validate_default=bool(row.needs)))
-    check_of = {row.spec: CHECKS[row.check] for row in SUBMITTED if row.check}
+        assert row.spec is not None
+        # Field's keywords, of as many types as its overloads: Any to the checker.
+        default: dict[str, Any] = ({"default_factory": lambda given=row.default: dict(given)}
+                                   if isinstance(row.default, dict) else {"default": row.default})
+        bounds: dict[str, Any] = dict(row.bounds)
+        fields[row.spec] = (row.type, Field(**default, **bounds, validate_default=bool(row.needs)))
 
+    # info.field_name is None only for a model's validator: these are fields'.
     def before(cls, value: Any, info: ValidationInfo) -> Any:
-        return check_of[info.field_name][0](value, info)
+        return reads[info.field_name](value, info)  # type: ignore[index]
 
     def after(cls, value: Any, info: ValidationInfo) -> Any:
-        return check_of[info.field_name][1](value, info)
+        return checks[info.field_name](value, info)  # type: ignore[index]
 
     validators = {
-        "_before": field_validator(*(name for name, (read, _) in check_of.items() if read), mode="before")(before),
-        "_after": field_validator(*(name for name, (_, check) in check_of.items() if check))(after),
+        "_before": field_validator(*reads, mode="before")(before),
+        "_after": field_validator(*checks)(after),
     }
     return create_model("JobSpec", __base__=_Spec, __validators__=validators, **fields)
 
