@@ -171,7 +171,10 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     dependencies starts no sooner than the expected end of each job it waits for (`after_ends`)."""
     known = RunTimes(recent)
     now = snapshot.now
-    running, ends = {}, {}
+    if now is None:  # as forecast says it, before the active jobs' ends are taken from it
+        raise ValueError("the snapshot needs its now")
+    running: dict[str, RunTime] = {}
+    ends: dict[str, datetime | None] = {}
     for job in active:
         run = running[str(job.id)] = known.of(job.user_name, job.resources, job.max_runtime_s, job.bundles)
         # Not started yet (submitted to Ray): taken to start now.
@@ -189,9 +192,9 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     throttled = list(throttled)
     if held or throttled:
         for estimate in estimates:
-            run = runs.get(estimate.job)
-            ends[estimate.job] = (None if estimate.start is None or run is None or run.seconds is None
-                                  else estimate.start + timedelta(seconds=run.seconds))
+            head_run = runs.get(estimate.job)
+            ends[estimate.job] = (None if estimate.start is None or head_run is None or head_run.seconds is None
+                                  else estimate.start + timedelta(seconds=head_run.seconds))
         for array in throttled:
             stored.update(throttled_ends(array, ends, known))
         stored.update(after_ends(held or {}, ends, known))
