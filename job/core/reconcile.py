@@ -150,8 +150,7 @@ Decision = Track | Finish | Requeue | Resend | CancelAbsent | Preempted
 def over_use(record: Mapping[str, Any] | None, grace_s: float, now: datetime) -> OverUse | None:
     """Whether a job whose last observed use is `record` (core/observed.py `record`) is past the
     grace: over its declaration since `over_since` for at least `grace_s`."""
-    since = (record or {}).get("over_since")
-    if since is None:
+    if record is None or (since := record.get("over_since")) is None:
         return None
     lasted = (now - datetime.fromisoformat(since)).total_seconds()
     if lasted < grace_s:
@@ -233,7 +232,7 @@ def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse |
     if job.reason == Reason.OVER_USE:
         # Asked already: its reason and message stay while it stops, though its work, stopping
         # first, may bring its use back under its declaration.
-        return Reason.OVER_USE, job.message
+        return Reason.OVER_USE, job.message  # type: ignore[return-value]  # written with the reason, never None
     if fields["state"] == RUNNING and over is not None:
         return Reason.OVER_USE, over.message
     return None
@@ -247,7 +246,7 @@ def _waiting_in_ray(job: ActiveJob, waited: float, start: StartCheck
     past = waited >= start.timeout_s
     limit = f"the group's start timeout of {format_duration(int(start.timeout_s))}"
     node_id = job.node
-    room = start.nodes.get(node_id)
+    room = None if node_id is None else start.nodes.get(node_id)
     if room is None:
         cause = f"its node {node_id} is not among the group's alive nodes"
         if past:
@@ -366,10 +365,12 @@ def start_check(timeout_s: float, nodes: list[Any], active: list[ActiveJob], ray
     held: dict[str, dict[str, dict[str, int]]] = {RAY_RUNNING: defaultdict(lambda: defaultdict(int)),
                                                   RAY_PENDING: defaultdict(lambda: defaultdict(int))}
     for job in active:
-        ray_job = ray_jobs.get(job.submission_id)
-        if ray_job is not None and ray_job.status in held:
+        ray_job = None if job.submission_id is None else ray_jobs.get(job.submission_id)
+        # A job on no node holds nothing on a node of the group.
+        node_id = None if ray_job is None else ray_job.driver_node_id or job.node
+        if ray_job is not None and ray_job.status in held and node_id is not None:
             for name, amount in job.resources.items():
-                held[ray_job.status][ray_job.driver_node_id or job.node][name] += to_units(amount)
+                held[ray_job.status][node_id][name] += to_units(amount)
     running, waiting = held[RAY_RUNNING], held[RAY_PENDING]
     return StartCheck(timeout_s, {
         node.id: NodeRoom(total={name: to_units(amount) for name, amount in node.resources.items()},
@@ -384,10 +385,17 @@ def reconcile_all(active: list[ActiveJob], ray_jobs: dict[str, Any], now: dateti
     """`reconcile` for each active job, given Ray's jobs by submission_id and the jobs past their
     over-use grace (`over`, by id)."""
     over = over or {}
-    updates, stops, requeue, preempted = {}, {}, {}, {}
-    stop_first, cancels, resend, finished = set(), [], [], set()
+    updates: dict[int, dict[str, Any]] = {}
+    stops: dict[int, tuple[str, str]] = {}
+    requeue: dict[int, tuple[str, str, str]] = {}
+    preempted: dict[int, tuple[str, str]] = {}
+    stop_first: set[int] = set()
+    cancels: list[int] = []
+    resend: list[int] = []
+    finished: set[int] = set()
     for job in active:
-        decision = reconcile(job, ray_jobs.get(job.submission_id), now, start, over.get(job.id))
+        ray_job = None if job.submission_id is None else ray_jobs.get(job.submission_id)
+        decision = reconcile(job, ray_job, now, start, over.get(job.id))
         match decision:
             case Track(stop=stop) if stop is not None:
                 stops[job.id] = stop
