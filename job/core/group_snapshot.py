@@ -5,10 +5,10 @@ the tick by the table's ints: the two meet here and nowhere else."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from pydantic import TypeAdapter, ValidationError
@@ -21,10 +21,12 @@ from job.core.jobs import ActiveJob
 from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import Bundles, Pending, ResourceMap
+from job.core.planner.snapshot import Bundles, BundleStrategy, Pending, PlannedReservation, ReservationKind, ResourceMap
 from job.core.reconcile import STOP_REASONS
 from job.core.resources import Resources, accumulate, to_units
 from job.core.states import RAY_RUNNING
+
+_T = TypeVar("_T")
 
 
 class PendingRow(NamedTuple):
@@ -53,10 +55,10 @@ class PendingRow(NamedTuple):
     estimate_basis: str | None = None
     # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
     bundles: str | None = None
-    bundle_strategy: str | None = None
+    bundle_strategy: BundleStrategy | None = None
     # Its reservation's kind ("preemption", "head"), its bundles' nodes and its expected start
     # (`Held`), and since when it has waited for resources (None: not yet).
-    reserved_kind: str | None = None
+    reserved_kind: ReservationKind | None = None
     reserved_bundle_nodes: list[str] | None = None
     reserved_start: datetime | None = None
     waiting_since: datetime | None = None
@@ -73,7 +75,7 @@ class Held(NamedTuple):
     its victims have stopped; a head-of-line one's: None when not known)."""
 
     node: str
-    kind: str = "preemption"
+    kind: ReservationKind = "preemption"
     bundle_nodes: tuple[str, ...] | None = None
     start: datetime | None = None
 
@@ -92,15 +94,16 @@ def expired(row: PendingRow, timeout_s: float, now: datetime) -> bool:
     return due is not None and now - due > timedelta(seconds=timeout_s)
 
 
-def _stored(row: PendingRow) -> Held:
-    return Held(row.reserved_node, row.reserved_kind or "preemption",
+def _stored(row: PendingRow, node: str) -> Held:
+    """`row`'s stored reservation, on `node` (its reserved_node)."""
+    return Held(node, row.reserved_kind or "preemption",
                 None if row.reserved_bundle_nodes is None else tuple(row.reserved_bundle_nodes),
                 row.reserved_start if row.reserved_kind == "head" else None)
 
 
-def _reservation(job: str, held: Held) -> dict:
+def _reservation(job: str, held: Held) -> PlannedReservation:
     """A stored reservation as the snapshot gives it to the planner."""
-    record = {"job": job, "node": held.node, "kind": held.kind}
+    record: PlannedReservation = {"job": job, "node": held.node, "kind": held.kind}
     if held.bundle_nodes is not None:
         record["bundle_nodes"] = list(held.bundle_nodes)
     return record
@@ -118,7 +121,7 @@ _LABELS = TypeAdapter(dict[str, str])
 _BUNDLES = TypeAdapter(Bundles)
 
 
-def _checked(adapter: TypeAdapter, text: str, field: str) -> dict | str:
+def _checked(adapter: TypeAdapter[_T], text: str, field: str) -> _T | str:
     """The validated value of a JSON text, or what is wrong with it."""
     try:
         return adapter.validate_json(text)
@@ -140,7 +143,9 @@ def releasing(document: dict, ended: list[tuple[str, dict]], now: datetime) -> t
 def held_parts(job: ActiveJob) -> list[tuple[str, dict]]:
     """(node, request) of each part of a placed job's footprint: its driver on its node, each bundle
     on the node planned for it. Held in the books there until the job ends."""
-    return [(job.node, job.resources), *zip(job.bundle_nodes or (), job.bundles or (), strict=False)]
+    # Its callers' jobs are placed, on a node: job.node is set, which the checker cannot know.
+    return [(job.node, job.resources),  # type: ignore[list-item]
+            *zip(job.bundle_nodes or (), job.bundles or (), strict=False)]
 
 
 def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[RunningJob]:
@@ -149,16 +154,19 @@ def running_of(active: list[ActiveJob], ray_jobs: Mapping[str, Any]) -> list[Run
     on their planned nodes."""
     running = []
     for job in active:
+        if job.submission_id is None:  # not sent to Ray
+            continue
         ray_job = ray_jobs.get(job.submission_id)
-        if ray_job is not None and ray_job.status == RAY_RUNNING and (ray_job.driver_node_id or job.node):
+        driver_node = None if ray_job is None else ray_job.driver_node_id or job.node
+        if ray_job is not None and ray_job.status == RAY_RUNNING and driver_node:
             bundles = tuple(Bundle(node, Resources.of(bundle))
                             for node, bundle in zip(job.bundle_nodes or (), job.bundles or (), strict=False))
             running.append(RunningJob(job.id, job.user_name, job.submission_id, ray_job.driver_job_id,
-                                      ray_job.driver_node_id or job.node, Resources.of(job.resources), bundles))
+                                      driver_node, Resources.of(job.resources), bundles))
     return running
 
 
-def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str, dict]] = (),
+def outside_load(nodes: list, active: list[ActiveJob], releasing: Iterable[tuple[str, dict]] = (),
                  use: Observed | None = None) -> dict[str, dict[str, float | int]]:
     """What work outside the queue holds on each node, by node id, in Ray's amounts: the node's
     total, less what Ray reports free, less what our started jobs hold there, per resource, never
@@ -186,9 +194,9 @@ def outside_load(nodes: list, active: list[ActiveJob], releasing: list[tuple[str
     for node in nodes:
         if node.free is None:
             continue
-        ours = started.get(node.id, {})
+        ours_there = started.get(node.id, {})
         # A resource Ray does not list as free is taken as all free: nothing known is held there.
-        held = Resources((name, max(to_units(total) - to_units(node.free.get(name, total)) - ours.get(name, 0), 0))
+        held = Resources((name, max(to_units(total) - to_units(node.free.get(name, total)) - ours_there.get(name, 0), 0))
                          for name, total in node.resources.items())
         if held:
             found[node.id] = held.amounts()
@@ -218,21 +226,27 @@ class MadeJobs:
         self.plannable: list[PendingRow] = []
 
 
-def _cached(cache: dict[str, dict | str], value: str, shape: TypeAdapter, field: str) -> dict | str:
+def _cached(cache: dict[str, _T | str], value: str, shape: TypeAdapter[_T], field: str) -> _T | str:
     """`value` checked against `shape` once per distinct value: what it holds, or why it is wrong."""
     found = cache.get(value)
     if found is None:
-        found = cache[value] = _checked(shape, value, field)
+        found = _checked(shape, value, field)
+        cache[value] = found
     return found
 
 
 def _pending_job(row: PendingRow, group: GroupConfig, classes: frozenset[str], now: datetime,
-                 requests: dict[str, dict | str], labels: dict[str, dict | str]) -> Pending | str:
+                 requests: dict[str, dict[str, float] | str], labels: dict[str, dict[str, str] | str]) -> Pending | str:
     """The planner's job of one pending row, or why the row cannot be planned."""
     request = _cached(requests, row.resources, _REQUEST, "resources")
     label_map = _cached(labels, row.node_labels, _LABELS, "node_labels")
-    if isinstance(request, str) or isinstance(label_map, str):
-        return request if isinstance(request, str) else label_map
+    if isinstance(request, str):
+        return request
+    if isinstance(label_map, str):
+        return label_map
+    bundles: list[dict[str, float]] | str | msgspec.UnsetType
+    strategy: BundleStrategy | msgspec.UnsetType
+    priority_class: str | msgspec.UnsetType
     bundles = strategy = priority_class = msgspec.UNSET
     if row.bundles is not None:
         bundles = _checked(_BUNDLES, row.bundles, "bundles")
@@ -254,13 +268,15 @@ def _pending_job(row: PendingRow, group: GroupConfig, classes: frozenset[str], n
 
 
 def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None
-                  ) -> tuple[list[Pending], dict[int, str], list[dict]]:
+                  ) -> tuple[list[Pending], dict[int, str], list[PlannedReservation]]:
     """The planner's pending jobs, the rows that cannot be planned (id -> why) and the reservations
     still held, as build_snapshot says; `made` is read and brought up to date."""
     classes = group.class_names
-    requests: dict[str, dict | str] = {}
-    labels: dict[str, dict | str] = {}
-    jobs, invalid, reservations = [], {}, []
+    requests: dict[str, dict[str, float] | str] = {}
+    labels: dict[str, dict[str, str] | str] = {}
+    jobs: list[Pending] = []
+    invalid: dict[int, str] = {}
+    reservations: list[PlannedReservation] = []
     before = made.jobs if made is not None and made.classes == classes else {}
     if made is not None and pending is made.rows and len(before) == len(pending):
         return made.listed, {}, []
@@ -277,7 +293,7 @@ def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, 
             continue
         if row.reserved_node is not None:
             if not expired(row, group.start_timeout_s, now):
-                reservations.append(_reservation(job.id, _stored(row)))
+                reservations.append(_reservation(job.id, _stored(row, row.reserved_node)))
         elif row.waiting_since is not None:
             kept[row.id] = (row, job)
         jobs.append(job)
@@ -303,8 +319,8 @@ def held_beyond(active: list[ActiveJob], use: Observed) -> dict[str, list[dict]]
 
 
 def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[ActiveJob], pending: list[PendingRow],
-                   users: list[Member], state: dict, ended: list[tuple[str, dict]] = (),
-                   use: Observed | None = None, accounts: list[AccountRow] = (),
+                   users: list[Member], state: dict, ended: Sequence[tuple[str, dict]] = (),
+                   use: Observed | None = None, accounts: Sequence[AccountRow] = (),
                    run_times: RunTimes | None = None, made: MadeJobs | None = None) -> tuple[Snapshot, dict[int, str]]:
     """The planner's snapshot, and the pending jobs left out of it because their row cannot be
     planned (e.g. a negative amount written around `submit`): id -> what is wrong.
@@ -406,7 +422,7 @@ class Decisions:
                    {int(p["job"]): p["bundle_nodes"] for p in plan.placements if "bundle_nodes" in p})
 
 
-def _held(record: dict) -> Held:
+def _held(record: PlannedReservation) -> Held:
     kind = record.get("kind", "preemption")
     homes = record.get("bundle_nodes")
     return Held(record["node"], kind, None if homes is None else tuple(homes),
@@ -418,7 +434,7 @@ def reservation_changes(pending: list[PendingRow], after: dict[int, Held]) -> di
     the reservation, None where it ended (the job placed, or its reservation expired or no longer
     valid). A head-of-line one whose expected start moved is written again. `pending`: the rows
     read; only those with a reservation count (the tick gives those alone)."""
-    before = {row.id: _stored(row) for row in pending if row.reserved_node is not None}
+    before = {row.id: _stored(row, row.reserved_node) for row in pending if row.reserved_node is not None}
     return {job: after.get(job) for job in before.keys() | after.keys() if before.get(job) != after.get(job)}
 
 
