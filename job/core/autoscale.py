@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from job.core.clusters import CLUSTER_LABEL
 from job.core.planner import Plan, Snapshot
-from job.core.planner.snapshot import Pending, Running, account_path, limits_of
+from job.core.planner.snapshot import Pending, Running, Waiting, account_path, limits_of
 from job.core.resources import Resources, accumulate, describe, fits, footprint_of, to_units
 from job.core.specs import NodeType
 
@@ -62,7 +63,7 @@ class _Requests:
                tuple(tuple(bundle.items()) for bundle in bundles) if bundles else ())
         found = self.known.get(key)
         if found is None:
-            found = self.known[key] = (footprint_of(job.resources, job.bundles),
+            found = self.known[key] = (footprint_of(job.resources, bundles or None),
                                        tuple(sorted({**self.group_labels, **(labels or {})}.items())))
         return found
 
@@ -127,9 +128,9 @@ def scale_up(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels
         plan.said = _regrouped(plan.said)
 
 
-def _regrouped(said: list[tuple[str, str, list[dict]]]) -> list[tuple[str, str, list[dict]]]:
+def _regrouped(said: list[tuple[str, str, list[Waiting]]]) -> list[tuple[str, str, list[Waiting]]]:
     """The plan's waiting records grouped again (Plan.said) where scale_up changed them."""
-    changed: dict[tuple[str, str], list[dict]] = {}
+    changed: dict[tuple[str, str], list[Waiting]] = {}
     for reason, _, records in said:
         if reason == "Unschedulable":
             for record in records:
@@ -146,7 +147,8 @@ class _Bins:
     def __init__(self, snapshot: Snapshot, types: list[NodeType]):
         self.nodes = [(node.labels, dict(Resources.of(node.resources).items())) for node in snapshot.nodes]
         self.by_id = {node.id: free for node, (_, free) in zip(snapshot.nodes, self.nodes, strict=False)}
-        self.left = []
+        # [node type, nodes of it left to add], a pair counted down in place.
+        self.left: list[list[Any]] = []
         for t in types:
             present = sum(1 for node in snapshot.nodes if t.labels and all(node.labels.get(k) == v for k, v in t.labels.items()))
             self.left.append([t, max(t.max - present, 0)])
@@ -226,15 +228,16 @@ class _Limits:
         # Keyed by user name, and by ("account", name) for accounts.
         self.running: dict[str | tuple, int] = {}
         self.used: dict[str | tuple, dict[str, int]] = {}
-        for job in snapshot.running:
-            self.add(job.user, request(job)[0])
+        for held in snapshot.running:
+            self.add(held.user, request(held)[0])
         for placement in plan.placements:
             job = pending[placement["job"]]
             self.add(job.user, request(job)[0])
 
     def _keys(self, user: str) -> list:
         spec = self.snapshot.users.get(user)
-        return [user, *(("account", name) for name in account_path(self.snapshot.accounts, spec and spec.account))]
+        return [user, *(("account", name) for name in account_path(self.snapshot.accounts,
+                                                                   None if spec is None else spec.account))]
 
     def add(self, user: str, need: Resources) -> None:
         for key in self._keys(user):
@@ -243,7 +246,8 @@ class _Limits:
 
     def allow(self, job: Pending, need: Resources) -> bool:
         later = job.not_before
-        if later is not None and later > self.snapshot.now:
+        # A snapshot with a not_before has its now (Snapshot's validator): the checker cannot know.
+        if later is not None and later > self.snapshot.now:  # type: ignore[operator]
             return False
         user, *accounts = self._keys(job.user)
         limits = [(user, *limits_of(self.snapshot.group, self.snapshot.users.get(user)))]
@@ -287,8 +291,8 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
                 accumulate(free, need, -1)
             counts.add(need, selector, labels_of.get(node, {}))
 
-    for job in snapshot.running:
-        hold(job, [job.node, *(job.bundle_nodes or ())], group_selector)
+    for held in snapshot.running:
+        hold(held, [held.node, *(held.bundle_nodes or ())], group_selector)
     for placement in plan.placements:
         job = pending[placement["job"]]
         hold(job, [placement["node"], *placement.get("bundle_nodes", ())], request(job)[1])
