@@ -1,5 +1,5 @@
-"""A group over several Ray clusters: which cluster is lost, how many drivers each may still take.
-Pure: the tick (scheduler/clusters.py) reads the clusters and writes what is decided here.
+"""A group over several Ray clusters: which cluster is lost (core/driver_caps.py: how many drivers
+each may still take). Pure: the tick (scheduler/clusters.py) reads the clusters and writes what is decided here.
 
 A cluster that does not answer keeps its jobs as they were for the group's `cluster_lost_after_s`;
 past it, the cluster is lost: its active jobs are requeued as infrastructure faults (ClusterLost),
@@ -9,11 +9,9 @@ purpose; they are forgotten once Ray reports each ended or no longer knows it.""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
 
 from job.core.units import format_duration, parse_time
 
@@ -22,8 +20,6 @@ from job.core.units import format_duration, parse_time
 CLUSTER_LABEL = "ray.io/cluster"
 # The group state's document (group_state) of the clusters that did not answer.
 UNANSWERED = "clusters"
-# A job's id: the tick's int, or the planner's string.
-Job = TypeVar("Job", int, str)
 
 
 @dataclass(frozen=True)
@@ -86,34 +82,3 @@ def with_stopped(state: Unanswered, cluster: str, ended: Iterable[str]) -> Unans
     ended = set(ended)
     left = [sid for sid in state.requeued.get(cluster, ()) if sid not in ended]
     return Unanswered(state.since, {**state.requeued, cluster: left})
-
-
-def drivers_left(caps: Mapping[str, int], active_clusters: Iterable[str]) -> dict[str, int]:
-    """How many more drivers of ours each cluster may take: its cap less our active jobs there."""
-    running = Counter(active_clusters)
-    return {name: max(cap - running[name], 0) for name, cap in caps.items()}
-
-
-def default_cap(head_memory_bytes: float | None, per_driver_bytes: int) -> int | None:
-    """The most drivers a head of that memory holds (at least one); None when Ray did not say."""
-    return None if not head_memory_bytes else max(int(head_memory_bytes // per_driver_bytes), 1)
-
-
-def capped(placements: list[tuple[Job, str]], cluster_of_node: Mapping[str, str], caps: Mapping[str, int],
-           left: Mapping[str, int]) -> tuple[list[tuple[Job, str]], dict[Job, str]]:
-    """The placements (job, node) in plan order that their clusters' driver caps let through (`left`:
-    how many more each may take), and for each held back, the message of its wait (DriverLimit)."""
-    room = dict(left)
-    kept: list[tuple[Job, str]] = []
-    held: dict[Job, str] = {}
-    for job, node in placements:
-        cluster = cluster_of_node.get(node)
-        if cluster is None or cluster not in room:
-            kept.append((job, node))
-        elif room[cluster] > 0:
-            room[cluster] -= 1
-            kept.append((job, node))
-        else:
-            held[job] = (f"cluster {cluster} runs its most drivers of ours at once ({caps[cluster]}: the group's "
-                         "--max-drivers, else its head's memory over 100 MB); waits for one to end")
-    return kept, held

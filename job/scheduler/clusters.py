@@ -13,7 +13,8 @@ from typing import Any
 
 from job import log
 from job.adapters.ray_cluster import RayCluster, RayJob, RayNode, cluster_of, selected
-from job.core.clusters import CLUSTER_LABEL, UNANSWERED, Unanswered, default_cap, drivers_left, judge, with_requeued, with_stopped
+from job.core.clusters import CLUSTER_LABEL, UNANSWERED, Unanswered, judge, with_requeued, with_stopped
+from job.core.driver_caps import default_cap, drivers_left
 from job.core.errors import ClusterNotReady, JobError, Unavailable
 from job.core.group import GroupConfig
 from job.core.group_defaults import DRIVER_MEMORY_BYTES
@@ -140,13 +141,24 @@ class Settled:
 
     # Our active jobs in a lost cluster: id -> the message of their requeue (ClusterLost).
     lost: dict[int, str] = field(default_factory=dict)
-    # Clusters whose nodes take no new job this tick, and why.
-    kept_off: dict[str, str] = field(default_factory=dict)
+    # Clusters that still run jobs requeued when they were lost: they take no new job until Ray
+    # reports those ended.
+    stopping: set[str] = field(default_factory=set)
     # The clusters' document to save with the requeues (None: unchanged).
     document: dict | None = None
     # Per cluster with a driver cap: the cap, and how many more drivers it may take now.
     caps: dict[str, int] = field(default_factory=dict)
     left: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def full(self) -> set[str]:
+        """The clusters that run their most drivers of ours (and stop nothing)."""
+        return {name for name, more in self.left.items() if more == 0} - self.stopping
+
+    @property
+    def kept_off(self) -> set[str]:
+        """The clusters whose nodes take no new job this tick."""
+        return self.stopping | self.full
 
 
 def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], state: dict, now: datetime,
@@ -166,7 +178,7 @@ def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], stat
                    "requeued for the group's other clusters")
         lost.update({job.id: message for job in jobs})
         after = with_requeued(after, name, [job.submission_id for job in jobs if job.submission_id])
-    kept_off = {}
+    stopping = set()
     for name, ids in after.requeued.items():
         ray = clusters.ray(name)
         if ray is None or not ids:
@@ -174,13 +186,11 @@ def settle(group: GroupConfig, clusters: Clusters, active: list[ActiveJob], stat
         still = _stop_requeued(group.name, name, ray, ids, dry_run)
         after = with_stopped(after, name, set(ids) - still)
         if still:
-            kept_off[name] = f"cluster {name} still runs {len(still)} job(s) requeued when it was lost: being stopped"
+            stopping.add(name)
     caps = _caps(group, clusters)
     left = drivers_left(caps, (cluster_name(group, job) for job in active if job.id not in lost))
-    kept_off.update({name: f"cluster {name} runs its most drivers of ours ({caps[name]})"
-                     for name, more in left.items() if more == 0 and name not in kept_off})
     document = after.document()
-    return Settled(lost, kept_off, None if document == before.document() else document, caps, left)
+    return Settled(lost, stopping, None if document == before.document() else document, caps, left)
 
 
 def _stop_requeued(group: str, cluster: str, ray: RayCluster, ids: list[str], dry_run: bool) -> set[str]:

@@ -17,8 +17,9 @@ import psycopg
 from job import log
 from job.core import collection
 from job.core.arrays import throttle
-from job.core.clusters import UNANSWERED, Unanswered, capped
+from job.core.clusters import UNANSWERED, Unanswered
 from job.core.dependents import Dependents, held_of, named, split, waited_for
+from job.core.driver_caps import within_caps, without_full
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, RunTimes, estimate, throttled_arrays
 from job.core.group import GroupConfig
@@ -237,7 +238,7 @@ class _GroupTick:
         """The plan of the pending rows, the users and the selector's state, with what the commit
         writes of it. `done.ended`: (node, request) of the jobs Ray ran that ended since the last tick.
         The nodes of the clusters `settled` keeps off take nothing; a cluster takes at most the
-        drivers its cap leaves (the placements past it wait, DriverLimit)."""
+        drivers its cap leaves (the placements past it go to another cluster, or wait: DriverLimit)."""
         read = self.pending.read(self.conn, self.name)
         # After the reconciliation: a job that ended in this tick lets its dependents be planned in it.
         after_of, unreadable = waited_for(read)
@@ -252,17 +253,16 @@ class _GroupTick:
         # an ActiveJob (a frozen dataclass) have them read only, as throttle reads them.
         held = throttle(pending, done.active)  # type: ignore[arg-type]
         cluster_of_node = seen.clusters.node_cluster()
-        nodes = [node for node in seen.nodes if cluster_of_node[node.id] not in settled.kept_off]
-        snapshot, invalid = build_snapshot(self.group, seen.now, nodes, done.active, held.planned, done.members,
-                                           state, done.ended, seen.use, accounts.tree(self.conn),
-                                           RunTimes(recent), self.pending.made(self.name))
+        nodes = [node for node in seen.nodes if cluster_of_node[node.id] not in settled.stopping]
+        whole, invalid = build_snapshot(self.group, seen.now, nodes, done.active, held.planned, done.members,
+                                        state, done.ended, seen.use, accounts.tree(self.conn),
+                                        RunTimes(recent), self.pending.made(self.name))
+        snapshot, full = without_full(whole, cluster_of_node, settled.full)
         decided = plan(snapshot)
         # The demand marks the jobs a node type can hold (ScalingUp) in the plan: before reading it.
         demand = (plan_demand(snapshot, decided, self.group, seen.node_types)
                   if seen.node_types is not None else None)
-        decisions = Decisions.of(decided)
-        placements, capped_off = capped(decisions.placements, cluster_of_node, settled.caps, settled.left)
-        decisions = replace(decisions, placements=placements)
+        decisions, capped_off, only_full = within_caps(snapshot, decided, full, cluster_of_node, settled.caps, settled.left)
         # Ended jobs whose resources Ray may still be freeing, kept for the next ticks: saved
         # with the plan when they changed.
         freeing = snapshot.state[RELEASING]
@@ -285,6 +285,9 @@ class _GroupTick:
         self.steps.done("plan")
         self.result.running = len(done.active)
         self.result.waiting = counted(said)
+        if only_full:
+            self.result.waiting[Reason.UNSCHEDULABLE] -= only_full
+            self.result.waiting += Counter()  # drops the reasons counted down to none
         if dependents.held:
             self.result.waiting[Reason.DEPENDENCY] = dependents.held
         if capped_off:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from job.core.clusters import CLUSTER_LABEL, Unanswered, capped, default_cap, drivers_left, judge, with_requeued, with_stopped
+from job.core.clusters import CLUSTER_LABEL, Unanswered, judge, with_requeued, with_stopped
+from job.core.driver_caps import capped, default_cap, drivers_left, held_by_caps, replaced
 from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.specs import ClusterSpec, GroupSpec, validated
@@ -126,3 +127,60 @@ def test_no_gang_is_ever_split_across_clusters(nodes, bundles, strategy):
     for placement in decided.placements:
         used = {placement["node"], *placement["bundle_nodes"]}
         assert len({named[node][0] for node in used}) == 1
+
+
+def two_clusters(pending: list[dict], selector: str = "concentrated", **group) -> Snapshot:
+    nodes = [{"id": node, "resources": {"CPU": 8}, "labels": {CLUSTER_LABEL: cluster}}
+             for node, cluster in (("e1", "east"), ("e2", "east"), ("w1", "west"), ("w2", "west"))]
+    return Snapshot.model_validate({"group": {"policy": "fifo", "selector": selector, **group}, "now": NOW, "nodes": nodes,
+                                    "pending": pending})
+
+
+CLUSTER_OF = {"e1": "east", "e2": "east", "w1": "west", "w2": "west"}
+
+
+def test_placements_past_a_cap_go_to_the_cluster_with_room_gangs_whole():
+    pending = [{"id": str(n), "user": "a", "resources": {"CPU": 1}} for n in range(1, 4)]
+    pending.append({"id": "4", "user": "a", "resources": {"CPU": 1}, "bundles": [{"CPU": 2}, {"CPU": 2}],
+                    "bundle_strategy": "STRICT_SPREAD"})
+    snapshot = two_clusters(pending)
+    decided = plan(snapshot)
+    # The selector packs east: every job there, one more than east takes.
+    assert {CLUSTER_OF[p["node"]] for p in decided.placements} == {"east"}
+    decisions, held = replaced(snapshot, decided, CLUSTER_OF, {"east": 3, "west": 3}, {"east": 2, "west": 3})
+    assert held == {}
+    where = dict(decisions.placements)
+    assert ([CLUSTER_OF[where[job]] for job in (1, 2, 3, 4)]) == ["east", "east", "west", "west"]
+    assert sorted(decisions.bundle_nodes[4]) == ["w1", "w2"]
+
+
+def test_a_job_no_cluster_has_a_driver_left_for_waits_saying_so():
+    snapshot = two_clusters([{"id": str(n), "user": "a", "resources": {"CPU": 1}} for n in range(1, 4)])
+    decisions, held = replaced(snapshot, plan(snapshot), CLUSTER_OF, {"east": 1, "west": 1}, {"east": 1, "west": 1})
+    assert [CLUSTER_OF[node] for _, node in decisions.placements] == ["east", "west"]
+    assert list(held) == [3] and "runs its most drivers of ours at once (1" in held[3]
+
+
+def test_a_second_plan_takes_no_node_the_first_reserved():
+    # Job 10 waits for west and reserves w2, where a running job ends in an hour; 11 and 12 go to
+    # east, which takes one. w2's 4 free CPUs would hold 12, but they are 10's: 12 waits.
+    hour = timedelta(hours=1)
+    running = [{"id": "101", "user": "x", "node": "w1", "resources": {"CPU": 8}, "started_at": NOW - hour},
+               {"id": "102", "user": "x", "node": "w2", "resources": {"CPU": 4}, "started_at": NOW - hour,
+                "expected_end": NOW + hour}]
+    pending = [{"id": "10", "user": "b", "resources": {"CPU": 8}, "node_labels": {CLUSTER_LABEL: "west"},
+                "submitted_at": NOW - hour, "waiting_since": NOW - hour},
+               *({"id": ident, "user": "c", "resources": {"CPU": 1}, "submitted_at": NOW - hour / 2} for ident in ("11", "12"))]
+    snapshot = Snapshot.model_validate({**two_clusters([]).model_dump(), "running": running, "pending": pending})
+    decided = plan(snapshot)
+    assert [(r["job"], r["node"]) for r in decided.reservations] == [("10", "w2")]
+    decisions, held = replaced(snapshot, decided, CLUSTER_OF, {"east": 1, "west": 5}, {"east": 1, "west": 3})
+    assert [(job, CLUSTER_OF[node]) for job, node in decisions.placements] == [(11, "east")]
+    assert list(held) == [12]
+
+
+def test_only_a_full_cluster_could_hold_it():
+    snapshot = two_clusters([{"id": "1", "user": "a", "resources": {"CPU": 1}},
+                             {"id": "2", "user": "a", "resources": {"CPU": 64}}])
+    empty = snapshot.model_copy(update={"nodes": []})
+    assert held_by_caps(empty, plan(empty), snapshot.nodes[:2]) == {"1"}

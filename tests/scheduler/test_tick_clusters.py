@@ -132,11 +132,29 @@ def test_the_default_cap_comes_from_the_head_s_memory(database_url, conn, monkey
     two[WEST].head_memory = 120e6  # one
     for _ in range(8):
         submit(user="alice", group="main", entrypoint="sleep 60", resources={"CPU": 0.5})
-    tick_once(database_url, monkeypatch, two)
+    result = tick_once(database_url, monkeypatch, two)
+    assert result.placed == 3 and result.waiting["DriverLimit"] == 5
     tick_once(database_url, monkeypatch, two)
     counts = {row["cluster"]: row["n"] for row in conn.execute(
         "SELECT cluster, count(*) AS n FROM jobs WHERE state <> 'PENDING' GROUP BY cluster")}
     assert counts == {"east": 2, "west": 1}
+
+
+def test_placements_past_a_cluster_s_cap_go_to_another_cluster_in_the_same_tick(database_url, conn, monkeypatch, two):
+    # The selector packs: the plan puts all four on east's first node, whose cluster takes two.
+    conn.execute("UPDATE resource_groups SET max_drivers = 2, selector = 'concentrated'")
+    ids = [submit(user="alice", group="main", entrypoint="sleep 60", resources={"CPU": 0.5}) for _ in range(4)]
+    result = tick_once(database_url, monkeypatch, two)
+    assert result.placed == 4 and "DriverLimit" not in result.waiting
+    placed = rows(conn)
+    assert sorted((placed[i]["cluster"], placed[i]["node"]) for i in ids) == [
+        ("east", "e1"), ("east", "e1"), ("west", "w1"), ("west", "w1")]
+    assert [placed[i]["state"] for i in ids] == ["SUBMITTED"] * 4
+    # Both full now: the next jobs wait, saying why.
+    later = submit(user="alice", group="main", entrypoint="sleep 60", resources={"CPU": 0.5})
+    result = tick_once(database_url, monkeypatch, two)
+    assert result.placed == 0
+    assert (rows(conn)[later]["state"], rows(conn)[later]["reason"]) == ("PENDING", "DriverLimit")
 
 
 def test_a_cluster_removed_takes_nothing_and_leaves_once_its_jobs_end(database_url, conn, monkeypatch, two, capsys):
