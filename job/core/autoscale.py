@@ -296,10 +296,17 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     for placement in plan.placements:
         job = pending[placement["job"]]
         hold(job, [placement["node"], *placement.get("bundle_nodes", ())], request(job)[1])
+    asked = _ask(snapshot, [pending[ident] for ident in waiting], bins, request, limits, counts)
+    return counts.bundles() if asked else []
+
+
+def _ask(snapshot: Snapshot, waiting: list[Pending], bins: _Bins, request: _Requests, limits: _Limits,
+         counts: _Counts) -> int:
+    """The waiting jobs counted into the demand, in order, each where the bins find it room: how
+    many of them the demand's cluster (`counts`) is asked for."""
     asked = 0
     full: set[tuple] = set()
-    for ident in waiting:
-        job = pending[ident]
+    for job in waiting:
         need, selector = request(job)
         if (need, selector) in full or not limits.allow(job, need):
             continue
@@ -312,13 +319,13 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
             full.add((need, selector))
             continue
         limits.add(job.user, need)
-        here = cluster is None
+        here = counts.cluster is None
         for position, (part, index) in enumerate(zip(parts, where, strict=False)):
             if part:
                 new = apart and position and index >= len(snapshot.nodes)
                 here |= counts.add(part, _elsewhere(selector, snapshot) if new else selector, bins.nodes[index][0])
         asked += here
-    return counts.bundles() if asked else []
+    return asked
 
 
 class _Counts:
