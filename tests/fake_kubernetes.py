@@ -57,7 +57,8 @@ def ready_status(name: str, **overrides) -> dict:
         "desiredWorkerReplicas": 2, "availableWorkerReplicas": 2, "readyWorkerReplicas": 2,
         "minWorkerReplicas": 0, "maxWorkerReplicas": 4,
         "endpoints": {"client": "10001", "dashboard": "8265", "gcs-server": "6379", "metrics": "8080"},
-        "head": {"podIP": "10.244.0.17", "podName": f"{name}-head-x7k2p", "serviceIP": "10.96.143.20", "serviceName": f"{name}-head-svc"},
+        "head": {"podIP": "10.244.0.17", "podName": f"{name}-head-x7k2p", "serviceIP": "10.96.143.20",
+                 "serviceName": f"{name}-head-svc"},
         "lastUpdateTime": "2026-11-20T09:13:00Z",
         "stateTransitionTimes": {"ready": "2026-11-20T09:12:58Z"},
         "observedGeneration": 1,
@@ -96,7 +97,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(404, "NotFound", "the server could not find the requested resource")
         namespace, name = parts[4], parts[6]
         if namespace in self.server.forbidden_namespaces:
-            return self._status(403, "Forbidden", f'rayclusters.ray.io "{name}" is forbidden: User "system:serviceaccount:ray-scheduler:job-scheduler" '
+            return self._status(403, "Forbidden",
+                                f'rayclusters.ray.io "{name}" is forbidden: '
+                                'User "system:serviceaccount:ray-scheduler:job-scheduler" '
                                 f'cannot get resource "rayclusters" in API group "ray.io" in the namespace "{namespace}"')
         obj = self.server.objects.get((namespace, name))
         if obj is None:
@@ -104,7 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, obj)
 
     def _status(self, code: int, reason: str, message: str, name: str | None = None):
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason,
+                "code": code}
         if name:
             body["details"] = {"name": name, "group": "ray.io", "kind": "rayclusters"}
         self._send(code, body)

@@ -16,7 +16,8 @@ ACTIVE = ("SUBMITTING", "SUBMITTED", "RUNNING")
 
 
 def add_group(conn, address, name="main", users=("alice", "bob", "carol"), **options):
-    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
+    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed",
+               "half_life_s": 0, **options}
     conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
                  list(columns.values()))
     for user in users:

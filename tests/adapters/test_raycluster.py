@@ -31,7 +31,8 @@ def test_service_name_and_dashboard_port_come_from_the_status(api):
 def test_older_kuberay_status_falls_back_to_name_head_svc_and_8265(api):
     # KubeRay before 1.2: no conditions, head without serviceName, and here no endpoints yet.
     api.put("team-a", "gpu-pool", {"state": "ready", "head": {"podIP": "10.244.1.9", "serviceIP": "10.96.7.1"},
-                                   "availableWorkerReplicas": 1, "desiredWorkerReplicas": 1, "lastUpdateTime": "2026-11-20T09:13:00Z"})
+                                   "availableWorkerReplicas": 1, "desiredWorkerReplicas": 1,
+                                   "lastUpdateTime": "2026-11-20T09:13:00Z"})
     assert kuberay.resolve_dashboard_url("raycluster://team-a/gpu-pool") == "http://gpu-pool-head-svc.team-a.svc.cluster.local:8265"
 
 
@@ -45,17 +46,25 @@ def test_missing_raycluster_is_not_ready_with_its_name(api):
     [
         pytest.param({}, "state=unset", id="just-created-no-status"),
         pytest.param(ready_status("c", state="", conditions=[
-            {"type": "HeadPodReady", "status": "False", "reason": "HeadPodNotFound", "message": "", "lastTransitionTime": "2026-11-20T09:12:03Z"},
-            {"type": "RayClusterProvisioned", "status": "False", "reason": "RayClusterPodsProvisioning", "message": "", "lastTransitionTime": "2026-11-20T09:12:03Z"},
+            {"type": "HeadPodReady", "status": "False", "reason": "HeadPodNotFound", "message": "",
+             "lastTransitionTime": "2026-11-20T09:12:03Z"},
+            {"type": "RayClusterProvisioned", "status": "False", "reason": "RayClusterPodsProvisioning", "message": "",
+             "lastTransitionTime": "2026-11-20T09:12:03Z"},
         ]), "state=unset, HeadPodReady=False (HeadPodNotFound)", id="head-pod-pending"),
         pytest.param(ready_status("c", conditions=[
-            {"type": "HeadPodReady", "status": "False", "reason": "HeadPodNotReady", "message": "containers with unready status: [ray-head]", "lastTransitionTime": "2026-11-20T10:02:11Z"},
-            {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime", "message": "", "lastTransitionTime": "2026-11-20T09:12:58Z"},
-        ]), "state=ready, HeadPodReady=False (HeadPodNotReady: containers with unready status: [ray-head])", id="head-restarting-after-ready"),
-        pytest.param({"state": "failed", "reason": "RayClusterPodsProvisioning failed"}, "state=failed (RayClusterPodsProvisioning failed)", id="old-kuberay-failed"),
+            {"type": "HeadPodReady", "status": "False", "reason": "HeadPodNotReady",
+             "message": "containers with unready status: [ray-head]", "lastTransitionTime": "2026-11-20T10:02:11Z"},
+            {"type": "RayClusterProvisioned", "status": "True", "reason": "AllPodRunningAndReadyFirstTime", "message": "",
+             "lastTransitionTime": "2026-11-20T09:12:58Z"},
+        ]), "state=ready, HeadPodReady=False (HeadPodNotReady: containers with unready status: [ray-head])",
+        id="head-restarting-after-ready"),
+        pytest.param({"state": "failed", "reason": "RayClusterPodsProvisioning failed"},
+                     "state=failed (RayClusterPodsProvisioning failed)", id="old-kuberay-failed"),
         pytest.param(ready_status("c", state="suspended", conditions=[
-            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "", "lastTransitionTime": "2026-11-20T09:12:41Z"},
-            {"type": "RayClusterSuspending", "status": "True", "reason": "RayClusterSuspending", "message": "", "lastTransitionTime": "2026-11-20T11:00:00Z"},
+            {"type": "HeadPodReady", "status": "True", "reason": "HeadPodRunningAndReady", "message": "",
+             "lastTransitionTime": "2026-11-20T09:12:41Z"},
+            {"type": "RayClusterSuspending", "status": "True", "reason": "RayClusterSuspending", "message": "",
+             "lastTransitionTime": "2026-11-20T11:00:00Z"},
         ]), "state=suspended, HeadPodReady=True, RayClusterSuspending=True", id="suspending"),
     ],
 )
@@ -76,7 +85,8 @@ def test_a_dashboard_endpoint_that_is_not_a_port_is_refused(api):
 
 def test_forbidden_namespace_names_the_missing_permission(api):
     api.forbidden_namespaces.add("other-team")
-    with pytest.raises(ClusterNotReady, match=r"raycluster other-team/c: .*403.*needs get on rayclusters.ray.io in namespace other-team"):
+    with pytest.raises(ClusterNotReady,
+                       match=r"raycluster other-team/c: .*403.*needs get on rayclusters.ray.io in namespace other-team"):
         kuberay.resolve_dashboard_url("raycluster://other-team/c")
 
 
@@ -118,7 +128,8 @@ def _self_signed_certificate(directory) -> tuple[str, str]:
     )
     cert, key_file = directory / "ca.crt", directory / "tls.key"
     cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
     return str(cert), str(key_file)
 
 
@@ -163,7 +174,8 @@ def test_no_configuration_is_not_ready_and_not_remembered(api, tmp_path, monkeyp
 def test_refused_credentials_are_named(api, tmp_path, monkeypatch):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(kubeconfig.read_text().replace(TOKEN, "expired-token"))
-    with pytest.raises(ClusterNotReady, match=r"raycluster ml/c: the Kubernetes API refused the credentials \(401 Unauthorized\)"):
+    with pytest.raises(ClusterNotReady,
+                       match=r"raycluster ml/c: the Kubernetes API refused the credentials \(401 Unauthorized\)"):
         kuberay.resolve_dashboard_url("raycluster://ml/c")
 
 
@@ -178,7 +190,8 @@ def test_unreachable_api_server_is_not_ready(api):
 
 @pytest.mark.parametrize("address", ["http://head:8265", "https://ray.example.org"])
 def test_http_addresses_pass_through_without_kubernetes(address):
-    code = f"import sys, job.adapters.kuberay as r; assert r.resolve_dashboard_url({address!r}) == {address!r}; print('kubernetes' in sys.modules)"
+    code = (f"import sys, job.adapters.kuberay as r; assert r.resolve_dashboard_url({address!r}) == {address!r};"
+            " print('kubernetes' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

@@ -38,7 +38,8 @@ def test_set_keeps_what_it_is_not_given_and_moves_accounts_and_users(database_ur
     setup_teams(capsys)
     assert run_cli(capsys, "account", "set", "theory", "--max-running", "4", "--max-resources", "GPU=2").status == 0
     theory = json.loads(run_cli(capsys, "account", "show", "theory", "--json").out)
-    assert (theory["parent"], theory["shares"], theory["max_running"], theory["max_resources"]) == ("physics", 1.0, 4, {"GPU": 2.0})
+    assert ((theory["parent"], theory["shares"], theory["max_running"], theory["max_resources"])
+            == ("physics", 1.0, 4, {"GPU": 2.0}))
     assert run_cli(capsys, "account", "set", "theory", "--no-parent").status == 0
     assert json.loads(run_cli(capsys, "account", "show", "theory", "--json").out)["parent"] is None
     assert run_cli(capsys, "user", "set", "alice", "--shares", "3").status == 0
@@ -51,7 +52,8 @@ def test_set_keeps_what_it_is_not_given_and_moves_accounts_and_users(database_ur
 
 
 BAD_INPUT = [
-    (["account", "set", "physics", "--parent", "theory"], "parent: account physics: parent theory is below it, which would make a cycle"),
+    (["account", "set", "physics", "--parent", "theory"],
+     "parent: account physics: parent theory is below it, which would make a cycle"),
     (["account", "set", "physics", "--parent", "physics"], "parent: account 'physics' cannot be its own parent"),
     (["account", "add", "chem", "--parent", "nope"], "parent: account 'nope' does not exist"),
     (["account", "set", "bio", "--parent", "nope"], "parent: account 'nope' does not exist"),

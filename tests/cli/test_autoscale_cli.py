@@ -32,8 +32,10 @@ def test_node_types_and_autoscale_are_stored_and_shown(database_url, capsys):
 BAD_INPUT = [
     (["group", "add", "g2", "--ray-address", "http://h:1", "--autoscale", "on"],
      "node_types: an http:// group that autoscales needs its node types (--node-type)"),
-    (["group", "add", "g2", "--ray-address", "http://h:1", "--autoscale", "yes please"], "autoscale: 'yes please': use on or off"),
-    (["group", "add", "g2", "--ray-address", "http://h:1", "--node-type", "gpu=CPU:8"], "node_types: 'gpu=CPU:8': ends with :max=N"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--autoscale", "yes please"],
+     "autoscale: 'yes please': use on or off"),
+    (["group", "add", "g2", "--ray-address", "http://h:1", "--node-type", "gpu=CPU:8"],
+     "node_types: 'gpu=CPU:8': ends with :max=N"),
     (["group", "add", "g2", "--ray-address", "raycluster://ml/shared", "--node-type", "gpu=CPU:8:max=1"],
      "node_types: a raycluster:// group's node types are read from its RayCluster"),
     (["group", "set", "main", "--node-type", "gpu=GPU:-1:max=1"], "node_types: node type 'gpu': resources: GPU: must be finite"),
@@ -63,7 +65,8 @@ def test_node_types_written_around_the_cli_fail_that_group_only(database_url, co
     from job.settings import settings
 
     conn.execute("INSERT INTO resource_groups (name, clusters, autoscale, node_types) VALUES "
-                 "('broken', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]', true, '[{\"name\": \"x\", \"resources\": {\"CPU\": -1}, \"max\": 1}]')")
+                 "('broken', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]', true,"
+                 " '[{\"name\": \"x\", \"resources\": {\"CPU\": -1}, \"max\": 1}]')")
     settings.cache_clear()
     [result] = tick.run_tick(tick_config(), "broken", dry_run=True)
     assert result.status == "failed"

@@ -56,131 +56,168 @@ def run(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
     )
 
 
+def _units(amounts) -> dict[str, int]:
+    return {r: to_units(a) for r, a in amounts.items() if to_units(a)}
+
+
 def reference(document: dict) -> tuple[list[tuple[str, str]], dict[str, str], dict]:
     """What docs/planner.md says the plan is, computed the slow way: every choice scans everything."""
-    snap = Snapshot.model_validate(document)
-    group = snap.group
-    priority = list(group.resource_priority)
-    requested = sorted({r for job in snap.pending for r in job.resources} - set(priority))
-    order = priority + requested
-    units = lambda amounts: {r: to_units(a) for r, a in amounts.items() if to_units(a)}  # noqa: E731
-    nodes = sorted(snap.nodes, key=lambda n: n.id)
-    total = {n.id: units(n.resources) for n in nodes}
-    # Outside load holds at most what the node has.
-    free = {n.id: {r: a - min(to_units(n.outside.get(r, 0)), a) for r, a in total[n.id].items()} for n in nodes}
-    totals: dict[str, int] = {}
-    for n in nodes:
-        for r, a in total[n.id].items():
-            totals[r] = totals.get(r, 0) + a
-    used: dict[str, dict[str, int]] = {}
-    count: dict[str, int] = {}
-    for job in snap.running:
-        need = units(job.resources)
-        mine = used.setdefault(job.user, {})
-        for r, a in need.items():
-            mine[r] = mine.get(r, 0) + a
-            if job.node in free:
-                free[job.node][r] = free[job.node].get(r, 0) - a
-        count[job.user] = count.get(job.user, 0) + 1
+    return _Reference(Snapshot.model_validate(document)).plan()
 
-    def limits(user):
-        s = snap.users.get(user)
-        max_running = s.max_running if s and s.max_running is not None else group.max_running_per_user
-        max_res = s.max_resources if s and s.max_resources is not None else group.max_resources_per_user
+
+class _Reference:
+    """The reference planner's steps, each over the whole snapshot: what each node has free, what
+    each user holds, and in which order the pending jobs are taken."""
+
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.group = snap.group
+        self.priority = list(self.group.resource_priority)
+        requested = sorted({r for job in snap.pending for r in job.resources} - set(self.priority))
+        self.order = self.priority + requested
+        self.nodes = sorted(snap.nodes, key=lambda n: n.id)
+        self.total = {n.id: _units(n.resources) for n in self.nodes}
+        # Outside load holds at most what the node has.
+        self.free = {n.id: {r: a - min(to_units(n.outside.get(r, 0)), a) for r, a in self.total[n.id].items()}
+                     for n in self.nodes}
+        self.totals: dict[str, int] = {}
+        for n in self.nodes:
+            for r, a in self.total[n.id].items():
+                self.totals[r] = self.totals.get(r, 0) + a
+        self.used: dict[str, dict[str, int]] = {}
+        self.count: dict[str, int] = {}
+        self.next_index = dict((snap.state.get("selector.roundrobin") or {}).get("next_index", {}))
+        self.take_running()
+
+    def take_running(self):
+        for job in self.snap.running:
+            need = _units(job.resources)
+            mine = self.used.setdefault(job.user, {})
+            for r, a in need.items():
+                mine[r] = mine.get(r, 0) + a
+                if job.node in self.free:
+                    self.free[job.node][r] = self.free[job.node].get(r, 0) - a
+            self.count[job.user] = self.count.get(job.user, 0) + 1
+
+    def limits(self, user):
+        s = self.snap.users.get(user)
+        max_running = s.max_running if s and s.max_running is not None else self.group.max_running_per_user
+        max_res = s.max_resources if s and s.max_resources is not None else self.group.max_resources_per_user
         return max_running, None if max_res is None else {r: to_units(a) for r, a in max_res.items()}
 
-    def score(user):
-        s = snap.users.get(user)
+    def score(self, user):
+        s = self.snap.users.get(user)
         shares, usage = (s.shares, s.usage) if s else (1.0, 0.0)
-        past = usage_share(usage, group.half_life_s) if group.policy == "fairshare" else 0.0
-        return (dominant_share(used.get(user, {}), totals) + past) / shares
+        past = usage_share(usage, self.group.half_life_s) if self.group.policy == "fairshare" else 0.0
+        return (dominant_share(self.used.get(user, {}), self.totals) + past) / shares
 
-    def age(pair):
-        position, job = pair
-        when = job.submitted_at
-        return (-job.priority, when or datetime.min.replace(tzinfo=UTC), 0 if when else position, len(job.id), job.id)
+    def by_age(self):
+        def age(pair):
+            position, job = pair
+            when = job.submitted_at
+            return (-job.priority, when or datetime.min.replace(tzinfo=UTC), 0 if when else position, len(job.id), job.id)
 
-    jobs = [job for _, job in sorted(enumerate(snap.pending), key=age)]
-    if group.policy == "lifo":
-        by_priority: dict[int, list] = {}
-        for job in jobs:
-            by_priority.setdefault(job.priority, []).append(job)
-        jobs = [job for p in sorted(by_priority, reverse=True) for job in reversed(by_priority[p])]
+        jobs = [job for _, job in sorted(enumerate(self.snap.pending), key=age)]
+        if self.group.policy == "lifo":
+            by_priority: dict[int, list] = {}
+            for job in jobs:
+                by_priority.setdefault(job.priority, []).append(job)
+            jobs = [job for p in sorted(by_priority, reverse=True) for job in reversed(by_priority[p])]
+        return jobs
 
-    def in_order():
-        if group.policy in ("fifo", "lifo"):
+    def in_order(self):
+        jobs = self.by_age()
+        if self.group.policy in ("fifo", "lifo"):
             yield from jobs
             return
         queues: dict[str, list] = {}
         for job in jobs:
             queues.setdefault(job.user, []).append(job)
         while queues:
-            user = min(queues, key=lambda u: (score(u), u))
+            user = min(queues, key=lambda u: (self.score(u), u))
             yield queues[user].pop(0)
             if not queues[user]:
                 del queues[user]
 
-    def pool(job):
+    def pool(self, job):
         labels = job.node_labels or {}
-        return [n for n in nodes if all(n.labels.get(k) == v for k, v in labels.items())]
+        return [n for n in self.nodes if all(n.labels.get(k) == v for k, v in labels.items())]
 
-    next_index = dict((snap.state.get("selector.roundrobin") or {}).get("next_index", {}))
-
-    def choose(job, need):
-        candidates = [n for n in pool(job) if fits(need.items(), free[n.id])]
-        if group.selector == "roundrobin":
-            ring = pool(job)
-            key = ",".join(f"{k}={v}" for k, v in sorted((job.node_labels or {}).items()))
-            start = next_index.get(key, 0) % len(ring)
-            for step in range(len(ring)):
-                position = (start + step) % len(ring)
-                if ring[position] in candidates:
-                    next_index[key] = position + 1
-                    return ring[position]
-            return None
+    def choose(self, job, need):
+        candidates = [n for n in self.pool(job) if fits(need.items(), self.free[n.id])]
+        if self.group.selector == "roundrobin":
+            return self.next_in_ring(job, candidates)
         if not candidates:
             return None
+        return self.best(need, candidates)
+
+    def next_in_ring(self, job, candidates):
+        ring = self.pool(job)
+        key = ",".join(f"{k}={v}" for k, v in sorted((job.node_labels or {}).items()))
+        start = self.next_index.get(key, 0) % len(ring)
+        for step in range(len(ring)):
+            position = (start + step) % len(ring)
+            if ring[position] in candidates:
+                self.next_index[key] = position + 1
+                return ring[position]
+        return None
+
+    def best(self, need, candidates):
+        total, free, order = self.total, self.free, self.order
 
         def extras(n):
-            return sum(1 for r in priority if total[n.id].get(r, 0) > 0 and r not in need)
+            return sum(1 for r in self.priority if total[n.id].get(r, 0) > 0 and r not in need)
 
         vector = {
             "legacy": lambda n: tuple(-total[n.id].get(r, 0) for r in order),
             "dispersed": lambda n: tuple(-free[n.id].get(r, 0) for r in order),
             "concentrated": lambda n: tuple(free[n.id].get(r, 0) for r in order),
-        }[group.selector]
+        }[self.group.selector]
         return min(candidates, key=lambda n: (extras(n), vector(n), n.id))
 
-    placements, waiting, blocked = [], {}, False
-    for job in in_order():
-        need = units(job.resources)
+    def reason_to_wait(self, job, need, blocked):
+        """Why `job` cannot be placed whatever is free, or None."""
         user = job.user
-        max_running, max_res = limits(user)
-        mine = used.setdefault(user, {})
+        max_running, max_res = self.limits(user)
+        mine = self.used.setdefault(user, {})
         not_before = job.not_before
-        if not any(fits(need.items(), total[n.id]) for n in pool(job)):
-            waiting[job.id] = "Unschedulable"
-        elif not_before is not None and not_before > snap.now:
-            waiting[job.id] = "NotBefore"
-        elif max_running is not None and count.get(user, 0) >= max_running:
-            waiting[job.id] = "UserJobLimit"
-        elif max_res is not None and any(r in max_res and mine.get(r, 0) + a > max_res[r] for r, a in need.items()):
-            waiting[job.id] = "UserResourceLimit"
-        elif blocked:
-            waiting[job.id] = "Priority"
-        else:
-            node = choose(job, need)
+        if not any(fits(need.items(), self.total[n.id]) for n in self.pool(job)):
+            return "Unschedulable"
+        if not_before is not None and not_before > self.snap.now:
+            return "NotBefore"
+        if max_running is not None and self.count.get(user, 0) >= max_running:
+            return "UserJobLimit"
+        if max_res is not None and any(r in max_res and mine.get(r, 0) + a > max_res[r] for r, a in need.items()):
+            return "UserResourceLimit"
+        if blocked:
+            return "Priority"
+        return None
+
+    def place(self, job, node, need):
+        mine = self.used.setdefault(job.user, {})
+        for r, a in need.items():
+            self.free[node.id][r] -= a
+            mine[r] = mine.get(r, 0) + a
+        self.count[job.user] = self.count.get(job.user, 0) + 1
+
+    def plan(self):
+        placements, waiting, blocked = [], {}, False
+        for job in self.in_order():
+            need = _units(job.resources)
+            reason = self.reason_to_wait(job, need, blocked)
+            if reason is not None:
+                waiting[job.id] = reason
+                continue
+            node = self.choose(job, need)
             if node is None:
                 waiting[job.id] = "Resources"
-                blocked = group.strict_order
+                blocked = self.group.strict_order
                 continue
-            for r, a in need.items():
-                free[node.id][r] -= a
-                mine[r] = mine.get(r, 0) + a
-            count[user] = count.get(user, 0) + 1
+            self.place(job, node, need)
             placements.append((job.id, node.id))
-    state = {"selector.roundrobin": {"next_index": dict(sorted(next_index.items()))}} if group.selector == "roundrobin" else {}
-    return placements, waiting, state
+        roundrobin = self.group.selector == "roundrobin"
+        state = {"selector.roundrobin": {"next_index": dict(sorted(self.next_index.items()))}} if roundrobin else {}
+        return placements, waiting, state
 
 
 # --- random snapshots, for the property tests ---------------------------------------------------
@@ -195,7 +232,8 @@ REQUESTS = [
 ]
 NODE_RESOURCES = [
     {"CPU": 4, "memory": 8 * GIB}, {"CPU": 8, "memory": 4 * GIB}, {"CPU": 2, "memory": 32 * GIB},
-    {"CPU": 4, "memory": 16 * GIB, "GPU": 2}, {"CPU": 1, "GPU": 1}, {"CPU": 4, "licence": 2}, {"CPU": 8, "memory": 32 * GIB, "GPU": 1},
+    {"CPU": 4, "memory": 16 * GIB, "GPU": 2}, {"CPU": 1, "GPU": 1}, {"CPU": 4, "licence": 2},
+    {"CPU": 8, "memory": 32 * GIB, "GPU": 1},
 ]
 LABELS = [{}, {}, {"zone": "a"}, {"zone": "b"}, {"zone": "a", "gpu": "yes"}]
 # What work outside the queue holds on a node: on resources the node may or may not have, and more
@@ -230,7 +268,8 @@ def snapshots(draw, policy=None, loaded=False):
     """A snapshot; `loaded`: the first node always has outside load."""
     node_ids = draw(st.lists(st.sampled_from(NODE_IDS), min_size=1, max_size=5, unique=True))
     nodes = {ident: (draw(st.sampled_from(NODE_RESOURCES)), draw(st.sampled_from(LABELS))) for ident in node_ids}
-    outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE])) for ident in node_ids}
+    outside = {ident: draw(st.sampled_from(OUTSIDE if loaded and ident == node_ids[0] else [{}, {}, *OUTSIDE]))
+               for ident in node_ids}
     running = [
         (f"r{i}", draw(st.sampled_from(USERS)), draw(st.sampled_from([*node_ids, "gone"])), draw(st.sampled_from(REQUESTS)))
         for i in range(draw(st.integers(0, 4)))

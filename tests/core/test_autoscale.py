@@ -100,9 +100,11 @@ SMALL_NODE = {"id": "n1", "resources": {"CPU": 2}, "labels": {"pool": "cpu"}}
 
 @pytest.mark.parametrize(("job", "types", "reason", "said"), [
     # The cluster has scaled to no worker: every job waits for it to grow.
-    ({"resources": {"CPU": 1}}, [CPU], "ScalingUp", "waits for the cluster to add a node of type cpu (CPU 4 @pool=cpu; at most 3)"),
+    ({"resources": {"CPU": 1}}, [CPU], "ScalingUp",
+     "waits for the cluster to add a node of type cpu (CPU 4 @pool=cpu; at most 3)"),
     ({"resources": {"CPU": 6, "GPU": 1}}, [CPU, GPU], "ScalingUp",
-     "needs GPU 1, CPU 6; no node of group g can hold it: waits for the cluster to add a node of type gpu (CPU 8, GPU 1 @pool=gpu; at most 2)"),
+     "needs GPU 1, CPU 6; no node of group g can hold it: waits for the cluster to add a node of type gpu"
+     " (CPU 8, GPU 1 @pool=gpu; at most 2)"),
     ({"resources": {"CPU": 1}, "node_labels": {"pool": "gpu"}}, [CPU, GPU], "ScalingUp", "of type gpu"),
     # Too big for every node type, or labels no node type carries: nothing can ever hold it.
     ({"resources": {"CPU": 9}}, [CPU, GPU], "Unschedulable", "nor can any node type the cluster may add"),
@@ -127,8 +129,10 @@ def test_scaling_up_groups_the_changed_records_again():
 
 
 def test_a_job_that_fits_a_node_now_or_when_empty_is_not_scaling_up():
-    reasons, bundles = waiting(snapshot(nodes=[SMALL_NODE], running=[{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 2}}],
-                                        pending=[{"id": "a", "resources": {"CPU": 1}}, {"id": "b", "resources": {"CPU": 3}}]), [CPU])
+    reasons, bundles = waiting(snapshot(nodes=[SMALL_NODE],
+                                        running=[{"id": "r", "user": "bob", "node": "n1", "resources": {"CPU": 2}}],
+                                        pending=[{"id": "a", "resources": {"CPU": 1}}, {"id": "b", "resources": {"CPU": 3}}]),
+                               [CPU])
     assert reasons["a"][0] == "Resources" and reasons["b"][0] == "ScalingUp"
     assert bundles == [{"resources": {"CPU": 1}, "label_selector": {}, "count": 1},
                        {"resources": {"CPU": 2}, "label_selector": {}, "count": 1},
@@ -178,7 +182,8 @@ def test_running_jobs_count_while_jobs_wait_and_the_demand_clears_when_none_wait
     _, bundles = waiting(snapshot(nodes=[node], running=busy, pending=[{"id": "a", "resources": {"CPU": 4}}]), [CPU])
     assert shapes(bundles) == {((("CPU", 4),), ()): 2}
     # The node of type cpu already there counts against the type's max: two more at most.
-    _, bundles = waiting(snapshot(nodes=[node], running=busy, pending=[{"id": f"j{i}", "resources": {"CPU": 4}} for i in range(5)]), [CPU])
+    _, bundles = waiting(snapshot(nodes=[node], running=busy,
+                                  pending=[{"id": f"j{i}", "resources": {"CPU": 4}} for i in range(5)]), [CPU])
     assert shapes(bundles) == {((("CPU", 4),), ()): 3}
     _, bundles = waiting(snapshot(nodes=[node], running=busy), [CPU])
     assert bundles == []
@@ -404,7 +409,8 @@ def test_a_cluster_no_waiting_job_goes_to_is_asked_for_nothing():
 
 
 @pytest.mark.parametrize(("clusters", "types", "error"), [
-    (["a=http://a:1", "b=http://b:1"], ["x=CPU:4:max=1"], "node type 'x': name its cluster, one of a, b, with @ray.io/cluster=NAME"),
+    (["a=http://a:1", "b=http://b:1"], ["x=CPU:4:max=1"],
+     "node type 'x': name its cluster, one of a, b, with @ray.io/cluster=NAME"),
     (["a=http://a:1", "b=http://b:1"], ["x=CPU:4@ray.io/cluster=c:max=1"], "node type 'x': name its cluster"),
     (["a=http://a:1", "raycluster://ml/b"], [], "raycluster:// clusters only, or http:// clusters only"),
 ])

@@ -37,9 +37,10 @@ def outside(nodes: list[Node], active: list[dict]) -> dict[str, dict[str, float]
 # (name, nodes, active jobs, expected outside per node)
 CASES = [
     ("nothing held: none", [node("a", {"CPU": 4}, {"CPU": 4})], [], {"a": {}}),
-    ("what Ray counts used and no job of ours holds", [node("a", {"CPU": 4, "memory": 8 * GIB}, {"CPU": 2, "memory": 7 * GIB})], [],
-     {"a": {"CPU": 2, "memory": GIB}}),
-    ("a RUNNING job of ours is not outside load", [node("a", {"CPU": 4}, {"CPU": 1})], [job(1, "RUNNING", "a", {"CPU": 2})], {"a": {"CPU": 1}}),
+    ("what Ray counts used and no job of ours holds", [node("a", {"CPU": 4, "memory": 8 * GIB}, {"CPU": 2, "memory": 7 * GIB})],
+     [], {"a": {"CPU": 2, "memory": GIB}}),
+    ("a RUNNING job of ours is not outside load", [node("a", {"CPU": 4}, {"CPU": 1})], [job(1, "RUNNING", "a", {"CPU": 2})],
+     {"a": {"CPU": 1}}),
     ("a SUBMITTED job is not counted by Ray yet: what is used is outside", [node("a", {"CPU": 4}, {"CPU": 2})],
      [job(1, "SUBMITTED", "a", {"CPU": 2})], {"a": {"CPU": 2}}),
     ("nor a SUBMITTING one", [node("a", {"CPU": 4}, {"CPU": 2})], [job(1, "SUBMITTING", "a", {"CPU": 2})], {"a": {"CPU": 2}}),
@@ -48,16 +49,19 @@ CASES = [
     ("several RUNNING jobs add up", [node("a", {"CPU": 4, "GPU": 1}, {"CPU": 0.5, "GPU": 0})],
      [job(1, "RUNNING", "a", {"CPU": 1, "GPU": 1}), job(2, "RUNNING", "a", {"CPU": 1.5})], {"a": {"CPU": 1}}),
     ("free unknown: none", [node("a", {"CPU": 4}, None)], [], {"a": {}}),
-    ("never below zero: a started job Ray does not count yet", [node("a", {"CPU": 4}, {"CPU": 4})], [job(1, "RUNNING", "a", {"CPU": 2})], {"a": {}}),
+    ("never below zero: a started job Ray does not count yet", [node("a", {"CPU": 4}, {"CPU": 4})],
+     [job(1, "RUNNING", "a", {"CPU": 2})], {"a": {}}),
     ("never below zero, per resource", [node("a", {"CPU": 4, "memory": 8 * GIB}, {"CPU": 4, "memory": 6 * GIB})],
      [job(1, "RUNNING", "a", {"CPU": 1})], {"a": {"memory": 2 * GIB}}),
     ("never below zero: Ray reports more free than the total", [node("a", {"CPU": 4}, {"CPU": 5})], [], {"a": {}}),
-    ("fixed point: float noise in what Ray reports is no load", [node("a", {"CPU": 4, "memory": 8 * GIB}, {"CPU": 3.99999999999, "memory": 8 * GIB - 3e-5})],
+    ("fixed point: float noise in what Ray reports is no load",
+     [node("a", {"CPU": 4, "memory": 8 * GIB}, {"CPU": 3.99999999999, "memory": 8 * GIB - 3e-5})],
      [], {"a": {}}),
     ("fixed point: our jobs' amounts as Ray sums them", [node("a", {"CPU": 1}, {"CPU": 1 - (0.1 + 0.2)})],
      [job(1, "RUNNING", "a", {"CPU": 0.1}), job(2, "RUNNING", "a", {"CPU": 0.2})], {"a": {}}),
     ("fixed point: the least amount Ray has is load", [node("a", {"CPU": 4}, {"CPU": 3.9999})], [], {"a": {"CPU": 0.0001}}),
-    ("a resource Ray does not report free is taken as free", [node("a", {"CPU": 4, "licence": 2}, {"CPU": 3})], [], {"a": {"CPU": 1}}),
+    ("a resource Ray does not report free is taken as free", [node("a", {"CPU": 4, "licence": 2}, {"CPU": 3})], [],
+     {"a": {"CPU": 1}}),
 ]
 
 
@@ -67,7 +71,8 @@ def test_outside_load(nodes, active, expected):
 
 
 def test_outside_load_is_left_out_of_the_snapshot_where_there_is_none():
-    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 4}, {"CPU": 4}), node("b", {"CPU": 4}, None), node("c", {"CPU": 4}, {"CPU": 1})],
+    snapshot, _ = build_snapshot(GROUP, NOW, [node("a", {"CPU": 4}, {"CPU": 4}), node("b", {"CPU": 4}, None),
+                                              node("c", {"CPU": 4}, {"CPU": 1})],
                                  [], [], [], {})
     assert snapshot.model_dump(exclude_unset=True)["nodes"] == [
         {"id": "a", "resources": {"CPU": 4}, "labels": {}},
@@ -90,7 +95,8 @@ def test_the_plan_keeps_outside_load_free():
     assert invalid == {}
     assert decided.placements == [{"job": "1", "node": "b"}, {"job": "2", "node": "b"}]
     assert {w["job"]: w["message"] for w in decided.waiting} == {
-        job: "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)" for job in ("3", "4")}
+        job: "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"
+        for job in ("3", "4")}
 
 
 # --- Priority classes, reservations and victims being stopped -----------------------------------

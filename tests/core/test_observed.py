@@ -177,7 +177,8 @@ running = st.lists(st.builds(RunningJob, id=st.integers(0, 1000), user=st.just("
                                               max_size=3).map(tuple)),
                    max_size=3, unique_by=lambda job: job.id)
 node_views = st.lists(st.tuples(st.integers(0, 16), st.integers(-4, 16)), min_size=3, max_size=3).map(
-    lambda sizes: [Node(node_id, {"CPU": total / 4}, {"CPU": free / 4}) for node_id, (total, free) in zip(NODE_IDS, sizes, strict=True)])
+    lambda sizes: [Node(node_id, {"CPU": total / 4}, {"CPU": free / 4})
+                   for node_id, (total, free) in zip(NODE_IDS, sizes, strict=True)])
 
 
 @settings(max_examples=300, deadline=None)

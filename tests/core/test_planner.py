@@ -24,13 +24,16 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REASONS = [
     ("unschedulable: too big for any node", {}, {}, [], [("1", "u", {"CPU": 9})], [], {"1": "Unschedulable"}),
     ("unschedulable: no node has the resource", {}, {}, [], [("1", "u", {"GPU": 1})], [], {"1": "Unschedulable"}),
-    ("unschedulable: no node has the labels", {}, {}, [], [("1", "u", {"CPU": 1}, {"node_labels": {"zone": "mars"}})], [], {"1": "Unschedulable"}),
-    ("resources: fits when empty, not now", {}, {}, [("r", "v", "n1", {"CPU": 7})], [("1", "u", {"CPU": 2})], [], {"1": "Resources"}),
+    ("unschedulable: no node has the labels", {}, {}, [], [("1", "u", {"CPU": 1}, {"node_labels": {"zone": "mars"}})], [],
+     {"1": "Unschedulable"}),
+    ("resources: fits when empty, not now", {}, {}, [("r", "v", "n1", {"CPU": 7})], [("1", "u", {"CPU": 2})], [],
+     {"1": "Resources"}),
     ("no head-of-line blocking", {}, {}, [], [("1", "u", {"CPU": 8}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 8})],
      [("1", "n1")], {"2": "Resources", "3": "Resources"}),
-    ("small job behind a big waiting one goes", {}, {}, [("r", "v", "n1", {"CPU": 4})], [("1", "u", {"CPU": 8}), ("2", "u", {"CPU": 1})],
-     [("2", "n1")], {"1": "Resources"}),
-    ("not before: in the future waits", {}, {}, [], [("1", "u", {"CPU": 1}, {"not_before": at(10)}), ("2", "u", {"CPU": 1}, {"not_before": at(-10)})],
+    ("small job behind a big waiting one goes", {}, {}, [("r", "v", "n1", {"CPU": 4})],
+     [("1", "u", {"CPU": 8}), ("2", "u", {"CPU": 1})], [("2", "n1")], {"1": "Resources"}),
+    ("not before: in the future waits", {}, {}, [],
+     [("1", "u", {"CPU": 1}, {"not_before": at(10)}), ("2", "u", {"CPU": 1}, {"not_before": at(-10)})],
      [("2", "n1")], {"1": "NotBefore"}),
     ("user job limit counts running and placed", {"max_running_per_user": 2}, {}, [("r", "u", "n1", {"CPU": 1})],
      [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "v", {"CPU": 1})], [("1", "n1"), ("3", "n1")], {"2": "UserJobLimit"}),
@@ -40,16 +43,21 @@ REASONS = [
      [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1}), ("4", "u", {"CPU": 1})],
      [("1", "n1"), ("2", "n1"), ("3", "n1")], {"4": "UserJobLimit"}),
     ("user resource limit", {"max_resources_per_user": {"CPU": 3}}, {}, [("r", "u", "n1", {"CPU": 1})],
-     [("1", "u", {"CPU": 2}), ("2", "u", {"CPU": 1}), ("3", "u", {"memory": GIB})], [("1", "n1"), ("3", "n1")], {"2": "UserResourceLimit"}),
-    ("user override replaces the group resource limit", {"max_resources_per_user": {"CPU": 1}}, {"u": {"max_resources": {"CPU": 2}}}, [],
+     [("1", "u", {"CPU": 2}), ("2", "u", {"CPU": 1}), ("3", "u", {"memory": GIB})], [("1", "n1"), ("3", "n1")],
+     {"2": "UserResourceLimit"}),
+    ("user override replaces the group resource limit", {"max_resources_per_user": {"CPU": 1}},
+     {"u": {"max_resources": {"CPU": 2}}}, [],
      [("1", "u", {"CPU": 2}), ("2", "v", {"CPU": 2})], [("1", "n1")], {"2": "UserResourceLimit"}),
-    ("a resource limit of 0 is a limit", {"max_resources_per_user": {"CPU": 0}}, {}, [], [("1", "u", {"CPU": 1})], [], {"1": "UserResourceLimit"}),
+    ("a resource limit of 0 is a limit", {"max_resources_per_user": {"CPU": 0}}, {}, [], [("1", "u", {"CPU": 1})], [],
+     {"1": "UserResourceLimit"}),
     ("strict order: the rest waits behind", {"strict_order": True}, {}, [("r", "v", "n1", {"CPU": 6})],
-     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 4}), ("3", "u", {"CPU": 1}), ("4", "u", {"CPU": 1}, {"not_before": at(5)}), ("5", "u", {"CPU": 99})],
+     [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 4}), ("3", "u", {"CPU": 1}), ("4", "u", {"CPU": 1}, {"not_before": at(5)}),
+      ("5", "u", {"CPU": 99})],
      [("1", "n1")], {"2": "Resources", "3": "Priority", "4": "NotBefore", "5": "Unschedulable"}),
-    ("strict order: unschedulable does not block", {"strict_order": True}, {}, [], [("1", "u", {"CPU": 99}), ("2", "u", {"CPU": 1})],
-     [("2", "n1")], {"1": "Unschedulable"}),
-    ("precedence: unschedulable before not before", {}, {}, [], [("1", "u", {"CPU": 99}, {"not_before": at(5)})], [], {"1": "Unschedulable"}),
+    ("strict order: unschedulable does not block", {"strict_order": True}, {}, [],
+     [("1", "u", {"CPU": 99}), ("2", "u", {"CPU": 1})], [("2", "n1")], {"1": "Unschedulable"}),
+    ("precedence: unschedulable before not before", {}, {}, [], [("1", "u", {"CPU": 99}, {"not_before": at(5)})], [],
+     {"1": "Unschedulable"}),
     ("precedence: not before before job limit", {"max_running_per_user": 1}, {}, [("r", "u", "n1", {})],
      [("1", "u", {"CPU": 1}, {"not_before": at(5)})], [], {"1": "NotBefore"}),
     ("precedence: job limit before resource limit", {"max_running_per_user": 1, "max_resources_per_user": {"CPU": 1}}, {},
@@ -59,10 +67,12 @@ REASONS = [
 ]
 
 
-@pytest.mark.parametrize("group, users, running, pending, placements, reasons", [c[1:] for c in REASONS], ids=[c[0] for c in REASONS])
+@pytest.mark.parametrize("group, users, running, pending, placements, reasons", [c[1:] for c in REASONS],
+                         ids=[c[0] for c in REASONS])
 @pytest.mark.parametrize("policy", ["fifo", "drf"])
 def test_reasons_and_limits(policy, group, users, running, pending, placements, reasons):
-    document = snapshot(policy, "concentrated", nodes={"n1": {"CPU": 8, "memory": 16 * GIB}}, running=running, pending=pending, users=users, **group)
+    document = snapshot(policy, "concentrated", nodes={"n1": {"CPU": 8, "memory": 16 * GIB}}, running=running, pending=pending,
+                        users=users, **group)
     placed, waiting, _ = run(document)
     # Which jobs go and why; the order of placements is the policies' business.
     assert (sorted(placed), waiting) == (sorted(placements), reasons)
@@ -94,7 +104,8 @@ def test_messages_say_what_is_needed_and_what_stands_in_the_way():
     assert messages["2"] == "needs CPU 4, memory 8 GiB; the most free on any node is CPU 2, memory 32 GiB"
     assert messages["3"] == "needs GPU 2; no node of group g has more than GPU 1"
     assert messages["4"] == "needs CPU 1 on a node labelled zone=b; no node of group g labelled zone=b"
-    assert messages["5"] == "needs CPU 4, memory 16 GiB; no single node of group g has all of it (the most of each on any node: CPU 4, memory 32 GiB)"
+    assert messages["5"] == ("needs CPU 4, memory 16 GiB; no single node of group g has all of it"
+                             " (the most of each on any node: CPU 4, memory 32 GiB)")
     assert messages["6"] == "user cap has 1 jobs running or starting, the most allowed is 1"
     assert messages["7"] == "needs memory 5 GiB; user lim already uses memory 0 B of at most 4 GiB"
     assert messages["8"] == "not to start before 2026-11-29T09:30:00Z, in 1h30m"
@@ -105,13 +116,15 @@ def test_message_when_no_single_node_has_all_free():
     document = snapshot("fifo", "dispersed", nodes={"a": {"CPU": 4, "memory": 4 * GIB}, "b": {"CPU": 4, "memory": 8 * GIB}},
                         running=[("r", "v", "a", {"CPU": 3}), ("s", "v", "b", {"memory": 7 * GIB})],
                         pending=[("1", "u", {"CPU": 2, "memory": 2 * GIB})])
-    assert _messages(document)["1"] == "needs CPU 2, memory 2 GiB; no node has all of it free at once (the most free of each on any node: CPU 4, memory 4 GiB)"
+    assert _messages(document)["1"] == ("needs CPU 2, memory 2 GiB; no node has all of it free at once"
+                                        " (the most free of each on any node: CPU 4, memory 4 GiB)")
 
 
 # Outside load: what work outside the queue holds on a node (nodes[].outside).
 # (name, nodes, outside, running, pending, expected placements, expected reasons)
 OUTSIDE = [
-    ("a node whose CPUs are held outside gets no job, the other takes them", {"a": {"CPU": 2}, "b": {"CPU": 2}}, {"a": {"CPU": 2}}, [],
+    ("a node whose CPUs are held outside gets no job, the other takes them", {"a": {"CPU": 2}, "b": {"CPU": 2}},
+     {"a": {"CPU": 2}}, [],
      [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1}), ("4", "u", {"CPU": 1})],
      [("1", "b"), ("2", "b")], {"3": "Resources", "4": "Resources"}),
     ("outside load and running jobs both count", {"a": {"CPU": 4}}, {"a": {"CPU": 2}}, [("r", "v", "a", {"CPU": 1})],
@@ -119,11 +132,14 @@ OUTSIDE = [
     ("part of a resource held outside", {"a": {"CPU": 4}}, {"a": {"CPU": 1.5}}, [],
      [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1.5}), ("3", "u", {"CPU": 0.5}), ("4", "u", {"CPU": 0.5})],
      [("1", "a"), ("2", "a")], {"3": "Resources", "4": "Resources"}),
-    ("outside larger than the total: the node takes nothing, and the job still fits an empty node", {"a": {"CPU": 2}}, {"a": {"CPU": 5}}, [],
+    ("outside larger than the total: the node takes nothing, and the job still fits an empty node", {"a": {"CPU": 2}},
+     {"a": {"CPU": 5}}, [],
      [("1", "u", {"CPU": 1})], [], {"1": "Resources"}),
-    ("outside larger than the total of one resource leaves the others", {"a": {"CPU": 2, "memory": 4 * GIB}}, {"a": {"CPU": 5}}, [],
+    ("outside larger than the total of one resource leaves the others", {"a": {"CPU": 2, "memory": 4 * GIB}},
+     {"a": {"CPU": 5}}, [],
      [("1", "u", {"memory": GIB}), ("2", "u", {"CPU": 1})], [("1", "a")], {"2": "Resources"}),
-    ("outside on a resource the job does not ask for does not matter", {"a": {"CPU": 2, "memory": 4 * GIB}}, {"a": {"memory": 4 * GIB}}, [],
+    ("outside on a resource the job does not ask for does not matter", {"a": {"CPU": 2, "memory": 4 * GIB}},
+     {"a": {"memory": 4 * GIB}}, [],
      [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1, "memory": GIB})], [("1", "a")], {"2": "Resources"}),
     ("outside on a resource the node does not have does not matter", {"a": {"CPU": 2}}, {"a": {"GPU": 1, "licence": 3}}, [],
      [("1", "u", {"CPU": 2})], [("1", "a")], {}),
@@ -134,7 +150,8 @@ OUTSIDE = [
 ]
 
 
-@pytest.mark.parametrize("nodes, outside, running, pending, placements, reasons", [c[1:] for c in OUTSIDE], ids=[c[0] for c in OUTSIDE])
+@pytest.mark.parametrize("nodes, outside, running, pending, placements, reasons", [c[1:] for c in OUTSIDE],
+                         ids=[c[0] for c in OUTSIDE])
 @pytest.mark.parametrize("selector", ["legacy", "concentrated", "dispersed", "roundrobin"])
 @pytest.mark.parametrize("policy", ["fifo", "drf"])
 def test_outside_load_is_kept_free(policy, selector, nodes, outside, running, pending, placements, reasons):
@@ -152,7 +169,8 @@ def test_outside_load_is_kept_free(policy, selector, nodes, outside, running, pe
     ("concentrated", {}, "b"),
 ])
 def test_selectors_see_what_outside_load_leaves_free(selector, outside, expected):
-    document = snapshot("fifo", selector, nodes={"a": {"CPU": 8}, "b": {"CPU": 4}}, outside=outside, pending=[("1", "u", {"CPU": 1})])
+    document = snapshot("fifo", selector, nodes={"a": {"CPU": 8}, "b": {"CPU": 4}}, outside=outside,
+                        pending=[("1", "u", {"CPU": 1})])
     assert run(document)[0] == [("1", expected)]
 
 
@@ -162,27 +180,35 @@ OUTSIDE_MESSAGES = [
     ("what outside holds, at most the total", {"a": {"CPU": 2}}, {"a": {"CPU": 5}}, [], {"CPU": 1}, 1,
      "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"),
     ("only the resources the job is short of", {"a": {"CPU": 2, "memory": 8 * GIB}}, {"a": {"CPU": 2, "memory": 2 * GIB}}, [],
-     {"CPU": 1, "memory": GIB}, 1, "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 6 GiB (work outside the queue holds CPU 2 on node a)"),
+     {"CPU": 1, "memory": GIB}, 1,
+     "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 6 GiB"
+     " (work outside the queue holds CPU 2 on node a)"),
     ("several resources short", {"a": {"CPU": 2, "memory": 8 * GIB}}, {"a": {"CPU": 2, "memory": 8 * GIB}}, [],
-     {"CPU": 1, "memory": GIB}, 1, "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 0 B (work outside the queue holds CPU 2, memory 8 GiB on node a)"),
-    ("not said where our own jobs would still be in the way", {"a": {"CPU": 4}}, {"a": {"CPU": 1}}, [("r", "v", "a", {"CPU": 3})], {"CPU": 2}, 1,
-     "needs CPU 2; the most free on any node is CPU 0"),
+     {"CPU": 1, "memory": GIB}, 1,
+     "needs CPU 1, memory 1 GiB; the most free on any node is CPU 0, memory 0 B"
+     " (work outside the queue holds CPU 2, memory 8 GiB on node a)"),
+    ("not said where our own jobs would still be in the way", {"a": {"CPU": 4}}, {"a": {"CPU": 1}}, [("r", "v", "a", {"CPU": 3})],
+     {"CPU": 2}, 1, "needs CPU 2; the most free on any node is CPU 0"),
     ("said for the node where it is in the way only", {"a": {"CPU": 4}, "b": {"CPU": 4}}, {"a": {"CPU": 1}, "b": {"CPU": 3}},
-     [("r", "v", "a", {"CPU": 3})], {"CPU": 2}, 2, "needs CPU 2; the most free on any node is CPU 1 (work outside the queue holds CPU 3 on node b)"),
+     [("r", "v", "a", {"CPU": 3})], {"CPU": 2}, 2,
+     "needs CPU 2; the most free on any node is CPU 1 (work outside the queue holds CPU 3 on node b)"),
     ("no node has all of it free at once", {"a": {"CPU": 4, "memory": 4 * GIB}, "b": {"CPU": 4, "memory": 8 * GIB}},
      {"a": {"CPU": 3}}, [("s", "v", "b", {"memory": 7 * GIB})], {"CPU": 2, "memory": 2 * GIB}, 1,
      "needs CPU 2, memory 2 GiB; no node has all of it free at once (the most free of each on any node: CPU 4, memory 4 GiB)"
      " (work outside the queue holds CPU 3 on node a)"),
-    ("nodes by id, at most three named", {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")}, {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")},
-     [], {"CPU": 1}, 1, "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 1 on node a; CPU 1 on node b;"
+    ("nodes by id, at most three named", {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")},
+     {n: {"CPU": 1} for n in ("e", "d", "c", "b", "a")}, [], {"CPU": 1}, 1,
+     "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 1 on node a; CPU 1 on node b;"
      " CPU 1 on node c; and more on 2 other nodes)"),
     ("one other node", {n: {"CPU": 1} for n in ("a", "b", "c", "d")}, {n: {"CPU": 0.5} for n in ("a", "b", "c", "d")},
-     [], {"CPU": 1}, 1, "needs CPU 1; the most free on any node is CPU 0.5 (work outside the queue holds CPU 0.5 on node a; CPU 0.5 on node b;"
+     [], {"CPU": 1}, 1,
+     "needs CPU 1; the most free on any node is CPU 0.5 (work outside the queue holds CPU 0.5 on node a; CPU 0.5 on node b;"
      " CPU 0.5 on node c; and more on 1 other node)"),
 ]
 
 
-@pytest.mark.parametrize("nodes, outside, running, need, jobs, message", [c[1:] for c in OUTSIDE_MESSAGES], ids=[c[0] for c in OUTSIDE_MESSAGES])
+@pytest.mark.parametrize("nodes, outside, running, need, jobs, message", [c[1:] for c in OUTSIDE_MESSAGES],
+                         ids=[c[0] for c in OUTSIDE_MESSAGES])
 def test_message_says_when_outside_load_is_in_the_way(nodes, outside, running, need, jobs, message):
     document = snapshot("fifo", "dispersed", nodes=nodes, outside=outside, running=running,
                         pending=[(str(i), "u", need) for i in range(1, jobs + 1)])
@@ -204,7 +230,8 @@ def test_command_plans_around_outside_load(capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert result["placements"] == [{"job": "1", "node": "b"}, {"job": "2", "node": "b"}]
     assert result["waiting"] == [{"job": "3", "reason": "Resources",
-                                  "message": "needs CPU 1; the most free on any node is CPU 0 (work outside the queue holds CPU 2 on node a)"}]
+                                  "message": "needs CPU 1; the most free on any node is CPU 0"
+                                             " (work outside the queue holds CPU 2 on node a)"}]
 
 
 def test_worked_example():
@@ -241,7 +268,8 @@ def test_command_reads_standard_input(capsys, monkeypatch):
 
 
 def _with(path: list, value) -> str:
-    document = snapshot("drf", "legacy", nodes={"n1": {"CPU": 1}}, pending=[("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1})])
+    document = snapshot("drf", "legacy", nodes={"n1": {"CPU": 1}},
+                        pending=[("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1})])
     target = document
     for key in path[:-1]:
         target = target[key]
@@ -250,20 +278,28 @@ def _with(path: list, value) -> str:
 
 
 INVALID = [
-    ("negative amount", _with(["pending", 2, "resources", "CPU"], -1), "pending[2].resources.CPU: Input should be greater than or equal to 0"),
-    ("amount as text", _with(["pending", 1, "resources", "CPU"], "4"), "pending[1].resources.CPU: Input should be a valid number"),
-    ("unknown policy", _with(["group", "policy"], "random"), "group.policy: Input should be 'fifo', 'lifo', 'drf' or 'fairshare'"),
+    ("negative amount", _with(["pending", 2, "resources", "CPU"], -1),
+     "pending[2].resources.CPU: Input should be greater than or equal to 0"),
+    ("amount as text", _with(["pending", 1, "resources", "CPU"], "4"),
+     "pending[1].resources.CPU: Input should be a valid number"),
+    ("unknown policy", _with(["group", "policy"], "random"),
+     "group.policy: Input should be 'fifo', 'lifo', 'drf' or 'fairshare'"),
     ("unknown group field", _with(["group", "polcy"], "drf"), "group.polcy: Extra inputs are not permitted"),
     ("job id as a number", _with(["pending", 0, "id"], 1), "pending[0].id: Input should be a valid string"),
     ("duplicate job id", _with(["pending", 1, "id"], "1"), "pending[1].id: '1' appears more than once"),
-    ("not_before without now", _with(["now"], None).replace('"user": "u", "resources": {"CPU": 1}}', '"user": "u", "resources": {"CPU": 1}, "not_before": "2026-01-01T00:00:00Z"}', 1),
+    ("not_before without now",
+     _with(["now"], None).replace('"user": "u", "resources": {"CPU": 1}}',
+                                  '"user": "u", "resources": {"CPU": 1}, "not_before": "2026-01-01T00:00:00Z"}', 1),
      "now: required, since pending[0].not_before is set"),
     ("zero shares", _with(["users"], {"u": {"shares": 0}}), "users.u.shares: Input should be greater than 0"),
-    ("bad round-robin state", _with(["state"], {"selector.roundrobin": {"next_index": {"": "x"}}}).replace('"legacy"', '"roundrobin"'),
+    ("bad round-robin state",
+     _with(["state"], {"selector.roundrobin": {"next_index": {"": "x"}}}).replace('"legacy"', '"roundrobin"'),
      'state.selector.roundrobin.next_index[""]: Input should be a valid integer'),
     ("naive time", _with(["now"], "2026-11-29T08:00:00"), "now: Input should have timezone info"),
-    ("negative outside load", _with(["nodes", 0, "outside"], {"CPU": -1}), "nodes[0].outside.CPU: Input should be greater than or equal to 0"),
-    ("outside load as text", _with(["nodes", 0, "outside"], {"CPU": "2"}), "nodes[0].outside.CPU: Input should be a valid number"),
+    ("negative outside load", _with(["nodes", 0, "outside"], {"CPU": -1}),
+     "nodes[0].outside.CPU: Input should be greater than or equal to 0"),
+    ("outside load as text", _with(["nodes", 0, "outside"], {"CPU": "2"}),
+     "nodes[0].outside.CPU: Input should be a valid number"),
     ("outside load not a map", _with(["nodes", 0, "outside"], 2), "nodes[0].outside: Input should be an object"),
     ("outside load of null", _with(["nodes", 0, "outside"], None), "nodes[0].outside: Input should be an object"),
     ("not JSON", "{", "Invalid JSON"),
@@ -281,13 +317,15 @@ def test_invalid_snapshot_exits_2_naming_the_field(text, message, capsys, monkey
 
 
 def test_invalid_snapshot_exits_2_from_the_shell():
-    result = subprocess.run([sys.executable, "-m", "job", "plan", "-"], input=INVALID[0][1], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "job", "plan", "-"], input=INVALID[0][1],
+                            capture_output=True, text=True, cwd=ROOT)
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"error: {INVALID[0][2]}\n"
 
 
 def test_missing_file_exits_2(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "job", "plan", str(tmp_path / "nope.json")], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "job", "plan", str(tmp_path / "nope.json")],
+                            capture_output=True, text=True, cwd=ROOT)
     assert (result.returncode, result.stdout) == (2, "")
     assert "nope.json" in result.stderr
 
@@ -298,11 +336,13 @@ def test_importing_the_core_loads_no_io_library():
     code = ("import sys, pkgutil, importlib, job.core\n"
             "for info in pkgutil.walk_packages(job.core.__path__, 'job.core.'): importlib.import_module(info.name)\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'psycopg', 'ray', 'kubernetes', 'requests'}))")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip() == "[]"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 # Resources: Ray's fixed point.
-@pytest.mark.parametrize("amount, units", [(1, 10_000), (0.5, 5_000), (0.0001, 1), (0.00005, 1), (0.00004, 0), (0.1 + 0.2, 3_000), (2**33, 2**33 * 10_000)])
+@pytest.mark.parametrize("amount, units", [(1, 10_000), (0.5, 5_000), (0.0001, 1), (0.00005, 1), (0.00004, 0),
+                                           (0.1 + 0.2, 3_000), (2**33, 2**33 * 10_000)])
 def test_to_units_rounds_like_ray(amount, units):
     assert to_units(amount) == units
 

@@ -71,7 +71,8 @@ WAITS = [
     ("PACK", {"a": {"CPU": 4}, "b": {"CPU": 4}}, [("a", 3), ("b", 1)], [{"CPU": 2}] * 3, "Resources",
      "needs 3 bundles of CPU 2; the nodes have room for 1 of its 3 bundles"),
     ("SPREAD", {"a": {"CPU": 2}}, [], [{"CPU": 2}, {"GPU": 1}], "Unschedulable",
-     "needs 1 bundle of CPU 2 and 1 bundle of GPU 1 spread over nodes; in group g, the nodes have room for 1 of its 2 bundles even when empty"),
+     "needs 1 bundle of CPU 2 and 1 bundle of GPU 1 spread over nodes; in group g, the nodes have room for 1 of its 2 bundles"
+     " even when empty"),
 ]
 
 
@@ -95,7 +96,8 @@ def test_the_driver_must_fit_beside_the_bundles_or_nothing_is_placed():
 
 def test_labels_apply_to_bundles():
     nodes = {"a": ({"CPU": 8}, {"zone": "x"}), "b": ({"CPU": 8}, {"zone": "y"}), "c": ({"CPU": 8}, {"zone": "y"})}
-    placements, _ = placed(snapshot(nodes=nodes, pending=[gang("1", [{"CPU": 2}] * 2, "STRICT_SPREAD", node_labels={"zone": "y"})]))
+    placements, _ = placed(snapshot(nodes=nodes,
+                                    pending=[gang("1", [{"CPU": 2}] * 2, "STRICT_SPREAD", node_labels={"zone": "y"})]))
     assert sorted(placements["1"]["bundle_nodes"]) == ["b", "c"] and placements["1"]["node"] in ("b", "c")
     _, waiting = placed(snapshot(nodes=nodes, pending=[gang("1", [{"CPU": 2}] * 3, "STRICT_SPREAD", node_labels={"zone": "y"})]))
     assert waiting["1"]["reason"] == "Unschedulable"
@@ -132,7 +134,8 @@ def _preempting(bundles, strategy, running):
 
 
 def test_preemption_makes_room_for_the_whole_footprint():
-    result = _preempting([{"CPU": 1}] * 2, "PACK", [("r1", "a", 2, {}), ("r2", "a", 2, {}), ("r3", "b", 2, {}), ("r4", "b", 2, {})])
+    result = _preempting([{"CPU": 1}] * 2, "PACK",
+                         [("r1", "a", 2, {}), ("r2", "a", 2, {}), ("r3", "b", 2, {}), ("r4", "b", 2, {})])
     # Driver and bundles, CPU 3, on one node: two victims there.
     assert result["preemptions"] == [{"job": "1", "node": "a", "victims": ["r2", "r1"]}] or \
         [len(p["victims"]) for p in result["preemptions"]] == [2]
@@ -157,7 +160,8 @@ def test_a_reserved_gang_starts_whole_on_its_node():
     ("bundles", [], "pending[0].bundles: List should have at least 1 item after validation, not 0"),
     ("bundles", [{"CPU": 1}] * (MAX_BUNDLES + 1), f"pending[0].bundles: List should have at most {MAX_BUNDLES} items"),
     ("bundles", [{"CPU": 1}, {"CPU": 0}], "pending[0].bundles[1]: a bundle must ask for some resource"),
-    ("bundle_strategy", "PACKED", "pending[0].bundle_strategy: Input should be 'PACK', 'SPREAD', 'STRICT_PACK' or 'STRICT_SPREAD'"),
+    ("bundle_strategy", "PACKED",
+     "pending[0].bundle_strategy: Input should be 'PACK', 'SPREAD', 'STRICT_PACK' or 'STRICT_SPREAD'"),
 ])
 def test_bad_bundles_are_refused_naming_the_field(field, value, error):
     document = snapshot(nodes={"a": {"CPU": 4}}, pending=[("1", "u", {}, {field: value})])
@@ -181,7 +185,8 @@ def test_a_running_gang_names_one_node_per_bundle(extra, error):
 
 
 def test_the_footprint_is_the_driver_and_every_bundle():
-    assert footprint({"resources": {"CPU": 0.5}, "bundles": [{"CPU": 2, "GPU": 1}, {"CPU": 2}]}) == Resources.of({"CPU": 4.5, "GPU": 1})
+    assert (footprint({"resources": {"CPU": 0.5}, "bundles": [{"CPU": 2, "GPU": 1}, {"CPU": 2}]})
+            == Resources.of({"CPU": 4.5, "GPU": 1}))
     assert footprint({"resources": {"CPU": 1}}) == Resources.of({"CPU": 1})
 
 
@@ -216,7 +221,8 @@ def test_no_node_is_over_committed_counting_every_driver_and_bundle(document):
     parts = []
     for placement in result["placements"]:
         job = jobs[placement["job"]]
-        parts += [(placement["node"], job["resources"]), *zip(placement.get("bundle_nodes", []), job.get("bundles", []), strict=True)]
+        parts += [(placement["node"], job["resources"]),
+                  *zip(placement.get("bundle_nodes", []), job.get("bundles", []), strict=True)]
     ids = [node["id"] for node in document["nodes"]]
     placed_units = _units_on(parts, ids)
     running = _units_on([(job["node"], job["resources"]) for job in document["running"]], ids)

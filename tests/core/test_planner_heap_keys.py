@@ -30,7 +30,8 @@ def tuple_key(free, index, order, sign, extras):
 
 
 def check(packing, nodes, extras, order, sign):
-    entries = [packing.entry(extra, packing.key(free, index)) for index, (free, extra) in enumerate(zip(nodes, extras, strict=True))]
+    entries = [packing.entry(extra, packing.key(free, index))
+               for index, (free, extra) in enumerate(zip(nodes, extras, strict=True))]
     tuples = [tuple_key(free, index, order, sign, extra) for index, (free, extra) in enumerate(zip(nodes, extras, strict=True))]
     # Every pair compares the same way (sorting alone could hide ties).
     for i in range(len(nodes)):

@@ -14,24 +14,30 @@ ONE_NODE = {"n1": {"CPU": 2}}
 # (name, policy, pending, users, running, expected placements in order)
 CASES = [
     ("fifo oldest first", "fifo",
-     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3)}), ("3", "b", {"CPU": 1}, {"submitted_at": at(-2)})],
+     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3)}),
+      ("3", "b", {"CPU": 1}, {"submitted_at": at(-2)})],
      {}, [], ["2", "3"]),
     ("fifo higher priority first", "fifo",
-     [("1", "a", {"CPU": 1}, {"submitted_at": at(-3)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-1), "priority": 5}), ("3", "a", {"CPU": 1}, {"submitted_at": at(-2)})],
+     [("1", "a", {"CPU": 1}, {"submitted_at": at(-3)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-1), "priority": 5}),
+      ("3", "a", {"CPU": 1}, {"submitted_at": at(-2)})],
      {}, [], ["2", "1"]),
     ("fifo list order without submitted_at", "fifo",
      [("9", "a", {"CPU": 1}), ("1", "a", {"CPU": 1}), ("5", "a", {"CPU": 1})], {}, [], ["9", "1"]),
     ("fifo ties on time by id, numerically", "fifo",
-     [("10", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("9", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("11", "a", {"CPU": 1}, {"submitted_at": at(-1)})],
+     [("10", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("9", "a", {"CPU": 1}, {"submitted_at": at(-1)}),
+      ("11", "a", {"CPU": 1}, {"submitted_at": at(-1)})],
      {}, [], ["9", "10"]),
     ("lifo newest first", "lifo",
-     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3)}), ("3", "b", {"CPU": 1}, {"submitted_at": at(-2)})],
+     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3)}),
+      ("3", "b", {"CPU": 1}, {"submitted_at": at(-2)})],
      {}, [], ["1", "3"]),
     ("lifo higher priority still first", "lifo",
-     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3), "priority": 1}), ("3", "a", {"CPU": 1}, {"submitted_at": at(-2), "priority": 1})],
+     [("1", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-3), "priority": 1}),
+      ("3", "a", {"CPU": 1}, {"submitted_at": at(-2), "priority": 1})],
      {}, [], ["3", "2"]),
     ("lifo ties on time by id, highest first", "lifo",
-     [("9", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("10", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("8", "a", {"CPU": 1}, {"submitted_at": at(-1)})],
+     [("9", "a", {"CPU": 1}, {"submitted_at": at(-1)}), ("10", "a", {"CPU": 1}, {"submitted_at": at(-1)}),
+      ("8", "a", {"CPU": 1}, {"submitted_at": at(-1)})],
      {}, [], ["10", "9"]),
     ("drf lowest dominant share first", "drf",
      [("a1", "a", {"CPU": 1}), ("b1", "b", {"CPU": 1}), ("b2", "b", {"CPU": 1})],
@@ -48,7 +54,8 @@ CASES = [
     ("drf ties by user name", "drf",
      [("b1", "bob", {"CPU": 1}), ("a1", "al", {"CPU": 1})], {}, [], ["a1", "b1"]),
     ("drf within a user: priority then age", "drf",
-     [("1", "a", {"CPU": 1}, {"submitted_at": at(-9)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-1), "priority": 1}), ("3", "a", {"CPU": 1}, {"submitted_at": at(-5)})],
+     [("1", "a", {"CPU": 1}, {"submitted_at": at(-9)}), ("2", "a", {"CPU": 1}, {"submitted_at": at(-1), "priority": 1}),
+      ("3", "a", {"CPU": 1}, {"submitted_at": at(-5)})],
      {}, [], ["2", "1"]),
     ("fairshare: recent usage waits", "fairshare",
      [("a1", "a", {"CPU": 1}), ("b1", "b", {"CPU": 1}), ("c1", "c", {"CPU": 1})],
@@ -62,15 +69,18 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("policy, pending, users, running, expected", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+@pytest.mark.parametrize("policy, pending, users, running, expected", [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
 def test_policy_order(policy, pending, users, running, expected):
-    placements, waiting, _ = run(snapshot(policy, "legacy", nodes=ONE_NODE, pending=pending, users=users, running=running, half_life_s=3600))
+    placements, waiting, _ = run(snapshot(policy, "legacy", nodes=ONE_NODE, pending=pending, users=users, running=running,
+                                          half_life_s=3600))
     assert [job for job, _ in placements] == expected
     assert set(waiting) == {job[0] for job in pending} - set(expected)
 
 
 def test_fairshare_with_half_life_zero_forgets_usage():
-    document = snapshot("fairshare", "legacy", nodes={"n1": {"CPU": 1}}, pending=[("a1", "a", {"CPU": 1}), ("b1", "b", {"CPU": 1})],
+    document = snapshot("fairshare", "legacy", nodes={"n1": {"CPU": 1}},
+                        pending=[("a1", "a", {"CPU": 1}), ("b1", "b", {"CPU": 1})],
                         users={"a": {"usage": 1e9}}, half_life_s=0)
     assert run(document)[0] == [("a1", "n1")]
 

@@ -133,7 +133,8 @@ def test_preemption_table(name, nodes, running, pending, group, expected, placed
     assert {p["job"]: p["node"] for p in result["placements"]} == placed
     for ident in expected:
         assert reasons(result)[ident] == "Preempting"
-        assert {"job": ident, "node": next(p["node"] for p in result["preemptions"] if p["job"] == ident)} in result["reservations"]
+        node = next(p["node"] for p in result["preemptions"] if p["job"] == ident)
+        assert {"job": ident, "node": node} in result["reservations"]
 
 
 def test_the_room_a_preemption_frees_is_held_from_later_jobs_of_the_plan():
@@ -147,7 +148,8 @@ def test_the_room_a_preemption_frees_is_held_from_later_jobs_of_the_plan():
 
 
 def test_preempting_message_names_victims_and_node():
-    result = run_plan(TWO, [job("r1", "bob", 2, "low", "a", 65), job("r2", "bob", 2, "low", "b", 90)], [job("h", "ann", 2, "high")])
+    result = run_plan(TWO, [job("r1", "bob", 2, "low", "a", 65), job("r2", "bob", 2, "low", "b", 90)],
+                      [job("h", "ann", 2, "high")])
     (waiting,) = result["waiting"]
     assert waiting["message"] == "stopping 1 job on node a to make room for it: r1 (bob, low, ran 1h5m)"
 
@@ -292,6 +294,27 @@ def test_the_grouped_waiting_records_are_the_waiting_records_after_reclaims(docu
     assert said_as_waiting(plan(Snapshot.model_validate(document)))
 
 
+def _free_after_plan(document, result, pending) -> dict[str, dict[str, int]]:
+    """Each node's totals less its running jobs and the jobs the plan placed there."""
+    free = {node["id"]: _units(node["resources"]) for node in document["nodes"]}
+    for job in document["running"]:
+        for name, amount in _units(job["resources"]).items():
+            free[job["node"]][name] = free[job["node"]].get(name, 0) - amount
+    for placement in result["placements"]:
+        for name, amount in _units(pending[placement["job"]]["resources"]).items():
+            free[placement["node"]][name] -= amount
+    return free
+
+
+def _freed_by(victims, running) -> dict[str, int]:
+    """What `victims` hold between them, once they stop."""
+    freed = {}
+    for ident in victims:
+        for name, amount in _units(running[ident]["resources"]).items():
+            freed[name] = freed.get(name, 0) + amount
+    return freed
+
+
 @PROPERTY
 @given(preempting_snapshots())
 def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_stop(document):
@@ -300,22 +323,13 @@ def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_st
     result = plan(Snapshot.model_validate(document)).document()
     pending = {job["id"]: job for job in document["pending"]}
     # Free at the end of the plan: totals less running, placed and the new reservations' holds.
-    free = {node["id"]: _units(node["resources"]) for node in document["nodes"]}
+    free = _free_after_plan(document, result, pending)
     victims_of = {p["job"]: p["victims"] for p in result["preemptions"]}
-    for job in document["running"]:
-        for name, amount in _units(job["resources"]).items():
-            free[job["node"]][name] = free[job["node"]].get(name, 0) - amount
-    for placement in result["placements"]:
-        for name, amount in _units(pending[placement["job"]]["resources"]).items():
-            free[placement["node"]][name] -= amount
     running = {job["id"]: job for job in document["running"]}
     holds = {}
     for preemption in result["preemptions"]:
         need = _units(pending[preemption["job"]]["resources"])
-        freed = {}
-        for ident in preemption["victims"]:
-            for name, amount in _units(running[ident]["resources"]).items():
-                freed[name] = freed.get(name, 0) + amount
+        freed = _freed_by(preemption["victims"], running)
         holds[preemption["job"]] = {name: max(amount - freed.get(name, 0), 0) for name, amount in need.items()}
         for name, amount in holds[preemption["job"]].items():
             free[preemption["node"]][name] = free[preemption["node"]].get(name, 0) - amount
@@ -329,9 +343,8 @@ def test_a_preempting_job_fits_nowhere_now_and_fits_its_node_once_its_victims_st
         after = dict(free[preemption["node"]])
         for name, amount in holds[preemption["job"]].items():
             after[name] += amount
-        for ident in victims_of[preemption["job"]]:
-            for name, amount in _units(running[ident]["resources"]).items():
-                after[name] = after.get(name, 0) + amount
+        for name, amount in _freed_by(victims_of[preemption["job"]], running).items():
+            after[name] = after.get(name, 0) + amount
         assert all(after.get(name, 0) >= amount for name, amount in need.items())
 
 
@@ -428,7 +441,8 @@ def test_reclaim_is_decided_after_the_plans_placements():
 # of nothing goes to the first node (first fit).
 
 def gang(ident, user, bundles, strategy, priority_class="high", cpu=0.0, **extra):
-    return {**job(ident, user, cpu, priority_class, **extra), "bundles": [{"CPU": c} for c in bundles], "bundle_strategy": strategy}
+    return {**job(ident, user, cpu, priority_class, **extra), "bundles": [{"CPU": c} for c in bundles],
+            "bundle_strategy": strategy}
 
 
 THREE = {"a": {"CPU": 4}, "b": {"CPU": 4}, "c": {"CPU": 4}}
@@ -575,6 +589,44 @@ def _parts(job_: dict, node: str, bundle_nodes: list[str] | None) -> list[tuple[
 OVERCOMMITTED = json.loads((Path(__file__).parents[1] / "examples" / "gang-preemption-overcommitted-node.json").read_text())
 
 
+def _take(free: dict[str, dict[str, int]], parts: list[tuple[str, dict[str, int]]]) -> None:
+    """Take each part's units from what is free on its node."""
+    for node, units in parts:
+        for name, amount in units.items():
+            free[node][name] = free[node].get(name, 0) - amount
+
+
+def _by_node(parts) -> dict[str, dict[str, int]]:
+    """The units of `parts` summed on each node."""
+    summed: dict[str, dict[str, int]] = {}
+    for node, units in parts:
+        for name, amount in units.items():
+            summed.setdefault(node, {})[name] = summed.get(node, {}).get(name, 0) + amount
+    return summed
+
+
+def _assert_victims_eligible(document: dict, waiting: dict, victims: list[str], running: dict) -> None:
+    for ident in victims:
+        victim = running[ident]
+        assert victim["started_at"] is not None and victim["started_at"] <= ago(10)
+        assert PREEMPTIBLE[victim["class"]] and not victim["stopping"]
+        assert VALUE[victim["class"]] <= VALUE[waiting["class"]]
+        if document["group"]["preemption"] == "priority" or victim["user"] == waiting["user"]:
+            assert VALUE[victim["class"]] < VALUE[waiting["class"]]
+
+
+def _assert_homes_keep_the_strategy(waiting: dict, homes: list[str] | None) -> None:
+    """A gang's bundles, placed on the nodes of its footprint as its strategy allows."""
+    strategy = waiting.get("bundle_strategy")
+    if homes is not None:
+        assert len(homes) == len(waiting["bundles"])
+        assert strategy != "STRICT_PACK"
+        if strategy == "STRICT_SPREAD":
+            assert len(set(homes)) == len(homes)
+    elif strategy == "STRICT_SPREAD":
+        assert len(waiting["bundles"]) == 1
+
+
 # Twice the examples: about one in twenty has a gang preempt across nodes.
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_preempting_snapshots())
@@ -586,47 +638,22 @@ def test_a_gangs_victims_are_eligible_and_free_room_for_its_whole_footprint(docu
     every = [v for p in result["preemptions"] for v in p["victims"]]
     assert len(every) == len(set(every)) <= document["group"]["max_preemptions"]
     free = {node["id"]: _units(node["resources"]) for node in document["nodes"]}
-
-    def take(parts, sign=-1):
-        for node, units in parts:
-            for name, amount in units.items():
-                free[node][name] = free[node].get(name, 0) + sign * amount
-
     for job_ in document["running"]:
-        take(_parts(job_, job_["node"], job_.get("bundle_nodes")))
+        _take(free, _parts(job_, job_["node"], job_.get("bundle_nodes")))
     for placement in result["placements"]:
-        take(_parts(pending[placement["job"]], placement["node"], placement.get("bundle_nodes")))
+        _take(free, _parts(pending[placement["job"]], placement["node"], placement.get("bundle_nodes")))
     holds = {}
     for preemption in result["preemptions"]:
         waiting = pending[preemption["job"]]
-        for ident in preemption["victims"]:
-            victim = running[ident]
-            assert victim["started_at"] is not None and victim["started_at"] <= ago(10)
-            assert PREEMPTIBLE[victim["class"]] and not victim["stopping"]
-            assert VALUE[victim["class"]] <= VALUE[waiting["class"]]
-            if document["group"]["preemption"] == "priority" or victim["user"] == waiting["user"]:
-                assert VALUE[victim["class"]] < VALUE[waiting["class"]]
+        _assert_victims_eligible(document, waiting, preemption["victims"], running)
         homes = preemption.get("bundle_nodes")
-        strategy = waiting.get("bundle_strategy")
-        if homes is not None:
-            assert len(homes) == len(waiting["bundles"])
-            assert strategy != "STRICT_PACK"
-            if strategy == "STRICT_SPREAD":
-                assert len(set(homes)) == len(homes)
-        elif strategy == "STRICT_SPREAD":
-            assert len(waiting["bundles"]) == 1
-        need, freed = {}, {}
-        for node, units in _parts(waiting, preemption["node"], homes):
-            for name, amount in units.items():
-                need.setdefault(node, {})[name] = need.get(node, {}).get(name, 0) + amount
-        for ident in preemption["victims"]:
-            victim = running[ident]
-            for node, units in _parts(victim, victim["node"], victim.get("bundle_nodes")):
-                for name, amount in units.items():
-                    freed.setdefault(node, {})[name] = freed.get(node, {}).get(name, 0) + amount
+        _assert_homes_keep_the_strategy(waiting, homes)
+        need = _by_node(_parts(waiting, preemption["node"], homes))
+        stopped = [running[ident] for ident in preemption["victims"]]
+        freed = _by_node(part for victim in stopped for part in _parts(victim, victim["node"], victim.get("bundle_nodes")))
         holds[preemption["job"]] = [(node, {name: max(amount - freed.get(node, {}).get(name, 0), 0)
                                             for name, amount in units.items()}) for node, units in need.items()]
-        take(holds[preemption["job"]])
+        _take(free, holds[preemption["job"]])
         preemption["need"], preemption["freed"] = need, freed
     for preemption in result["preemptions"]:
         # Once its victims stop, every node of its footprint has room for its parts there, beside

@@ -29,7 +29,8 @@ def test_every_pending_job_is_placed_or_waits_exactly_once(document):
 
 def _free_after(document: dict, placements) -> dict[str, dict[str, int]]:
     # Outside load holds at most what the node has.
-    free = {n["id"]: {r: to_units(a) - min(to_units(n.get("outside", {}).get(r, 0)), to_units(a)) for r, a in n["resources"].items()}
+    free = {n["id"]: {r: to_units(a) - min(to_units(n.get("outside", {}).get(r, 0)), to_units(a))
+                      for r, a in n["resources"].items()}
             for n in document["nodes"]}
     needs = {job["id"]: job["resources"] for job in document["pending"]}
     held = [(job["node"], job["resources"]) for job in document["running"]]

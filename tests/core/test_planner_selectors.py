@@ -29,14 +29,16 @@ CASES = [
     ("dispersed: priority order, CPU before memory", "dispersed",
      {"a": {"CPU": 8, "memory": 4 * GIB}, "b": {"CPU": 4, "memory": 64 * GIB}}, [], [("1", "u", {"CPU": 1})], [("1", "a")]),
     ("concentrated: least free that fits", "concentrated", {"a": {"CPU": 8}, "b": {"CPU": 8}, "c": {"CPU": 8}},
-     [("r1", "u", "a", {"CPU": 7}), ("r2", "u", "b", {"CPU": 6})], [("1", "u", {"CPU": 2}), ("2", "u", {"CPU": 1})], [("1", "b"), ("2", "a")]),
+     [("r1", "u", "a", {"CPU": 7}), ("r2", "u", "b", {"CPU": 6})], [("1", "u", {"CPU": 2}), ("2", "u", {"CPU": 1})],
+     [("1", "b"), ("2", "a")]),
     ("concentrated: packs", "concentrated", {"a": {"CPU": 4}, "b": {"CPU": 4}},
      [], [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 2}), ("4", "u", {"CPU": 1})],
      [("1", "a"), ("2", "a"), ("3", "a"), ("4", "b")]),
     ("concentrated: no GPU wasted even if tighter", "concentrated",
      {"cpu": {"CPU": 64}, "gpu": {"CPU": 2, "GPU": 1}}, [], [("1", "u", {"CPU": 1})], [("1", "cpu")]),
     ("concentrated: memory decides on CPU tie", "concentrated",
-     {"a": {"CPU": 4, "memory": 8 * GIB}, "b": {"CPU": 4, "memory": 4 * GIB}}, [], [("1", "u", {"CPU": 1, "memory": GIB})], [("1", "b")]),
+     {"a": {"CPU": 4, "memory": 8 * GIB}, "b": {"CPU": 4, "memory": 4 * GIB}}, [], [("1", "u", {"CPU": 1, "memory": GIB})],
+     [("1", "b")]),
     ("roundrobin: from the stored index", "roundrobin", {"a": {"CPU": 1}, "b": {"CPU": 1}, "c": {"CPU": 1}},
      [], [("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1})], [("1", "b"), ("2", "c")]),
     ("roundrobin: wraps round", "roundrobin", {"a": {"CPU": 2}, "b": {"CPU": 2}, "c": {"CPU": 2}},
@@ -65,7 +67,8 @@ def test_selector_choice(selector, nodes, running, pending, expected):
 @pytest.mark.parametrize("selector", ["legacy", "dispersed"])
 def test_resource_priority_order(selector, priority, expected):
     nodes = {"cpu-rich": {"CPU": 16, "memory": 8 * GIB}, "mem-rich": {"CPU": 8, "memory": 64 * GIB}}
-    document = snapshot("fifo", selector, nodes=nodes, pending=[("1", "u", {"CPU": 1, "memory": GIB})], resource_priority=priority)
+    document = snapshot("fifo", selector, nodes=nodes, pending=[("1", "u", {"CPU": 1, "memory": GIB})],
+                        resource_priority=priority)
     assert run(document)[0] == [("1", expected)]
 
 

@@ -198,7 +198,8 @@ def test_a_node_that_died_under_a_running_job_is_named_in_the_requeue():
 
 
 def test_a_supervisor_that_could_not_start_is_said_so():
-    ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW, message="Job supervisor actor failed to start within 900.0 seconds.",
+    ray_job = RayJob("FAILED", driver_node_id=None, end_time=NOW,
+                     message="Job supervisor actor failed to start within 900.0 seconds.",
                      error_type="JOB_SUPERVISOR_ACTOR_START_TIMEOUT")
     [_reason, message] = requeue_of(reconcile(job("SUBMITTED"), ray_job, NOW))
     assert message.startswith("Ray's job supervisor could not start (JOB_SUPERVISOR_ACTOR_START_TIMEOUT): Job supervisor")
@@ -249,7 +250,8 @@ WAITING = [
     ("held by our own running jobs", 61, OURS, {}, "NodeBusy", "held by other jobs of the queue", "NodeBusy"),
     ("held by our own running jobs, a runtime env to build", 61, OURS, {"builds_runtime_env": True}, "NodeBusy",
      "held by other jobs of the queue", "NodeBusy"),
-    ("room for it", 600, room(), {}, "Starting", "Ray has not started the driver for 10m: its node has the free resources for it", None),
+    ("room for it", 600, room(), {}, "Starting",
+     "Ray has not started the driver for 10m: its node has the free resources for it", None),
     ("runtime env being built, room left", 600, room(free={"CPU": 1, "memory": 2**30}), {"builds_runtime_env": True},
      "RuntimeEnv", "Ray has not started the driver for 10m: its runtime environment is being set up", None),
     # Ray holds a driver's resources while it builds its runtime env: nothing left free, yet not busy.
@@ -274,12 +276,14 @@ def test_a_driver_ray_holds_pending_says_why_and_is_requeued_only_on_a_busy_node
         assert requeue_of(outcome) is None and not stop_first_of(outcome)
         assert (update_of(outcome)["state"], update_of(outcome)["reason"]) == ("SUBMITTED", reason)
         assert says in update_of(outcome)["message"]
-        assert update_of(outcome)["ray_status"] == "PENDING" and update_of(outcome)["accepted_at"] == NOW - timedelta(seconds=waited)
+        assert update_of(outcome)["ray_status"] == "PENDING"
+        assert update_of(outcome)["accepted_at"] == NOW - timedelta(seconds=waited)
     else:
         # Stopped in Ray first, then back to PENDING: no update of its own.
         assert update_of(outcome) is None and stop_first_of(outcome) and not finished_of(outcome)
         assert requeue_of(outcome)[0] == requeue
-        assert requeue_of(outcome)[1].startswith("Ray did not start the driver within the group's start timeout of 1m on node n1: ")
+        assert requeue_of(outcome)[1].startswith("Ray did not start the driver within the group's start timeout of 1m"
+                                                 " on node n1: ")
         assert says in requeue_of(outcome)[1]
 
 

@@ -117,85 +117,128 @@ def plain_replay(jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dic
                  accounts: dict | None = None):
     """Every tick planned, with every pending job, every node and every running job, usage charged
     per tick with the tick's own function: what the engine must give, at a higher cost."""
-    jobs = [in_seconds(job) for job in jobs]
+    return _PlainReplay(jobs, nodes, grp, users, accounts or {}).run(every_s)
+
+
+def _totals(nodes: list[Node]) -> dict[str, int]:
     totals: dict[str, int] = {}
     for node in nodes:
         for name, amount in Resources.of(node.resources).items():
             totals[name] = totals.get(name, 0) + amount
+    return totals
+
+
+def _fits_somewhere(job: SimpleNamespace, nodes: list[Node]) -> bool:
     # A gang counts as fitting when each of its parts fits some node: so are the gangs of the traces here.
-    fits_somewhere = {job.id: all(any(Resources.of(part).fits_in(Resources.of(n.resources)) for n in nodes
-                                      if all(n.labels.get(k) == v for k, v in job.node_labels.items()))
-                                  for part in (job.resources, *(job.bundles or ()))) for job in jobs}
-    waiting = [job for job in jobs if fits_somewhere[job.id]]
-    # id -> (job, node, start, stopping)
-    running: dict[str, tuple[SimpleNamespace, str, float, bool]] = {}
-    # id -> the nodes of a running gang's bundles
-    homes: dict[str, list[str]] = {}
-    reservations: list = []
-    # Since when each job has waited for resources: from when it may start, from its stop.
-    since = {job.id: max(job.submit_s, job.not_before_s or job.submit_s) for job in jobs}
-    result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in jobs}
-    usage: dict[str, float] = {}
-    state: dict = {}
-    tick = math.ceil(min(job.submit_s for job in jobs) / every_s)
-    last_s = None
-    while waiting or running:
-        now_s = tick * every_s
+    return all(any(Resources.of(part).fits_in(Resources.of(n.resources)) for n in nodes
+                   if all(n.labels.get(k) == v for k, v in job.node_labels.items()))
+               for part in (job.resources, *(job.bundles or ())))
+
+
+class _PlainReplay:
+    """The plain replay's state from tick to tick, and each step of a tick."""
+
+    def __init__(self, jobs: list[TraceJob], nodes: list[Node], grp: Group, users: dict[str, User], accounts: dict):
+        self.jobs = [in_seconds(job) for job in jobs]
+        self.nodes, self.grp, self.users, self.accounts = nodes, grp, users, accounts
+        self.totals = _totals(nodes)
+        self.waiting = [job for job in self.jobs if _fits_somewhere(job, nodes)]
+        # id -> (job, node, start, stopping)
+        self.running: dict[str, tuple[SimpleNamespace, str, float, bool]] = {}
+        # id -> the nodes of a running gang's bundles
+        self.homes: dict[str, list[str]] = {}
+        self.reservations: list = []
+        # Since when each job has waited for resources: from when it may start, from its stop.
+        self.since = {job.id: max(job.submit_s, job.not_before_s or job.submit_s) for job in self.jobs}
+        self.result: dict[str, tuple[float | None, str | None]] = {job.id: (None, None) for job in self.jobs}
+        self.usage: dict[str, float] = {}
+        self.state: dict = {}
+
+    def run(self, every_s: float) -> dict[str, tuple[float | None, str | None]]:
+        tick = math.ceil(min(job.submit_s for job in self.jobs) / every_s)
+        last_s = None
+        while self.waiting or self.running:
+            now_s = tick * every_s
+            if last_s is not None and self.grp.policy == "fairshare":
+                self.usage.update(charge_users(self.usage, self.held(), self.totals, now_s - last_s, self.grp.half_life_s))
+            last_s = now_s
+            self.stop_ended(now_s)
+            self.requeue_stopping(now_s)
+            arrived = [job for job in self.waiting if job.submit_s <= now_s]
+            if arrived:
+                self.start(plan(self.snapshot(now_s, arrived)), arrived, now_s)
+            if not self.running and self.waiting and all(job.submit_s <= now_s and (job.not_before_s or 0) <= now_s
+                                                         for job in self.waiting):
+                break  # what is left can never start (a limit no job can meet)
+            tick += 1
+        return self.result
+
+    def held(self) -> dict[str, dict[str, int]]:
+        """What each user's running jobs hold."""
         held: dict[str, dict[str, int]] = {}
-        for job, _, _, _ in running.values():
+        for job, _, _, _ in self.running.values():
             for part in (job.resources, *(job.bundles or ())):
                 for name, amount in part.items():
                     held.setdefault(job.user, {})
                     held[job.user][name] = held[job.user].get(name, 0) + to_units(amount)
-        if last_s is not None and grp.policy == "fairshare":
-            usage.update(charge_users(usage, held, totals, now_s - last_s, grp.half_life_s))
-        last_s = now_s
+        return held
+
+    def stop_ended(self, now_s: float) -> None:
         # A job with a max runtime is stopped there.
-        for ident in [ident for ident, (job, _, start, _) in running.items()
+        for ident in [ident for ident, (job, _, start, _) in self.running.items()
                       if start + min(job.run_s, job.max_runtime_s or math.inf) <= now_s]:
-            del running[ident]
-        for ident in [ident for ident, (_, _, _, stopping) in running.items() if stopping]:
-            job = running.pop(ident)[0]
-            waiting.append(job)
-            since[job.id] = now_s
-            result[job.id] = (None, None)
-        arrived = [job for job in waiting if job.submit_s <= now_s]
-        if arrived:
-            snapshot = Snapshot.model_validate({
-                "group": grp.model_dump(), "now": EPOCH + timedelta(seconds=now_s), "nodes": [n.model_dump() for n in nodes],
-                "running": [{"id": ident, "user": job.user, "node": node, "resources": job.resources,
-                             "class": job.priority_class or grp.default_class, "started_at": EPOCH + timedelta(seconds=start),
-                             "stopping": stopping, **gang_of(job, homes.get(ident)),
-                             **({"expected_end": EPOCH + timedelta(seconds=start + job.max_runtime_s)}
-                                if job.max_runtime_s is not None else {})}
-                            for ident, (job, node, start, stopping) in running.items()],
-                "pending": [{"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
-                             "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
-                             "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
-                             "waiting_since": EPOCH + timedelta(seconds=since[job.id]), "max_runtime_s": job.max_runtime_s,
-                             **({"class": job.priority_class} if job.priority_class else {}), **gang_of(job)} for job in arrived],
-                "reservations": reservations, "accounts": {name: spec.model_dump() for name, spec in (accounts or {}).items()},
-                "users": {name: {**spec.model_dump(), "usage": usage.get(name, 0.0)} for name, spec in users.items()}
-                         | {name: {"usage": value} for name, value in usage.items() if name not in users},
-                "state": state,
-            })
-            decided = plan(snapshot)
-            state = {**state, **decided.state}
-            by_id = {job.id: job for job in arrived}
-            for placement in decided.placements:
-                job = by_id[placement["job"]]
-                running[job.id] = (job, placement["node"], now_s, False)
-                homes[job.id] = placement.get("bundle_nodes")
-                result[job.id] = (now_s, placement["node"])
-                waiting.remove(job)
-            for preemption in decided.preemptions or ():
-                for victim in preemption["victims"]:
-                    running[victim] = (*running[victim][:3], True)
-            reservations = decided.reservations or []
-        if not running and waiting and all(job.submit_s <= now_s and (job.not_before_s or 0) <= now_s for job in waiting):
-            break  # what is left can never start (a limit no job can meet)
-        tick += 1
-    return result
+            del self.running[ident]
+
+    def requeue_stopping(self, now_s: float) -> None:
+        """The jobs the last plan preempted wait again, from now."""
+        for ident in [ident for ident, (_, _, _, stopping) in self.running.items() if stopping]:
+            job = self.running.pop(ident)[0]
+            self.waiting.append(job)
+            self.since[job.id] = now_s
+            self.result[job.id] = (None, None)
+
+    def snapshot(self, now_s: float, arrived: list[SimpleNamespace]) -> Snapshot:
+        return Snapshot.model_validate({
+            "group": self.grp.model_dump(), "now": EPOCH + timedelta(seconds=now_s),
+            "nodes": [n.model_dump() for n in self.nodes],
+            "running": [self.running_entry(ident) for ident in self.running],
+            "pending": [self.pending_entry(job) for job in arrived],
+            "reservations": self.reservations,
+            "accounts": {name: spec.model_dump() for name, spec in self.accounts.items()},
+            "users": {name: {**spec.model_dump(), "usage": self.usage.get(name, 0.0)} for name, spec in self.users.items()}
+                     | {name: {"usage": value} for name, value in self.usage.items() if name not in self.users},
+            "state": self.state,
+        })
+
+    def running_entry(self, ident: str) -> dict:
+        job, node, start, stopping = self.running[ident]
+        return {"id": ident, "user": job.user, "node": node, "resources": job.resources,
+                "class": job.priority_class or self.grp.default_class, "started_at": EPOCH + timedelta(seconds=start),
+                "stopping": stopping, **gang_of(job, self.homes.get(ident)),
+                **({"expected_end": EPOCH + timedelta(seconds=start + job.max_runtime_s)}
+                   if job.max_runtime_s is not None else {})}
+
+    def pending_entry(self, job: SimpleNamespace) -> dict:
+        return {"id": job.id, "user": job.user, "resources": job.resources, "priority": job.priority,
+                "submitted_at": EPOCH + timedelta(seconds=job.submit_s), "node_labels": job.node_labels,
+                "not_before": None if job.not_before_s is None else EPOCH + timedelta(seconds=job.not_before_s),
+                "waiting_since": EPOCH + timedelta(seconds=self.since[job.id]), "max_runtime_s": job.max_runtime_s,
+                **({"class": job.priority_class} if job.priority_class else {}), **gang_of(job)}
+
+    def start(self, decided, arrived: list[SimpleNamespace], now_s: float) -> None:
+        """Start what the plan placed, mark its victims stopping and keep its reservations and state."""
+        self.state = {**self.state, **decided.state}
+        by_id = {job.id: job for job in arrived}
+        for placement in decided.placements:
+            job = by_id[placement["job"]]
+            self.running[job.id] = (job, placement["node"], now_s, False)
+            self.homes[job.id] = placement.get("bundle_nodes")
+            self.result[job.id] = (now_s, placement["node"])
+            self.waiting.remove(job)
+        for preemption in decided.preemptions or ():
+            for victim in preemption["victims"]:
+                self.running[victim] = (*self.running[victim][:3], True)
+        self.reservations = decided.reservations or []
 
 
 def in_seconds(job: TraceJob) -> SimpleNamespace:
@@ -252,7 +295,8 @@ def traces(draw):
         rows.append(TraceJob.at(id=str(index + 1), user=draw(st.sampled_from(["a", "b", "c"])),
                              submit_s=draw(st.sampled_from([0, 0, 1, 4, 5, 7.5, 30, 61])),
                              resources=draw(st.sampled_from(REQUESTS)), run_s=draw(st.sampled_from([0, 3, 5, 12, 40, 90])),
-                             priority=draw(st.sampled_from([0, 0, 1])), priority_class=draw(st.sampled_from([None, None, "high"])),
+                             priority=draw(st.sampled_from([0, 0, 1])),
+                             priority_class=draw(st.sampled_from([None, None, "high"])),
                              node_labels=draw(st.sampled_from(labels)), not_before=at_s(draw(st.sampled_from(starts)))))
     return rows
 
@@ -313,8 +357,9 @@ def test_fifo_orders_jobs_submitted_within_a_microsecond_by_id_as_the_planner_do
 def test_a_free_reservation_slot_goes_to_the_user_whose_turn_comes_as_usage_decays():
     # Found by the property above. a's job 15 holds a head-of-line reservation on n0001; b's 16
     # (a whole node) waits too, one slot of two free. At 45 a's turn comes first and a's jobs take
-    # n0002's last CPU; by 50 a's score (its usage grows while it holds more) has passed b's, so b's turn comes first and 16 reserves
-    # n0002, with no event between: 23 must then wait for 95, not start on n0002 when 22 ends.
+    # n0002's last CPU; by 50 a's score (its usage grows while it holds more) has passed b's, so
+    # b's turn comes first and 16 reserves n0002, with no event between: 23 must then wait for 95,
+    # not start on n0002 when 22 ends.
     big = {"CPU": 8, "memory": 16 * GIB}
     rows = [("a", 0, {"CPU": 1}, 0)] * 4 + [("b", 0, {"CPU": 1}, 40)] + [("a", 0, {"CPU": 1}, 0)] * 9
     rows += [("a", 0, big, 0), ("b", 0, big, 0), ("c", 1, {"CPU": 4}, 90), ("c", 0, {"CPU": 1}, 90),
@@ -468,7 +513,8 @@ def test_a_preempted_job_stops_at_the_next_tick_and_runs_again_from_the_start():
     # tick 10 chooses a's job, which stops at tick 15, where b's job takes the node it reserved.
     # b's ends at 35, and a's starts again then, for its whole 100 s.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob.at("1", "a", 0, {"CPU": 4}, 100, priority_class="low"), TraceJob.at("2", "b", 10, {"CPU": 4}, 20, priority_class="high")]
+    trace = [TraceJob.at("1", "a", 0, {"CPU": 4}, 100, priority_class="low"),
+             TraceJob.at("2", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}"), grp)
     first, second = outcome.records
@@ -491,7 +537,8 @@ def test_a_preempting_job_starts_on_the_node_it_reserved():
     # the smaller id). At tick 15 n0002 is free too, and more free: the dispersed selector would
     # take it, but the reservation carried from the plan holds n0001 for b.
     classes = [{"name": "high", "value": 10, "preemptible": False}, {"name": "low", "value": 0, "preemptible": True}]
-    trace = [TraceJob.at("1", "a", 0, {"CPU": 8}, 12, priority_class="low"), TraceJob.at("2", "a", 0, {"CPU": 4}, 100, priority_class="low"),
+    trace = [TraceJob.at("1", "a", 0, {"CPU": 8}, 12, priority_class="low"),
+             TraceJob.at("2", "a", 0, {"CPU": 4}, 100, priority_class="low"),
              TraceJob.at("3", "b", 10, {"CPU": 4}, 20, priority_class="high")]
     grp = group("drf", preemption="priority", min_runtime_s=0, priority_classes=classes, default_class="low")
     outcome = simulate(trace, parse_nodes("1x{CPU:4}+1x{CPU:8}"), grp)

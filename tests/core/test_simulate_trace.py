@@ -27,7 +27,8 @@ def test_csv_good_lines(text, expected):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("0,alice,CPU:1\n", "t.csv line 1: expected 4 to 7 fields (submit_time,user,resources,run_time,priority,class,max_runtime), got 3"),
+    ("0,alice,CPU:1\n",
+     "t.csv line 1: expected 4 to 7 fields (submit_time,user,resources,run_time,priority,class,max_runtime), got 3"),
     ("0,alice,CPU:1,5\nsoon,bob,CPU:1,5\n", "t.csv line 2: submit_time: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)"),
     ("0,alice,CPU:1,-5\n", "t.csv line 1: run_time: not a duration: '-5' (use e.g. 90s, 5m, 1h30m, 2d)"),
     ("0,,CPU:1,5\n", "t.csv line 1: user: empty"),
@@ -192,7 +193,8 @@ def test_without_a_header_the_pipeline_columns_come_after_the_others():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("submit_time,user,resources,run_time,after\n0,a,CPU:1,5,b\n", "t.csv line 2: after: 'b' is not the id of a job on a line above"),
+    ("submit_time,user,resources,run_time,after\n0,a,CPU:1,5,b\n",
+     "t.csv line 2: after: 'b' is not the id of a job on a line above"),
     ("submit_time,user,resources,run_time,id,after\n0,a,CPU:1,5,x,x\n",
      "t.csv line 2: after: 'x' is not the id of a job on a line above"),
     ("submit_time,user,resources,run_time,id,after\n0,a,CPU:1,5,x,\n0,a,CPU:1,5,y,x:done\n",
@@ -200,7 +202,8 @@ def test_without_a_header_the_pipeline_columns_come_after_the_others():
     ("submit_time,user,resources,run_time,id\n0,a,CPU:1,5,x\n0,a,CPU:1,5,x\n", "t.csv line 3: id: 'x' names a job above already"),
     ("submit_time,user,resources,run_time,id,array\n0,a,CPU:1,5,x,1-3\n0,a,CPU:1,5,x_2,\n",
      "t.csv line 3: id: 'x_2' names a job above already"),
-    ("submit_time,user,resources,run_time,array\n0,a,CPU:1,5,5-1\n", "t.csv line 2: array: '5-1': a range goes up (A-B with A at most B)"),
+    ("submit_time,user,resources,run_time,array\n0,a,CPU:1,5,5-1\n",
+     "t.csv line 2: array: '5-1': a range goes up (A-B with A at most B)"),
     ("submit_time,user,resources,run_time,array\n0,a,CPU:1,5,0-3%0\n",
      "t.csv line 2: array: '0' after '%' is not a throttle: give 1 to 10000 (at most that many tasks running at once)"),
     ("submit_time,user,resources,run_time,after,after\n", "t.csv line 1: column 'after' given twice"),

@@ -145,7 +145,8 @@ def test_a_fraction_of_a_second_beyond_microseconds_is_rounded_by_both_readers(t
 _VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=True), st.text(max_size=3),
                     st.sampled_from(["2026-11-29T07:00:00Z", "2026-11-29T07:00:00.1234567+01:00", "2026-11-29",
                                      "PACK", "SPREAD"]),
-                    st.dictionaries(st.sampled_from(["", "CPU", "GPU"]), st.one_of(st.integers(0, 2), st.floats(0, 2)), max_size=2),
+                    st.dictionaries(st.sampled_from(["", "CPU", "GPU"]), st.one_of(st.integers(0, 2), st.floats(0, 2)),
+                                    max_size=2),
                     st.lists(st.dictionaries(st.sampled_from(["CPU", "GPU"]), st.integers(0, 2), max_size=2), max_size=2))
 _KEYS = ["id", "user", "node", "resources", "priority", "submitted_at", "not_before", "class", "bundles",
          "bundle_strategy", "bundle_nodes", "started_at", "stopping", "max_runtime_s", "extra"]

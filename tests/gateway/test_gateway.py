@@ -156,7 +156,8 @@ def test_each_user_reuses_none_of_its_own_submission_ids_and_any_of_anothers(gat
     assert refused == {"submission_id: 'run-7' is already the id of another job"}
     assert conn.execute("SELECT s.user_name, s.submission_id, j.user_name AS owner FROM gateway_submissions s "
                         "JOIN jobs j ON j.id = s.job_id ORDER BY 1").fetchall() == [
-        {"user_name": ALICE, "submission_id": "run-7", "owner": ALICE}, {"user_name": BOB, "submission_id": "run-7", "owner": BOB}]
+        {"user_name": ALICE, "submission_id": "run-7", "owner": ALICE},
+        {"user_name": BOB, "submission_id": "run-7", "owner": BOB}]
     assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 2
 
 
@@ -204,9 +205,11 @@ def test_no_token_a_bad_one_a_revoked_one_and_an_expired_one_get_401_and_nothing
     # Out of range: each one named, never a 500.
     ({"entrypoint": "x", "metadata": {"queue.not_before": "9999-12-31T23:59:59-14:00"}},
      "metadata.queue.not_before: '9999-12-31T23:59:59-14:00' is out of range"),
-    ({"entrypoint": "x", "metadata": {"queue.max_runtime": "1000000000w"}}, "metadata.queue.max_runtime: a duration must be at most"),
+    ({"entrypoint": "x", "metadata": {"queue.max_runtime": "1000000000w"}},
+     "metadata.queue.max_runtime: a duration must be at most"),
     ({"entrypoint": "x", "entrypoint_num_cpus": 10**3999}, "entrypoint_num_cpus: at most 922337203685477"),
-    ({"entrypoint": "x", "entrypoint_resources": {f"r{i}": 1 for i in range(65)}}, "entrypoint_resources: at most 64 resource names"),
+    ({"entrypoint": "x", "entrypoint_resources": {f"r{i}": 1 for i in range(65)}},
+     "entrypoint_resources: at most 64 resource names"),
     ({"entrypoint": "x", "metadata": {"queue.\x1b[2J\n": "1"}}, "metadata.'queue.\\x1b[2J\\n': not one of the queue's keys"),
     ({"entrypoint": "x", "metadata": {"queue.bundles": "[{"}}, "metadata.queue.bundles: not valid JSON"),
     ({"entrypoint": "x", "metadata": {"queue.after": "1:maybe"}}, "metadata.queue.after: '1:maybe': 'maybe' is not one"),

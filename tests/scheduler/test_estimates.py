@@ -67,7 +67,8 @@ EXPLAIN = {
         [Estimate("p1", 1, None, later=True)], {}, {"p1": RunTime(5, GROUP)},
         0, {"p1": Stored(1, None, "unknown: later than 3000-01-01, the last time the queue plans for")}),
     "unknown: names the first job ahead whose run time is not known": (
-        [Estimate("p1", 1, None)], {"r1": RunTime(60, MAX_RUNTIMES), "r2": RunTime(None, "no max runtime")}, {"p1": RunTime(5, GROUP)},
+        [Estimate("p1", 1, None)], {"r1": RunTime(60, MAX_RUNTIMES), "r2": RunTime(None, "no max runtime")},
+        {"p1": RunTime(5, GROUP)},
         0, {"p1": Stored(1, None, "unknown: waits on job r2, whose run time is not known (no max runtime)")}),
     "nothing runs and nothing is ahead, not placed (e.g. not before a time)": (
         [Estimate("p1", 1, at(30))], {}, {"p1": RunTime(5, GROUP)},
@@ -112,7 +113,8 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def group(conn):
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) "
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol')")
     # Started at 20 s past a minute, 8 to 9 min ago: ends at whole minutes of run time fall at 20 s
     # past a minute too (from 10 min on, in the future), and the virtual tick right after (5 s

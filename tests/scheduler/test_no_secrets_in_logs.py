@@ -32,7 +32,8 @@ def tick_until_final(conn, ids, timeout=90):
 def test_env_var_values_never_reach_the_log(ray_cluster, conn, capsys, log_format):
     log.configure(log_format, "DEBUG")
     try:
-        conn.execute("INSERT INTO resource_groups (name, clusters, max_attempts) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 1)",
+        conn.execute("INSERT INTO resource_groups (name, clusters, max_attempts) "
+                     "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 1)",
                      (ray_cluster.address,))
         conn.execute("INSERT INTO users (name) VALUES ('alice')")
         ran = submit(user="alice", group="main", entrypoint="true", resources={"CPU": 0.1},

@@ -25,7 +25,8 @@ DRIVER_JOB_ID = "04000000"
 @pytest.fixture
 def greedy(conn):
     """Greedy's job, declaring CPU 0.5 on node-a, RUNNING in Ray with its driver job id."""
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy, half_life_s) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf', 3600)",
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy, half_life_s) "
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf', 3600)",
                  (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('greedy')")
     started = datetime.now(UTC) - timedelta(minutes=1)

@@ -22,7 +22,8 @@ from job.store import groups
 
 
 def add_group(conn, address, name="main", **options):
-    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed", "half_life_s": 0, **options}
+    columns = {"name": name, "clusters": Jsonb([{"name": "c", "address": address}]), "policy": "drf", "selector": "dispersed",
+               "half_life_s": 0, **options}
     conn.execute(f"INSERT INTO resource_groups ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",
                  list(columns.values()))
     conn.execute("INSERT INTO users (name) VALUES ('alice') ON CONFLICT DO NOTHING")

@@ -45,7 +45,8 @@ def test_a_gang_waits_then_runs_whole_and_holds_its_room(ray, conn):
     tick_until(conn, lambda rows: rows[gang]["state"] == "RUNNING", timeout=30)
     other = submit(user="carol", group="main", entrypoint="true", resources={"CPU": 1})
     run_tick()
-    assert (jobs(conn)[other]["state"], jobs(conn)[other]["reason"]) == ("PENDING", "Resources"), (jobs(conn)[other]["node"], jobs(conn)[gang], ray)
+    assert (jobs(conn)[other]["state"], jobs(conn)[other]["reason"]) == ("PENDING", "Resources"), (
+        jobs(conn)[other]["node"], jobs(conn)[gang], ray)
 
     def held_while_running(rows):
         if rows[gang]["state"] == "RUNNING":

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.ray
 
 def add_group(conn, address):
     conn.execute("INSERT INTO resource_groups (name, clusters, policy, selector, half_life_s) "
-                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo', 'dispersed', 0)", (address,))
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), "
+                 "'fifo', 'dispersed', 0)", (address,))
     conn.execute("INSERT INTO users (name) VALUES ('alice') ON CONFLICT DO NOTHING")
 
 

@@ -140,7 +140,8 @@ def test_a_light_user_reclaims_its_fair_share_from_a_heavy_one(ray, conn, events
         rows = jobs(conn)
         held = shares(rows)
         running_ann = sum(rows[i]["state"] == "RUNNING" for i in light)
-        report.append(f"{number:>4}  {held['ann']:>9.0%}  {held['bob']:>9.0%}  {0.5:>11.0%}  {running_ann:>11}  {len(preempted):>16}")
+        report.append(f"{number:>4}  {held['ann']:>9.0%}  {held['bob']:>9.0%}  {0.5:>11.0%}"
+                      f"  {running_ann:>11}  {len(preempted):>16}")
         if running_ann == 2 and met_at is None:
             met_at = number
         if met_at is not None and number >= met_at + 3:

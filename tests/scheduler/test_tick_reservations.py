@@ -25,7 +25,8 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def now(conn) -> datetime:
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) "
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE,))
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob'), ('carol')")
     return datetime.now(UTC)
 

@@ -18,13 +18,15 @@ RODE_OUT = {
     # A database outage of about a minute: no tick in minute 3, then ticks again.
     'job_ticks_total{group="g",outcome="ticked"}': "0 12 24 24 36 48 60 72 84 96 108 120 132 144 156 168 180 192 204 216 228",
     'job_ticks_total{group="g",outcome="failed"}': "0 0 0 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3 3",
-    "job_last_successful_tick_timestamp_seconds{group=\"g\"}": "0 60 120 120 240 300 360 420 480 540 600 660 720 780 840 900 960 1020 1080 1140 1200",
+    "job_last_successful_tick_timestamp_seconds{group=\"g\"}": "0 60 120 120 240 300 360 420 480 540 600 660 720 780 840"
+                                                               " 900 960 1020 1080 1140 1200",
 }
 NEVER = {
     # From minute 2 on, every tick of the group fails.
     'job_ticks_total{group="g",outcome="ticked"}': "0 12 24 24 24 24 24 24 24 24 24 24 24 24 24 24 24 24 24 24 24",
     'job_ticks_total{group="g",outcome="failed"}': "0 0 0 12 24 36 48 60 72 84 96 108 120 132 144 156 168 180 192 204 216",
-    "job_last_successful_tick_timestamp_seconds{group=\"g\"}": "0 60 120 120 120 120 120 120 120 120 120 120 120 120 120 120 120 120 120 120 120",
+    "job_last_successful_tick_timestamp_seconds{group=\"g\"}": "0 60 120 120 120 120 120 120 120 120 120 120 120 120 120"
+                                                               " 120 120 120 120 120 120",
 }
 
 

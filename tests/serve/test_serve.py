@@ -60,7 +60,8 @@ def get(url: str) -> tuple[int, str, str]:
 def demo(conn, database_url, monkeypatch):
     """Two groups; alice (1 share) and bob (3) with jobs in `cpu`, carol with usage only; one real
     tick placed what fits on the fake Ray's two nodes of 4 CPUs and gave the rest their reasons."""
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare'), "
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) "
+                 "VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare'), "
                  "('idle', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fifo')", (FAKE, FAKE))
     conn.execute("INSERT INTO users (name, shares) VALUES ('alice', 1), ('bob', 3), ('carol', 1)")
     conn.execute("INSERT INTO user_usage (group_name, user_name, usage) VALUES ('cpu', 'carol', 120)")

@@ -25,7 +25,8 @@ FAKE = "http://fake-ray.invalid:8265"
 def teams(conn, database_url, capsys, monkeypatch):
     """Accounts A (with A1 below it) and B, one share each; a1 and a2 in A1, b in B, r in the root.
     Each of the four submits three jobs of 2 CPUs; one tick places four of them on 8 CPUs."""
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) "
+                 "VALUES ('cpu', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'drf')", (FAKE,))
     for argv in (["account", "add", "A"], ["account", "add", "A1", "--parent", "A"], ["account", "add", "B"],
                  ["user", "set", "a1", "--account", "A1"], ["user", "set", "a2", "--account", "A1"],
                  ["user", "set", "b", "--account", "B"], ["user", "set", "r"]):
@@ -45,7 +46,8 @@ def test_share_shows_the_tree_with_each_nodes_figures(teams, capsys):
     assert header.split()[:4] == ["GROUP", "ACCOUNT/USER", "SHARES", "NORM_SHARES"]
     at = header.index("ACCOUNT/USER")
     assert [line[at:at + 6].rstrip() for line in lines] == ["A/", "  A1/", "    a1", "    a2", "B/", "  b", "r"]
-    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:], strict=True)) for line in lines}
+    figures = {line[at:].split()[0]: dict(zip(header[at:].lower().split()[1:], line[at:].split()[1:], strict=True))
+               for line in lines}
     # Three active children of the root (A, B, r): a third each; A's third goes to A1, then halved.
     assert {name: row["entitled"] for name, row in figures.items()} == {
         "A/": "0.333", "A1/": "0.333", "a1": "0.167", "a2": "0.167", "B/": "0.333", "b": "0.333", "r": "0.333"}

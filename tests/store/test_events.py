@@ -25,7 +25,8 @@ FAKE = "http://fake-ray.invalid:8265"
 
 @pytest.fixture
 def queue(conn):
-    conn.execute("INSERT INTO resource_groups (name, clusters, policy) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare')", (FAKE,))
+    conn.execute("INSERT INTO resource_groups (name, clusters, policy) "
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)), 'fairshare')", (FAKE,))
     conn.execute("INSERT INTO users (name, shares) VALUES ('alice', 1), ('bob', 2)")
     return conn
 

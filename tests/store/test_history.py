@@ -126,8 +126,10 @@ def history_rolled_back(history_template, pg_server_url):
 def _build(conn: psycopg.Connection) -> str:
     conn.execute(
         """INSERT INTO resource_groups (name, clusters, pending_timeout_s, usage_charged_at, half_life_s)
-           VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), 86400, now() - interval '1 minute', 3600),
-                  ('big', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), 86400, now() - interval '1 minute', 3600),
+           VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)),
+                   86400, now() - interval '1 minute', 3600),
+                  ('big', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)),
+                   86400, now() - interval '1 minute', 3600),
                   ('old', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %(ray)s::text)), NULL, NULL, 3600)""",
         {"ray": FAKE_RAY},
     )
@@ -406,8 +408,9 @@ def test_a_real_tick_reads_no_finished_job(history_db, monkeypatch):
     expected = {"tick_jobs.active_jobs", "tick_jobs.pending_jobs", "tick_jobs.fail_pending_timeouts",
                 "tick_jobs.update_jobs", "tick_jobs.requeue_infra", "tick_jobs.return_to_pending", "tick_jobs.cancel_absent",
                 "tick_jobs.intents_of", "tick_jobs.fail_pending", "tick_jobs.commit_intents", "tick_jobs.set_waiting",
-                "tick_jobs.mark_submitted", "tick_jobs.recent_run_times", "users.users_of_group", "groups.groups", "groups.group_state",
-                "groups.charge_usage", "schedules.group_schedules", "schedules.take_slot", "schedules.insert_slot_job"}
+                "tick_jobs.mark_submitted", "tick_jobs.recent_run_times", "users.users_of_group", "groups.groups",
+                "groups.group_state", "groups.charge_usage", "schedules.group_schedules", "schedules.take_slot",
+                "schedules.insert_slot_job"}
     assert expected <= names, f"not sent by this tick: {sorted(expected - names)}"
     assert_no_history_read(history_db, sent)
 
@@ -568,7 +571,8 @@ def test_prune_deletes_exactly_the_old_finished_jobs_in_batches(request, history
 
 
 def _small_history(conn: psycopg.Connection, old: int, recent: int) -> None:
-    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)))", (FAKE_RAY,))
+    conn.execute("INSERT INTO resource_groups (name, clusters) "
+                 "VALUES ('main', jsonb_build_array(jsonb_build_object('name', 'c', 'address', %s::text)))", (FAKE_RAY,))
     conn.execute("INSERT INTO users (name) VALUES ('u00')")
     conn.execute(
         """INSERT INTO jobs (user_name, group_name, state, entrypoint, resources, submission_id, finished_at)

@@ -18,7 +18,8 @@ GROUP = "g"
 
 @pytest.fixture
 def queue(conn):
-    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES ('g', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]'), "
+    conn.execute("INSERT INTO resource_groups (name, clusters) "
+                 "VALUES ('g', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]'), "
                  "('h', '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:9\"}]')")
     conn.execute("INSERT INTO users (name) VALUES ('alice'), ('bob')")
     return conn

@@ -64,7 +64,8 @@ def db(database_url, conn, logins):
     dbname = urlsplit(database_url).path.lstrip("/")
     conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
         sql.Identifier(dbname), sql.SQL(", ").join(sql.Identifier(login) for login in logins)))
-    conn.execute("INSERT INTO resource_groups (name, clusters, selector) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]', 'roundrobin')",
+    conn.execute("INSERT INTO resource_groups (name, clusters, selector) "
+                 "VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]', 'roundrobin')",
                  (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s), (%s)", (ALICE, BOB))
 
@@ -487,7 +488,8 @@ def test_events_follow_the_jobs_rights(db, monkeypatch, capsys):
             conn.execute("SELECT job_fold_counts()")
     shown = cli_as(db, monkeypatch, capsys, ALICE, "events", str(mine))
     assert shown.status == 0 and "queued" in shown.out
-    refused_in_one_line(cli_as(db, monkeypatch, capsys, ALICE, "events", str(theirs)), f"job {theirs} does not exist or is not yours")
+    refused_in_one_line(cli_as(db, monkeypatch, capsys, ALICE, "events", str(theirs)),
+                        f"job {theirs} does not exist or is not yours")
     for role in (READER, ADMIN, SCHEDULER):
         result = cli_as(db, monkeypatch, capsys, role, "events", str(theirs))
         assert result.status == 0 and "queued" in result.out, (role, result.err)

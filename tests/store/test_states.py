@@ -191,7 +191,8 @@ CASES = [
 def _jobs_in_every_state(conn) -> list[tuple[int, str, int]]:
     """COPIES jobs in each state, the k-th copy at attempt k with k // 2 requeues, each with a
     submission_id (the schema requires one of submitted states; a PENDING job keeps its last one)."""
-    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]')", (GROUP,))
+    conn.execute("INSERT INTO resource_groups (name, clusters) "
+                 "VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]')", (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s)", (USER,))
     rows = conn.execute(
         """INSERT INTO jobs (user_name, group_name, entrypoint, resources, state, attempt, requeues, submission_id)
@@ -270,7 +271,8 @@ def test_a_user_or_group_with_finished_jobs_only(conn):
 
 def _job(conn, state, **columns) -> int:
     """One job of GROUP in `state`, with the columns given (the group and user made on first use)."""
-    conn.execute("INSERT INTO resource_groups (name, clusters) VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]') ON CONFLICT DO NOTHING",
+    conn.execute("INSERT INTO resource_groups (name, clusters) "
+                 "VALUES (%s, '[{\"name\": \"c\", \"address\": \"http://127.0.0.1:8265\"}]') ON CONFLICT DO NOTHING",
                  (GROUP,))
     conn.execute("INSERT INTO users (name) VALUES (%s) ON CONFLICT DO NOTHING", (USER,))
     columns = {"user_name": USER, "group_name": GROUP, "entrypoint": "true", "resources": '{"CPU": 1}', "state": state,
