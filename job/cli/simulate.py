@@ -8,6 +8,7 @@ import csv
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     totals = Resources.total(Resources.of(node.resources) for node in nodes)
     trace = _trace(args, totals.amounts())
     source = args.trace or "generated trace"
-    results = []
+    results: list[dict[str, Any]] = []
     rows: list[dict] = []
     for name, group in configurations:
         started = time.perf_counter()
@@ -179,7 +180,7 @@ def _compared(text: str) -> dict:
             known = ", ".join(sorted(by_key))
             raise BadInput(f"--compare {text}: {item!r}: expected KEY=VALUE with KEY one of {known}")
         raw.setdefault(option.field, []).append(value.strip())
-    fields = {}
+    fields: dict[str, Any] = {}
     for option in PLANNER_OPTIONS:
         values = raw.get(option.field)
         if values is None:

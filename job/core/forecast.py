@@ -73,10 +73,10 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
         return []
     kept = None if carried is None else set(in_line[:carried])
 
-    pending = [TraceJob(job, math.inf if run_times.get(job.id) is None else run_times[job.id])
+    pending = [TraceJob(job, math.inf if (run_s := run_times.get(job.id)) is None else run_s)
                for job in (snapshot.pending if kept is None
                            else carried_jobs if carried_jobs is not None else among(snapshot.pending, kept))]
-    running = [RunningAtStart(job, None if ends.get(job.id) is None else max((ends[job.id] - now).total_seconds(), 0.0))
+    running = [RunningAtStart(job, None if (end := ends.get(job.id)) is None else max((end - now).total_seconds(), 0.0))
                for job in snapshot.running]
     start = Start(epoch=now, running=running, state=snapshot.state, reservations=list(snapshot.reservations))
     # Not past LATEST_TIME: a thousand jobs ahead of a 100-year max runtime each would take the
@@ -86,7 +86,9 @@ def forecast(snapshot: Snapshot, ends: Mapping[str, datetime | None], run_times:
                        accounts=snapshot.accounts, until_s=horizon_s)
     first_start = {}
     for record in outcome.records:
-        runs = [start_s for _, start_s, _ in record.stopped] + ([record.start_s] if record.start_s is not None else [])
+        # A run stopped with no start (Ray had not started the job) is no start.
+        runs = [start_s for _, start_s, _ in record.stopped if start_s is not None] + (
+            [record.start_s] if record.start_s is not None else [])
         if runs:
             first_start[record.job.id] = runs[0]
     cut = outcome.end_s == horizon_s

@@ -26,9 +26,10 @@ shortcuts is said by their traits (core/planner/rules.py); the engine asks them.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from itertools import islice
 
-from job.core.planner.snapshot import Running
+from job.core.planner.snapshot import Pending, Running
 from job.core.resources import Resources
 
 # The node that holds the users' running jobs in the snapshot, not a node of the group; and the
@@ -50,16 +51,16 @@ def copies(free: dict[str, int], need: Resources) -> int:
     return most or 0
 
 
-def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: dict[Resources, int], free: dict[str, int],
-               every_job: bool, one_order: bool = False,
-               reserving: dict[Resources | tuple, dict[str, int]] | None = None) -> list[dict]:
+def candidates(waiting: dict[Resources | tuple, dict[str, list[tuple]]], fit: Mapping[Resources | tuple, int],
+               free: dict[str, int], every_job: bool, one_order: bool = False,
+               reserving: dict[Resources | tuple, dict[str, int]] | None = None) -> list[Pending]:
     """The pending jobs this plan may place, from `waiting` (per shape, per user, the user's
     queue of keys ending with the job), `fit` (the copies the nodes hold of each tracked shape)
     and the group's `free` total; with `every_job`, all of them. Of a shape with k copies, each
     user's first k, or where the plan takes every job in the order of the keys whoever its user
     (`one_order`), the first k of all. A job that holds a reservation goes to its own node alone:
     per shape and user, `reserving` counts them, and as many more may be placed behind them."""
-    jobs: list[dict] = []
+    jobs: list[Pending] = []
     reserving = reserving or {}
     for need, queues in waiting.items():
         if not queues:

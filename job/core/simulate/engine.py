@@ -64,9 +64,11 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import count
+from typing import cast
 
 from msgspec import UNSET
 from msgspec.structs import replace
@@ -110,12 +112,13 @@ class JobRecord:
     pending: planned.Pending | None = None
     queue_key: tuple | None = None
     # Preemption: whether a plan chose it as a victim (it stops at the next tick), its running
-    # entry while it runs, and its runs that were stopped, as (node, start, stop).
+    # entry while it runs, and its runs that were stopped, as (node, start, stop), the start None
+    # for a job running when the simulation starts that Ray had not started (a forecast's).
     stopping: bool = False
     running: planned.Running | None = None
     # Its start's number: tells the end of its current run from that of a run stopped before.
     number: int = 0
-    stopped: list[tuple[str, float, float]] = field(default_factory=list)
+    stopped: list[tuple[str, float | None, float]] = field(default_factory=list)
     # How it ended (SUCCEEDED, STOPPED at its max runtime, FAILED on a dependency that can never
     # hold: the job named in `failed_on`); None while it has not. Its dependencies not held yet.
     state: str | None = None
@@ -137,7 +140,7 @@ class UserRecord:
     # (time, dominant share held, dominant share wanted), from the time on: a step function.
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
     # Its running entries in the snapshot: what its jobs hold, on a node outside the group.
-    entries: list[dict] = field(default_factory=list)
+    entries: list[planned.Running] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -180,7 +183,7 @@ class Start:
     epoch: datetime
     running: list[RunningAtStart] = field(default_factory=list)
     state: dict[str, dict] = field(default_factory=dict)
-    reservations: list[dict] = field(default_factory=list)
+    reservations: list[planned.PlannedReservation] = field(default_factory=list)
 
 
 def _record(job: TraceJob, requests: dict[tuple, Resources], epoch: datetime) -> JobRecord:
@@ -189,18 +192,18 @@ def _record(job: TraceJob, requests: dict[tuple, Resources], epoch: datetime) ->
     pending = job.pending
     submit_s = _seconds(pending.submitted_at, epoch) or 0.0
     not_before_s = _seconds(pending.not_before, epoch)
-    times = {"submit_s": submit_s, "ready_s": submit_s if not_before_s is None else max(submit_s, not_before_s),
-             "since_s": _seconds(pending.waiting_since, epoch)}
+    ready_s = submit_s if not_before_s is None else max(submit_s, not_before_s)
+    since_s = _seconds(pending.waiting_since, epoch)
     if not pending.bundles:
         raw = tuple(pending.resources.items())
         need = requests.get(raw)
         if need is None:
             need = requests[raw] = Resources.of(pending.resources)
-        return JobRecord(job=job, need=need, shape=need, parts=(need,), **times)
+        return JobRecord(job=job, need=need, shape=need, parts=(need,), submit_s=submit_s, ready_s=ready_s, since_s=since_s)
     need = footprint({"resources": pending.resources, "bundles": pending.bundles})
     shape = (need, tuple(tuple(bundle.items()) for bundle in pending.bundles), pending.bundle_strategy)
     return JobRecord(job=job, need=need, shape=shape, parts=tuple(map(Resources.of, (pending.resources, *pending.bundles))),
-                     **times)
+                     submit_s=submit_s, ready_s=ready_s, since_s=since_s)
 
 
 def _seconds(moment: datetime | None, epoch: datetime) -> float | None:
@@ -212,7 +215,7 @@ def _gang(job: planned.Pending | planned.Running) -> dict:
     return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK"} if job.bundles else {}
 
 
-def _held(reservations: list[dict]) -> set[tuple]:
+def _held(reservations: list[planned.PlannedReservation]) -> set[tuple]:
     """What reservations hold, as a plan takes them: their jobs, kinds and nodes."""
     return {(held["job"], held.get("kind"), held["node"], tuple(held.get("bundle_nodes", ()))) for held in reservations}
 
@@ -292,7 +295,7 @@ class Setting:
 def _setting(jobs: list[TraceJob], group: Group, users: dict[str, User], every_s: float, start: Start | None,
              accounts: dict[str, Account], until_s: float | None) -> Setting:
     policy, gangs = POLICIES[group.policy], any(job.pending.bundles for job in jobs)
-    specs = (*users.values(), *accounts.values())
+    specs: tuple[User | Account, ...] = (*users.values(), *accounts.values())
     limited = group.max_running_per_user is not None or any(spec.max_running is not None for spec in specs)
     limits = limited or group.max_resources_per_user is not None or any(
         spec.max_resources is not None for spec in specs)
@@ -336,7 +339,8 @@ class ClusterState:
         self.schedulable: dict[Resources | tuple, bool] = {}
         # Per tracked shape, how many copies of it each node's free resources hold, and in all.
         self.copies: dict[Resources, dict[str, int]] = {}
-        self.fit: dict[Resources, int] = {}
+        # Keyed as compress.candidates reads it, by any shape: only plain ones are tracked.
+        self.fit: dict[Resources | tuple, int] = {}
 
     def hold_on(self, node: str, need: Resources, sign: int) -> None:
         """`need` taken (1) or given back (-1) on `node`: its free units, its copies of the tracked
@@ -435,7 +439,7 @@ class _Simulation:
         self.records = [_record(job, self.requests, setting.epoch) for job in jobs]
         self.events = Events(sorted(self.records, key=_ready))
         # The reservations of the last plan, and the planner's state.
-        self.reservations: list[dict] = list(start.reservations) if start is not None else []
+        self.reservations: list[planned.PlannedReservation] = list(start.reservations) if start is not None else []
         self.state: dict[str, dict] = dict(start.state) if start is not None else {}
         # The jobs that arrived, by id; per shape, per user, the user's waiting jobs of that shape
         # in queue order, and how many wait.
@@ -542,6 +546,7 @@ class _Simulation:
             if not waiting.waits:
                 self._throttle(waiting, now_s, touched)
         if record.job.throttle is not None and record.start_s is not None:
+            assert record.job.array is not None, "a throttle is an array's"
             room = self.arrays[record.job.array]
             room.active -= 1
             while room.held and room.active < record.job.throttle:
@@ -556,6 +561,7 @@ class _Simulation:
         if throttle is None:
             self._admit(record, since_s, touched)
             return
+        assert record.job.array is not None, "a throttle is an array's"
         room = self.arrays.setdefault(record.job.array, ArrayRoom())
         if room.active >= throttle:
             room.held.append(record)
@@ -620,6 +626,7 @@ class _Simulation:
     def _enqueue(self, record: JobRecord, since_s: float) -> None:
         """The record waits, since `since_s` (what reserve_after counts from)."""
         job = record.pending
+        assert job is not None, "set as the record is admitted (_admit) or begun (_begin)"
         # The planner's order within a user, and fifo's of all jobs: higher class, higher priority,
         # then older (the time it reads, to the microsecond), then by id (shorter first).
         value = self.setting.class_values[job.priority_class or self.setting.group.default_class]
@@ -633,6 +640,7 @@ class _Simulation:
     def _dequeue(self, record: JobRecord) -> None:
         queues = self.waiting[record.shape]
         queue = queues[record.job.user]
+        assert record.queue_key is not None, "only a waiting record leaves its queue"
         del queue[bisect_left(queue, record.queue_key)]
         record.queue_key = None
         if not queue:
@@ -654,11 +662,12 @@ class _Simulation:
         if not pending:
             return
         now = self.setting.epoch + timedelta(seconds=now_s)
-        users = {}
+        users: dict[str, User] = {}
         # Preemption weighs the scores of the running jobs' users too; a team's score, what every
         # user of it holds and has used. With the reservation slots held, the others' jobs are
         # compressed (_around_reservations): those of users without a job to plan order nothing.
-        named = [*pending, *self.cluster.running.values()] if exact and not held_slots else pending
+        named: Sequence[planned.Pending | JobRecord] = ([*pending, *self.cluster.running.values()]
+                                                       if exact and not held_slots else pending)
         names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
         for name in [*self.books.users, *names] if self.setting.accounts else names:
             if name not in users:
@@ -668,19 +677,23 @@ class _Simulation:
                     self.books.charge(user, now_s)
                     spec = spec.model_copy(update={"usage": user.usage})
                 users[name] = spec
-        aside: list[dict] = []
+        aside: list[planned.Running] = []
         if held_slots:
             running, aside = self._around_reservations(users)
         elif exact:
-            running = [record.running for record in self.cluster.running.values()]
+            # A record is in cluster.running while it runs, its running entry set (_run).
+            running = cast(list[planned.Running], [record.running for record in self.cluster.running.values()])
         else:
             running = [entry for name in users for entry in self.books.users[name].entries]
         snapshot = Snapshot.model_construct(group=self.setting.group, now=now, nodes=self.cluster.nodes, running=running,
                                             pending=pending, users=users, accounts=self.setting.accounts, state=self.state,
                                             reservations=self.reservations)
         result = plan(snapshot, None if exact and not held_slots else self.cluster.carried, worded=False)
-        for entry in aside:
-            self.cluster.carried.put(entry)
+        if aside:
+            carried = self.cluster.carried
+            assert carried is not None, "set aside from the carried picture (_around_reservations)"
+            for entry in aside:
+                carried.put(entry)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
         for placement in result.placements:
@@ -688,6 +701,7 @@ class _Simulation:
         for preemption in result.preemptions or ():
             for victim in preemption["victims"]:
                 record = self.cluster.running[victim]
+                assert record.running is not None, "a running job is the victim"
                 record.stopping = True
                 record.running = replace(record.running, stopping=True)
                 self.events.victims.append(record)
@@ -703,21 +717,24 @@ class _Simulation:
     def _with_reserving(self) -> list[planned.Pending]:
         """The jobs a plan around the held reservations may place, and the reserving jobs."""
         reserving: dict[Resources | tuple, dict[str, int]] = {}
-        records = [self.by_id[held["job"]] for held in self.reservations]
-        for record in records:
+        waiting: list[planned.Pending] = []
+        for held in self.reservations:
+            record = self.by_id[held["job"]]
             behind = reserving.setdefault(record.shape, {})
             behind[record.job.user] = behind.get(record.job.user, 0) + 1
+            assert record.pending is not None, "a reserving job was admitted (_admit)"
+            waiting.append(record.pending)
         pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue, self.setting.one_order, reserving)
         listed = {job.id for job in pending}
-        return [*pending, *(record.pending for record in records if record.pending.id not in listed)]
+        return [*pending, *(job for job in waiting if job.id not in listed)]
 
-    def _slot_free(self, reservations: list[dict], now_s: float) -> bool:
+    def _slot_free(self, reservations: list[planned.PlannedReservation], now_s: float) -> bool:
         """Whether a later plan, with no event between, may make a head-of-line reservation for
         another job than this one's: under a policy whose order moves with time, a free slot."""
         heads = sum(held.get("kind") == "head" for held in reservations)
         return bool(self.setting.half_life_s) and heads < self.setting.group.max_reservations and self._reserving(now_s)
 
-    def _head_open(self, reservations: list[dict], now_s: float) -> bool:
+    def _head_open(self, reservations: list[planned.PlannedReservation], now_s: float) -> bool:
         """Whether a plan that started jobs leaves a slot a later plan may fill with no event between:
         the jobs it started change the users' order, and the first job to wait for resources, which
         the plan judged before they started (one not yet past reserve_after), may then be another."""
@@ -743,7 +760,7 @@ class _Simulation:
         heads = sum(1 for held in self.reservations if held.get("kind") == "head")
         return heads >= self.setting.group.max_reservations
 
-    def _around_reservations(self, users: dict) -> tuple[list[planned.Running], list[planned.Running]]:
+    def _around_reservations(self, users: dict[str, User]) -> tuple[list[planned.Running], list[planned.Running]]:
         """The running entries of a plan whose reservations are all held (`_slots_held`), beside
         the carried picture's: on the reserved nodes every running job as it is, their nodes'
         entries set aside from the picture (returned: they go back after the plan); the users'
@@ -753,8 +770,10 @@ class _Simulation:
         exact = sorted((record for node in reserved for record in self.cluster.running_on.get(node, {}).values()),
                        key=lambda record: record.number)
         aside = [self.cluster.node_entries[node] for node in sorted(reserved) if node in self.cluster.node_entries]
+        carried = self.cluster.carried
+        assert carried is not None, "held slots are judged on the carried picture (_slots_held: not exact)"
         for entry in aside:
-            self.cluster.carried.drop(entry.id)
+            carried.drop(entry.id)
         held: list[planned.Running] = []
         off: dict[str, tuple[dict[str, int], int]] = {}
         for record in exact:
@@ -770,9 +789,10 @@ class _Simulation:
             rest = dict(user.held)
             add_to(rest, units, -1)
             held.extend(user_entries(name, rest, user.running - count, self.setting.limited))
-        return [*held, *(record.running for record in exact)], aside
+        # A record in running_on runs: its running entry is set (_run).
+        return [*held, *cast(list[planned.Running], [record.running for record in exact])], aside
 
-    def _start(self, record: JobRecord, placement: dict, now_s: float, touched: set[UserRecord]) -> None:
+    def _start(self, record: JobRecord, placement: planned.Placement, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
         self._run(record, placement["node"], now_s, now_s + _run_s(record.job), placement.get("bundle_nodes", ()))
         self._hold(record, 1, now_s, touched)
@@ -817,6 +837,7 @@ class _Simulation:
             ends = ({"expected_end": epoch + timedelta(seconds=begun.end_s)}
                     if begun.end_s is not None and started_s is not None else {})
             record.stopping = job.stopping
+            assert record.running is not None, "_run set it"
             record.running = replace(record.running, stopping=job.stopping, **ends)
             if job.stopping:
                 self.events.victims.append(record)
@@ -835,11 +856,13 @@ class _Simulation:
 
     def _leave(self, record: JobRecord) -> None:
         """The record runs no more."""
+        node = record.node
+        assert node is not None, "a running job has its node (_run)"
         del self.cluster.running[record.job.id]
-        here = self.cluster.running_on[record.node]
+        here = self.cluster.running_on[node]
         del here[record.job.id]
         if not here:
-            del self.cluster.running_on[record.node]
+            del self.cluster.running_on[node]
         record.running = None
         record.stopping = False
 
@@ -849,6 +872,7 @@ class _Simulation:
         the beginning."""
         self._hold(record, -1, now_s, touched)
         self._leave(record)
+        assert record.node is not None and record.pending is not None, "a victim ran, as it was admitted or begun"
         record.stopped.append((record.node, record.start_s, now_s))
         record.node = record.start_s = record.end_s = None
         record.homes = ()

@@ -40,7 +40,8 @@ def generate(count: int, seed: int, totals: dict[str, float], users: int | None 
             habits.append(("CPU", rng.randrange(len(CPU_SIZES))))
     names = [f"user{k:04d}" for k in range(1, users + 1)]
     picked = rng.choices(range(users), weights=[1 / k for k in range(1, users + 1)], k=count)
-    shapes, runs = [], []
+    shapes: list[dict[str, float]] = []
+    runs: list[float] = []
     for user in picked:
         kind, usual = habits[user]
         sizes = GPU_SIZES if kind == "GPU" else CPU_SIZES

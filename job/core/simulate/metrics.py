@@ -13,8 +13,8 @@ everything. Overall, the ratio is of the sums over the windows, each weighted by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from job.core.accounts import entitlements
 from job.core.planner.snapshot import Account, account_path
@@ -112,18 +112,20 @@ def _integrate(user: UserRecord, starts: list[float], lengths: list[float], wind
 def summarise(outcome: Outcome, shares: Windows) -> dict:
     """The figures, given the outcome's windows (`windows`)."""
     records = outcome.records
-    started = [record for record in records if record.start_s is not None]
+    # The jobs that started, with their last run's start and end (a run has both: engine._run).
+    started = [(record, record.start_s, record.end_s) for record in records
+               if record.start_s is not None and record.end_s is not None]
     submits = [record.submit_s for record in records]
     first = min(submits, default=0.0)
-    waits = [record.start_s - record.submit_s for record in started]
-    completions = [record.end_s - record.submit_s for record in started]
-    slowdowns = [max(1.0, (record.end_s - record.submit_s) / max(record.job.run_s, SLOWDOWN_BOUND_S))
-                 for record in started]
-    last = max((record.end_s for record in started), default=first)
+    waits = [start - record.submit_s for record, start, _ in started]
+    completions = [end - record.submit_s for record, _, end in started]
+    slowdowns = [max(1.0, (end - record.submit_s) / max(record.job.run_s, SLOWDOWN_BOUND_S))
+                 for record, _, end in started]
+    last = max((end for _, _, end in started), default=first)
     makespan = last - first
     utilization = {}
     for name, total in outcome.totals.items():
-        work = sum(record.need.get(name, 0) * record.job.run_s for record in started)
+        work = sum(record.need.get(name, 0) * record.job.run_s for record, _, _ in started)
         utilization[name] = work / (total * makespan) if total > 0 and makespan > 0 else 0.0
     ratios, deviations, per_window = [], [], []
     received_sum: dict[str, float] = {}
@@ -162,14 +164,15 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
         "deviation_max": max(deviations, default=None),
         "deviation_mean": _mean(deviations),
         "preemptions": sum(len(record.stopped) for record in records),
-        "lost_run_s": sum(stop - start for record in records for _, start, stop in record.stopped),
+        # A run with no start is a forecast's job stopped before Ray started it: none here.
+        "lost_run_s": sum(stop - start for record in records for _, start, stop in record.stopped if start is not None),
         "ticks": outcome.ticks,
         "plans": outcome.plans,
         "events": outcome.events,
     }
 
 
-def tree_figures(outcome: Outcome, accounts: Mapping[str, Account]) -> dict:
+def tree_figures(outcome: Outcome, accounts: dict[str, Account]) -> dict:
     """Per user and per account, over the whole span (the first submission to the end, or to
     `--until`): `received`, its part of the dominant-resource time delivered (an account's, its
     users' together); `entitled`, its part down the tree among those with jobs in the span
@@ -187,9 +190,10 @@ def tree_figures(outcome: Outcome, accounts: Mapping[str, Account]) -> dict:
     users = {name: (user.spec.account, user.spec.shares) for name, user in outcome.users.items()}
     user_parts, account_parts = entitlements({name: (a.parent, a.shares) for name, a in accounts.items()}, users,
                                              outcome.users)
-    people = {name: {"account": users[name][0], "received": held[name] / delivered if delivered else 0.0,
-                     "entitled": user_parts[name], "wait_mean_s": _mean(waits.get(name, []))}
-              for name in sorted(outcome.users)}
+    people: dict[str, dict[str, Any]] = {
+        name: {"account": users[name][0], "received": held[name] / delivered if delivered else 0.0,
+               "entitled": user_parts[name], "wait_mean_s": _mean(waits.get(name, []))}
+        for name in sorted(outcome.users)}
     teams = {}
     for name in sorted(accounts):
         below = [user for user in people if name in account_path(accounts, users[user][0])]

@@ -118,9 +118,11 @@ def parse_bundles(text: str, where: str) -> tuple[dict[str, float], ...] | None:
     if not text:
         return None
     try:
-        return tuple(check_bundles(expand_bundles((item.strip() for item in text.split(";")), ":", "2xCPU:2;GPU:1,CPU:4")))
+        bundles = check_bundles(expand_bundles((item.strip() for item in text.split(";")), ":", "2xCPU:2;GPU:1,CPU:4"))
     except ValueError as exc:
         raise BadInput(f"{where}: {exc}") from None
+    assert bundles is not None, "check_bundles gives None only for None"
+    return tuple(bundles)
 
 
 def _bundle_strategy(text: str | None, bundles: tuple | None, where: str) -> str | None:
@@ -147,7 +149,7 @@ REQUIRED_FIELDS, PLAIN_FIELDS = 4, 7
 
 def parse_csv(text: str, source: str = "trace") -> Trace:
     trace = Trace()
-    columns = CSV_FIELDS
+    columns: tuple[str, ...] = CSV_FIELDS
     # Ids named so far: a job's own, and an array's (its tasks'); `after` names only these.
     named: dict[str, list[str]] = {}
     for number, row in enumerate(csv.reader(text.splitlines()), start=1):
