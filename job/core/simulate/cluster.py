@@ -21,7 +21,8 @@ def parse_nodes(text: str) -> list[Node]:
     for part in text.split("+"):
         match = _KIND.fullmatch(part)
         if match is None:
-            raise BadInput(f"--nodes: expected COUNTx{{NAME:AMOUNT,...}}, e.g. 4x{{CPU:32,GPU:8,memory:256GiB}}; got {part.strip()!r}")
+            raise BadInput("--nodes: expected COUNTx{NAME:AMOUNT,...}, e.g. 4x{CPU:32,GPU:8,memory:256GiB}; "
+                           f"got {part.strip()!r}")
         count = int(match.group(1) or 1)
         if count < 1:
             raise BadInput(f"--nodes: at least one node of each kind, got {part.strip()!r}")

@@ -37,7 +37,8 @@ nor is the tick after a plan that changed the reservations (a reservation whose 
 its slot for the next plan, and a new one changes what the next plan holds) or, with a slot free,
 started jobs (the users' order moves, and with it the first job to wait for resources), nor, under a policy
 that remembers usage, any tick while a slot is free: the users' order moves as usage decays, and
-the first job to wait for resources, which takes the slot, may become another user's. A job with a max runtime is stopped there, and its expected end is its start
+the first job to wait for resources, which takes the slot, may become another user's. A job
+with a max runtime is stopped there, and its expected end is its start
 plus its max runtime. A job's wait, that reserve_after counts, runs from when it may start (its
 not_before, if after its submission) or, stopped by a preemption, from its stop: the tick's
 `waiting_since`.
@@ -75,7 +76,7 @@ from msgspec.structs import replace
 
 from job.core import states
 from job.core.dependencies import SETTLES
-from job.core.planner import Snapshot, plan
+from job.core.planner import Plan, Snapshot, plan
 from job.core.planner import snapshot as planned
 from job.core.planner.carried import Carried
 from job.core.planner.picture import add_to
@@ -451,6 +452,8 @@ class _Simulation:
         self.pending_count = 0
         # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
         self.replan = False
+        # The first of the arrivals not arrived yet.
+        self.next_arrival = 0
         self.outcome = Outcome(records=self.records, users=self.books.users, totals=self.cluster.totals, every_s=every_s)
 
     def run(self) -> Outcome:
@@ -461,48 +464,61 @@ class _Simulation:
         if self.setting.start is not None:
             tick = 0
             self._begin(self.setting.start.running)
-        next_arrival = 0
+        self.next_arrival = 0
         while True:
             now = tick * self.setting.every_s
             if self.setting.until_s is not None and now > self.setting.until_s:
                 # What runs then is cut there, what waits never starts: the figures end here.
                 outcome.end_s = self.setting.until_s
                 break
-            touched: set[UserRecord] = set()
-            while self.events.ends and self.events.ends[0][0] <= now:
-                _, number, record = heapq.heappop(self.events.ends)
-                if record.running is not None and record.number == number:
-                    self._release(record, now, touched)
-            victims, self.events.victims = self.events.victims, []
-            for record in victims:
-                if record.stopping:  # not ended meanwhile
-                    self._stop(record, now, touched)
-            while next_arrival < len(self.events.arrivals) and _ready(self.events.arrivals[next_arrival]) <= now:
-                self._arrive(self.events.arrivals[next_arrival], now, touched)
-                next_arrival += 1
-            # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
-            self.replan = False
-            if self.pending_count:
-                self._plan(now, touched)
-            for user in touched:
-                self.books.mark(user, now)
-            outcome.ticks += 1
-            upcoming = []
-            if next_arrival < len(self.events.arrivals):
-                upcoming.append(_ready(self.events.arrivals[next_arrival]))
-            while self.events.reserve_at and (self.events.reserve_at[0] <= now or not self.pending_count):
-                heapq.heappop(self.events.reserve_at)
-            if self.events.reserve_at:
-                upcoming.append(self.events.reserve_at[0])
-            if self.events.ends:
-                upcoming.append(self.events.ends[0][0])
-            if not upcoming:
+            self._tick(now)
+            upcoming = self._upcoming(now)
+            if upcoming is None:
                 outcome.end_s = now
                 break
-            if (self.setting.preempting or self.replan) and self.pending_count:
-                upcoming.append(now + self.setting.every_s)
-            tick = max(tick + 1, math.ceil(min(upcoming) / self.setting.every_s - 1e-9))
+            tick = max(tick + 1, math.ceil(upcoming / self.setting.every_s - 1e-9))
         return outcome
+
+    def _tick(self, now: float) -> None:
+        """What the scheduler's tick does at `now`: the ends, the victims' stops, the arrivals, the plan."""
+        touched: set[UserRecord] = set()
+        while self.events.ends and self.events.ends[0][0] <= now:
+            _, number, record = heapq.heappop(self.events.ends)
+            if record.running is not None and record.number == number:
+                self._release(record, now, touched)
+        victims, self.events.victims = self.events.victims, []
+        for record in victims:
+            if record.stopping:  # not ended meanwhile
+                self._stop(record, now, touched)
+        arrivals = self.events.arrivals
+        while self.next_arrival < len(arrivals) and _ready(arrivals[self.next_arrival]) <= now:
+            self._arrive(arrivals[self.next_arrival], now, touched)
+            self.next_arrival += 1
+        # Whether this tick's plan changed the reservations (_plan): the next tick is then planned.
+        self.replan = False
+        if self.pending_count:
+            self._plan(now, touched)
+        for user in touched:
+            self.books.mark(user, now)
+        self.outcome.ticks += 1
+
+    def _upcoming(self, now: float) -> float | None:
+        """When something may change next, after `now`: an arrival, a job passing reserve_after, an
+        end, or under preemption or a changed reservation the next tick; None: nothing ever will."""
+        upcoming = []
+        if self.next_arrival < len(self.events.arrivals):
+            upcoming.append(_ready(self.events.arrivals[self.next_arrival]))
+        while self.events.reserve_at and (self.events.reserve_at[0] <= now or not self.pending_count):
+            heapq.heappop(self.events.reserve_at)
+        if self.events.reserve_at:
+            upcoming.append(self.events.reserve_at[0])
+        if self.events.ends:
+            upcoming.append(self.events.ends[0][0])
+        if not upcoming:
+            return None
+        if (self.setting.preempting or self.replan) and self.pending_count:
+            upcoming.append(now + self.setting.every_s)
+        return min(upcoming)
 
     def _arrive(self, record: JobRecord, now_s: float, touched: set[UserRecord]) -> None:
         """The record is submitted: it waits for its dependencies, fails on one that cannot hold, or
@@ -611,14 +627,16 @@ class _Simulation:
             return schedulable
         if pending.bundles:
             # Whether a gang fits the empty nodes is the planner's question, asked as it does.
-            alone = Snapshot.model_construct(group=self.setting.group, now=self.setting.epoch, nodes=self.cluster.nodes, running=[],
+            alone = Snapshot.model_construct(group=self.setting.group, now=self.setting.epoch, nodes=self.cluster.nodes,
+                                             running=[],
                                              pending=[pending], users={}, state={}, reservations=[])
             schedulable = all(waiting["reason"] != "Unschedulable" for waiting in plan(alone).waiting)
         else:
             schedulable = any(record.need.fits_in(self.cluster.node_totals[node.id]) for node in self.cluster.nodes
                               if all(node.labels.get(key) == value for key, value in labels.items()))
             if schedulable and not labels and len(self.cluster.copies) < TRACKED_SHAPES:
-                counts = self.cluster.copies[record.need] = {node: copies(free, record.need) for node, free in self.cluster.free_on.items()}
+                counts = self.cluster.copies[record.need] = {node: copies(free, record.need)
+                                                             for node, free in self.cluster.free_on.items()}
                 self.cluster.fit[record.need] = sum(counts.values())
         self.cluster.schedulable[shape] = schedulable
         return schedulable
@@ -658,25 +676,17 @@ class _Simulation:
         if held_slots and not self.setting.backfills:
             pending = self._with_reserving()
         else:
-            pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue or exact, self.setting.one_order)
+            pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue or exact,
+                                 self.setting.one_order)
         if not pending:
             return
         now = self.setting.epoch + timedelta(seconds=now_s)
-        users: dict[str, User] = {}
         # Preemption weighs the scores of the running jobs' users too; a team's score, what every
         # user of it holds and has used. With the reservation slots held, the others' jobs are
         # compressed (_around_reservations): those of users without a job to plan order nothing.
         named: Sequence[planned.Pending | JobRecord] = ([*pending, *self.cluster.running.values()]
                                                        if exact and not held_slots else pending)
-        names = [job.user if isinstance(job, planned.Pending) else job.job.user for job in named]
-        for name in [*self.books.users, *names] if self.setting.accounts else names:
-            if name not in users:
-                user = self.books.user(name)
-                spec = user.spec
-                if self.setting.half_life_s:
-                    self.books.charge(user, now_s)
-                    spec = spec.model_copy(update={"usage": user.usage})
-                users[name] = spec
+        users = self._users([job.user if isinstance(job, planned.Pending) else job.job.user for job in named], now_s)
         aside: list[planned.Running] = []
         if held_slots:
             running, aside = self._around_reservations(users)
@@ -696,6 +706,31 @@ class _Simulation:
                 carried.put(entry)
         self.outcome.plans += 1
         self.state = {**self.state, **result.state}
+        self._follow(result, now_s, touched)
+        # A reservation that ended (its job started) frees a slot that only the next plan gives,
+        # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
+        # a slot is free and usage decays: the users' order then moves with time alone, and the
+        # first job to wait for resources, which takes the slot, may be another user's.
+        after = result.reservations or []
+        self.replan = (_held(after) != _held(self.reservations) or self._slot_free(after, now_s)
+                       or (bool(result.placements) and self._head_open(after, now_s)))
+        self.reservations = after
+
+    def _users(self, names: list[str], now_s: float) -> dict[str, User]:
+        """The users a plan reads (under accounts, every one), their usage brought up to `now_s`."""
+        users: dict[str, User] = {}
+        for name in [*self.books.users, *names] if self.setting.accounts else names:
+            if name not in users:
+                user = self.books.user(name)
+                spec = user.spec
+                if self.setting.half_life_s:
+                    self.books.charge(user, now_s)
+                    spec = spec.model_copy(update={"usage": user.usage})
+                users[name] = spec
+        return users
+
+    def _follow(self, result: Plan, now_s: float, touched: set[UserRecord]) -> None:
+        """The plan's placements start; its victims stop at the next tick."""
         for placement in result.placements:
             self._start(self.by_id[placement["job"]], placement, now_s, touched)
         for preemption in result.preemptions or ():
@@ -705,14 +740,6 @@ class _Simulation:
                 record.stopping = True
                 record.running = replace(record.running, stopping=True)
                 self.events.victims.append(record)
-        # A reservation that ended (its job started) frees a slot that only the next plan gives,
-        # and a new one changes what the next plan holds: that plan is not skipped. Nor is it while
-        # a slot is free and usage decays: the users' order then moves with time alone, and the
-        # first job to wait for resources, which takes the slot, may be another user's.
-        after = result.reservations or []
-        self.replan = (_held(after) != _held(self.reservations) or self._slot_free(after, now_s)
-                       or (bool(result.placements) and self._head_open(after, now_s)))
-        self.reservations = after
 
     def _with_reserving(self) -> list[planned.Pending]:
         """The jobs a plan around the held reservations may place, and the reserving jobs."""
@@ -724,7 +751,8 @@ class _Simulation:
             behind[record.job.user] = behind.get(record.job.user, 0) + 1
             assert record.pending is not None, "a reserving job was admitted (_admit)"
             waiting.append(record.pending)
-        pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue, self.setting.one_order, reserving)
+        pending = candidates(self.waiting, self.cluster.fit, self.cluster.free, self.setting.exact_queue,
+                             self.setting.one_order, reserving)
         listed = {job.id for job in pending}
         return [*pending, *(job for job in waiting if job.id not in listed)]
 
@@ -810,7 +838,8 @@ class _Simulation:
         job = record.job.pending
         started_at = None if start_s is None else self.setting.epoch + timedelta(seconds=start_s)
         record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
-                                         priority_class=job.priority_class or self.setting.group.default_class, started_at=started_at, **_gang(job),
+                                         priority_class=job.priority_class or self.setting.group.default_class,
+                                         started_at=started_at, **_gang(job),
                                          bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
                                          expected_end=started_at + timedelta(seconds=job.max_runtime_s)
                                          if started_at is not None and job.max_runtime_s is not None else None)
@@ -827,12 +856,14 @@ class _Simulation:
             started_s = _seconds(job.started_at, epoch)
             # Stopped by a preemption, it waits again, in its place in the queue: its start stands
             # for its submission, which the snapshot does not say.
-            pending = planned.Pending(id=job.id, user=job.user, resources=job.resources, priority_class=job.priority_class or UNSET,
+            pending = planned.Pending(id=job.id, user=job.user, resources=job.resources,
+                                      priority_class=job.priority_class or UNSET,
                                       submitted_at=job.started_at or epoch, **_gang(job))
             record = _record(TraceJob(pending, math.inf), self.requests, epoch)
             self.by_id[job.id] = record
             record.pending = pending
-            self._run(record, job.node, started_s, math.inf if begun.end_s is None else begun.end_s, tuple(job.bundle_nodes or ()))
+            self._run(record, job.node, started_s, math.inf if begun.end_s is None else begun.end_s,
+                      tuple(job.bundle_nodes or ()))
             # A forecast's running job ends when it is expected to: what reservations count on.
             ends = ({"expected_end": epoch + timedelta(seconds=begun.end_s)}
                     if begun.end_s is not None and started_s is not None else {})

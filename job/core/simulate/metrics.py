@@ -106,7 +106,8 @@ def _integrate(user: UserRecord, starts: list[float], lengths: list[float], wind
                 held[window] += share * (finish - begin)
                 asked[window] += min(wanted, 1.0) * (finish - begin)
             window += 1
-    return [amount / length for amount, length in zip(held, lengths, strict=False)], [amount / length for amount, length in zip(asked, lengths, strict=False)]
+    return ([amount / length for amount, length in zip(held, lengths, strict=False)],
+            [amount / length for amount, length in zip(asked, lengths, strict=False)])
 
 
 def summarise(outcome: Outcome, shares: Windows) -> dict:
@@ -127,22 +128,6 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
     for name, total in outcome.totals.items():
         work = sum(record.need.get(name, 0) * record.job.run_s for record, _, _ in started)
         utilization[name] = work / (total * makespan) if total > 0 and makespan > 0 else 0.0
-    ratios, deviations, per_window = [], [], []
-    received_sum: dict[str, float] = {}
-    entitled_sum: dict[str, float] = {}
-    for index, length in enumerate(shares.lengths):
-        window_ratios = []
-        for name, entitled in shares.entitled.items():
-            part, got = entitled[index], shares.received[name][index]
-            if part <= 0:
-                continue
-            window_ratios.append(got / part)
-            deviations.append(abs(got - part))
-            received_sum[name] = received_sum.get(name, 0.0) + got * length
-            entitled_sum[name] = entitled_sum.get(name, 0.0) + part * length
-        per_window.append(jain(window_ratios))
-    ratios = [received_sum[name] / entitled_sum[name] for name in entitled_sum]
-    measured = [value for value in per_window if value is not None]
     return {
         "jobs": len(records),
         "started": len(started),
@@ -158,11 +143,7 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
         "bounded_slowdown_mean": _mean(slowdowns),
         "makespan_s": makespan,
         "utilization": utilization,
-        "jain": jain(ratios),
-        "jain_window_mean": _mean(measured),
-        "jain_windows": per_window,
-        "deviation_max": max(deviations, default=None),
-        "deviation_mean": _mean(deviations),
+        **_fairness(shares),
         "preemptions": sum(len(record.stopped) for record in records),
         # A run with no start is a forecast's job stopped before Ray started it: none here.
         "lost_run_s": sum(stop - start for record in records for _, start, stop in record.stopped if start is not None),
@@ -170,6 +151,30 @@ def summarise(outcome: Outcome, shares: Windows) -> dict:
         "plans": outcome.plans,
         "events": outcome.events,
     }
+
+
+def _fairness(shares: Windows) -> dict:
+    """Jain's index of the users' received over entitled, over the whole run and per window, and
+    the gaps between the two."""
+    deviations: list[float] = []
+    per_window: list[float | None] = []
+    received_sum: dict[str, float] = {}
+    entitled_sum: dict[str, float] = {}
+    for index, length in enumerate(shares.lengths):
+        window_ratios = []
+        for name, entitled in shares.entitled.items():
+            part, got = entitled[index], shares.received[name][index]
+            if part <= 0:
+                continue
+            window_ratios.append(got / part)
+            deviations.append(abs(got - part))
+            received_sum[name] = received_sum.get(name, 0.0) + got * length
+            entitled_sum[name] = entitled_sum.get(name, 0.0) + part * length
+        per_window.append(jain(window_ratios))
+    ratios = [received_sum[name] / entitled_sum[name] for name in entitled_sum]
+    measured = [value for value in per_window if value is not None]
+    return {"jain": jain(ratios), "jain_window_mean": _mean(measured), "jain_windows": per_window,
+            "deviation_max": max(deviations, default=None), "deviation_mean": _mean(deviations)}
 
 
 def tree_figures(outcome: Outcome, accounts: dict[str, Account]) -> dict:
