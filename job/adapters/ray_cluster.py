@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from operator import attrgetter
 from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
@@ -90,8 +91,10 @@ class RaySubmitRefused(JobError):
     """Ray refused this submission as invalid; retrying the same request cannot help."""
 
 
-@dataclass(frozen=True)
-class RayNode:
+class RayNode(msgspec.Struct, frozen=True):
+    """An alive node. A Struct: a tick makes one per node of every cluster, thousands, in a fraction
+    of a frozen dataclass's time (bench/clusters.py)."""
+
     id: str
     resources: dict[str, float]
     labels: dict[str, str]
@@ -170,7 +173,7 @@ class RayCluster:
         with `labels` added to its own (a group's cluster name)."""
         params = {"limit": 10000, "detail": "true", "filter_keys": "state", "filter_predicates": "=",
                   "filter_values": "ALIVE"}
-        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params, decoder=_JSON)
+        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params, decoder=_NODES)
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
@@ -178,16 +181,16 @@ class RayCluster:
         # (`total` also counts the dead nodes the filter left out: compare what passed the filter.)
         if listing.get("partial_failure_warning") or listing["num_filtered"] != len(listing["result"]):
             raise Unavailable(f"ray at {self.shown_address}: incomplete node list: {listing.get('partial_failure_warning')}")
-        free = self.free()
+        usage = self.usage()
+        added = labels or {}
         found = []
         for node in listing["result"]:
-            resources = _schedulable(node.get("resources_total") or {})
-            camel_free = free.get(node["node_id"])
-            found.append(RayNode(id=node["node_id"], resources=resources, labels={**(node.get("labels") or {}), **(labels or {})},
-                                 is_head=node["is_head_node"],
-                                 free=None if camel_free is None else
-                                 {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
-        return sorted(found, key=lambda n: n.id)
+            resources = _schedulable(node.resources_total or {})
+            used = usage.get(node.node_id)
+            found.append(RayNode(node.node_id, resources, {**(node.labels or {}), **added}, node.is_head_node,
+                                 None if used is None else _free(resources, used)))
+        found.sort(key=_BY_ID)
+        return found
 
     def head_node_id(self) -> str:
         """The id of the alive head node."""
@@ -200,20 +203,20 @@ class RayCluster:
             raise Unavailable(f"ray at {self.shown_address}: no alive head node")
         return heads[0]
 
-    def free(self) -> dict[str, dict[str, float]]:
-        """What is free on each node, by node id: the GCS's view of every node's resources, which
-        the raylets refresh as work starts and ends (within about a second); one request, a few
-        milliseconds. Resource names come camelCased in this answer: see `nodes` for Ray's own."""
-        body = self._call("cluster status", "GET", "/api/cluster_status", decoder=_JSON)
+    def usage(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """What is used of each node's resources, as (used, total), by node id: the GCS's view of
+        every node's resources, which the raylets refresh as work starts and ends (within about a
+        second); one request, a few milliseconds. Resource names come camelCased in this answer:
+        see `_free` for Ray's own."""
+        body = self._call("cluster status", "GET", "/api/cluster_status", decoder=_STATUS)
         report = ((body.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
-        return {node_id: {name: total - used for name, (used, total) in resources.items()}
-                for node_id, resources in (report.get("usageByNode") or {}).items()}
+        return report.get("usageByNode") or {}
 
     def supervisors(self) -> frozenset[str]:
         """The ids of the alive job supervisors: which jobs run in Ray, for the loop that waits for
         one to start or end between its ticks. One state API list of one actor per running job,
         filtered by Ray, a few milliseconds; it changes within about 0.1 s of a job's start or end,
-        where the free resources of `free` are Ray's status report, refreshed every 5 s. One try."""
+        where the free resources of `usage` are Ray's status report, refreshed every 5 s. One try."""
         body = self._call("list supervisors", "GET", "/api/v0/actors", params=_SUPERVISORS, once=True)
         try:
             return frozenset(actor["actor_id"] for actor in body["data"]["result"]["result"])
@@ -399,8 +402,20 @@ def selected(nodes: list[RayNode], label_selector: dict[str, str], use_head_node
 def _schedulable(resources: dict[str, float]) -> dict[str, float]:
     """A node's resources without those no job asks for: its `node:<ip>` marker (nodes on one
     machine share it) and the object store."""
-    return {name: float(amount) for name, amount in resources.items()
+    return {name: amount for name, amount in resources.items()
             if not name.startswith("node:") and name != "object_store_memory"}
+
+
+def _free(resources: dict[str, float], used: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """What is free of a node's `resources` by its `usage` (a resource the usage does not name: all of it)."""
+    free = {}
+    for name, amount in resources.items():
+        pair = used.get(_camel(name))
+        free[name] = amount if pair is None else pair[1] - pair[0]
+    return free
+
+
+_BY_ID = attrgetter("id")
 
 
 @cache
@@ -504,9 +519,40 @@ class _Answer(TypedDict, Generic[R], total=False):
     data: _Data[R]
 
 
+class _Node(msgspec.Struct):
+    """What the tick reads of a node in the state API's list: of a thousand nodes' answer, msgspec
+    makes no objects of the rest (bench/clusters.py)."""
+
+    node_id: str
+    is_head_node: bool
+    resources_total: dict[str, float] | None = None
+    labels: dict[str, Any] | None = None
+
+
+class _Report(TypedDict, total=False):
+    usageByNode: dict[str, dict[str, tuple[float, float]]] | None
+
+
+class _ClusterStatus(TypedDict, total=False):
+    loadMetricsReport: _Report | None
+
+
+class _StatusData(TypedDict, total=False):
+    clusterStatus: _ClusterStatus | None
+
+
+class _Status(TypedDict, total=False):
+    """What the tick reads of the cluster status: each node's usage, without the autoscaler's
+    report beside it (its list of every node again, its text)."""
+
+    data: _StatusData | None
+
+
 # Any JSON, as dicts and lists: msgspec reads a thousand nodes' answer in a third of json's time,
 # which a group of ten clusters pays ten times a tick (bench/clusters.py).
 _JSON = msgspec.json.Decoder()
+_NODES = msgspec.json.Decoder(_Answer[_Node])
+_STATUS = msgspec.json.Decoder(_Status)
 _LISTS: dict[str, msgspec.json.Decoder[Any]] = {
     "actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
     "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
