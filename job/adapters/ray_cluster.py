@@ -395,8 +395,9 @@ class RayCluster:
 
 def selected(nodes: list[RayNode], label_selector: dict[str, str], use_head_node: bool) -> list[RayNode]:
     """The nodes a group places on: those carrying every label of its selector, the head only if it may."""
-    return [node for node in nodes if (use_head_node or not node.is_head)
-            and all(node.labels.get(k) == v for k, v in label_selector.items())]
+    wanted = label_selector.items()
+    # A subset of items, compared in C: a group's thousands of nodes are looked at each tick.
+    return [node for node in nodes if (use_head_node or not node.is_head) and wanted <= node.labels.items()]
 
 
 def _schedulable(resources: dict[str, float]) -> dict[str, float]:
