@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -161,6 +161,9 @@ class RayCluster:
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=64)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        # The threads of the lookups and the work lists, kept from call to call: a group's tick
+        # starts them for each of its clusters, where starting threads is CPU the clusters share.
+        self._pool = ThreadPoolExecutor(max_workers=LOOKUP_CONCURRENCY, thread_name_prefix="ray")
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -227,8 +230,7 @@ class RayCluster:
         """The cluster's alive actors, running tasks and placement groups: three lists, read at once,
         whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
         that did not answer) is named in `truncated`: what it misses cannot be told from nothing."""
-        with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
-            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS), strict=True))
+        listed = dict(zip(_WORK_LISTS, self._each(self._listing, list(_WORK_LISTS)), strict=True))
         truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
         # Thousands of records ask for a handful of distinct amounts: each made once (Resources is immutable).
         shapes: dict[tuple, Resources] = {}
@@ -309,9 +311,7 @@ class RayCluster:
         """The jobs Ray has of these submission ids (absent ones are left out), a few at a time."""
         if not submission_ids:
             return {}
-        with ThreadPoolExecutor(max_workers=min(LOOKUP_CONCURRENCY, len(submission_ids))) as pool:
-            found = pool.map(self.job, submission_ids)
-            return {job.submission_id: job for job in found if job is not None}
+        return {job.submission_id: job for job in self._each(self.job, submission_ids) if job is not None}
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job (SIGTERM, then SIGKILL after Ray's grace period). True if it was
@@ -337,6 +337,17 @@ class RayCluster:
         return body if isinstance(body, str) else body.get("logs", "")
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    def _each(self, call: Callable[[str], T], items: list[str]) -> list[T]:
+        """`call` of each item, at once in the pool's threads, in order. When one raises, those not
+        started are dropped and those started are waited for, as a pool of the call's own would."""
+        futures = [self._pool.submit(call, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
+            wait(futures)
 
     def _call(self, what: str, method: str, path: str, *, handle: Callable[[_HttpError], T] | None = None,
               params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
