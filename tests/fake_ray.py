@@ -4,9 +4,10 @@ statements a real tick sends, what a database role may do), never for behaviour 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import msgspec
 
 from job.adapters.ray_cluster import RayJob, RayNode, RaySubmitRefused
 from job.core import states
@@ -45,7 +46,7 @@ class FakeRay:
     def alive_nodes(self, labels: dict[str, str] | None = None) -> list[RayNode]:
         head = ([RayNode(id=f"head-{self.node_names[0]}", resources={"memory": self.head_memory}, labels={}, is_head=True)]
                 if self.head_memory else [])
-        return [replace(node, labels={**node.labels, **(labels or {})}) for node in [*head, *self.nodes()]]
+        return [msgspec.structs.replace(node, labels={**node.labels, **(labels or {})}) for node in [*head, *self.nodes()]]
 
     def jobs(self, submission_ids: list[str]) -> dict[str, RayJob]:
         return {i: self.known[i] for i in submission_ids if i in self.known}

@@ -22,18 +22,21 @@ Errors, as the tick sees them:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from operator import attrgetter
 from typing import Any, Generic, TypedDict, TypeVar
 from urllib.parse import quote
 
 import msgspec
 import requests
 from requests.adapters import HTTPAdapter
+from requests.utils import get_environ_proxies, get_netrc_auth
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 
 from job import log
@@ -90,8 +93,10 @@ class RaySubmitRefused(JobError):
     """Ray refused this submission as invalid; retrying the same request cannot help."""
 
 
-@dataclass(frozen=True)
-class RayNode:
+class RayNode(msgspec.Struct, frozen=True):
+    """An alive node. A Struct: a tick makes one per node of every cluster, thousands, in a fraction
+    of a frozen dataclass's time (bench/clusters.py)."""
+
     id: str
     resources: dict[str, float]
     labels: dict[str, str]
@@ -158,6 +163,16 @@ class RayCluster:
         adapter = HTTPAdapter(pool_connections=1, pool_maxsize=64)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
+        # What the environment says of this address (its proxy, a CA bundle, ~/.netrc), read once:
+        # requests reads it again at every request otherwise, scanning the whole environment, a
+        # third of a request's CPU. The same settings, as requests would merge them.
+        self._session.proxies = get_environ_proxies(self.address)
+        self._session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+        self._session.auth = get_netrc_auth(self.address)
+        self._session.trust_env = False
+        # The threads of the lookups and the work lists, kept from call to call: a group's tick
+        # starts them for each of its clusters, where starting threads is CPU the clusters share.
+        self._pool = ThreadPoolExecutor(max_workers=LOOKUP_CONCURRENCY, thread_name_prefix="ray")
 
     # --- calls -------------------------------------------------------------------------------
 
@@ -170,7 +185,7 @@ class RayCluster:
         with `labels` added to its own (a group's cluster name)."""
         params = {"limit": 10000, "detail": "true", "filter_keys": "state", "filter_predicates": "=",
                   "filter_values": "ALIVE"}
-        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params, decoder=_JSON)
+        body = self._call("list nodes", "GET", "/api/v0/nodes", params=params, decoder=_NODES)
         if not body.get("result"):
             raise Unavailable(f"ray at {self.shown_address}: state API error: {body.get('msg')}")
         listing = body["data"]["result"]
@@ -178,16 +193,16 @@ class RayCluster:
         # (`total` also counts the dead nodes the filter left out: compare what passed the filter.)
         if listing.get("partial_failure_warning") or listing["num_filtered"] != len(listing["result"]):
             raise Unavailable(f"ray at {self.shown_address}: incomplete node list: {listing.get('partial_failure_warning')}")
-        free = self.free()
+        usage = self.usage()
+        added = labels or {}
         found = []
         for node in listing["result"]:
-            resources = _schedulable(node.get("resources_total") or {})
-            camel_free = free.get(node["node_id"])
-            found.append(RayNode(id=node["node_id"], resources=resources, labels={**(node.get("labels") or {}), **(labels or {})},
-                                 is_head=node["is_head_node"],
-                                 free=None if camel_free is None else
-                                 {name: float(camel_free.get(_camel(name), total)) for name, total in resources.items()}))
-        return sorted(found, key=lambda n: n.id)
+            resources = _schedulable(node.resources_total or {})
+            used = usage.get(node.node_id)
+            found.append(RayNode(node.node_id, resources, {**(node.labels or {}), **added}, node.is_head_node,
+                                 None if used is None else _free(resources, used)))
+        found.sort(key=_BY_ID)
+        return found
 
     def head_node_id(self) -> str:
         """The id of the alive head node."""
@@ -200,20 +215,20 @@ class RayCluster:
             raise Unavailable(f"ray at {self.shown_address}: no alive head node")
         return heads[0]
 
-    def free(self) -> dict[str, dict[str, float]]:
-        """What is free on each node, by node id: the GCS's view of every node's resources, which
-        the raylets refresh as work starts and ends (within about a second); one request, a few
-        milliseconds. Resource names come camelCased in this answer: see `nodes` for Ray's own."""
-        body = self._call("cluster status", "GET", "/api/cluster_status", decoder=_JSON)
+    def usage(self) -> dict[str, dict[str, tuple[float, float]]]:
+        """What is used of each node's resources, as (used, total), by node id: the GCS's view of
+        every node's resources, which the raylets refresh as work starts and ends (within about a
+        second); one request, a few milliseconds. Resource names come camelCased in this answer:
+        see `_free` for Ray's own."""
+        body = self._call("cluster status", "GET", "/api/cluster_status", decoder=_STATUS)
         report = ((body.get("data") or {}).get("clusterStatus") or {}).get("loadMetricsReport") or {}
-        return {node_id: {name: total - used for name, (used, total) in resources.items()}
-                for node_id, resources in (report.get("usageByNode") or {}).items()}
+        return report.get("usageByNode") or {}
 
     def supervisors(self) -> frozenset[str]:
         """The ids of the alive job supervisors: which jobs run in Ray, for the loop that waits for
         one to start or end between its ticks. One state API list of one actor per running job,
         filtered by Ray, a few milliseconds; it changes within about 0.1 s of a job's start or end,
-        where the free resources of `free` are Ray's status report, refreshed every 5 s. One try."""
+        where the free resources of `usage` are Ray's status report, refreshed every 5 s. One try."""
         body = self._call("list supervisors", "GET", "/api/v0/actors", params=_SUPERVISORS, once=True)
         try:
             return frozenset(actor["actor_id"] for actor in body["data"]["result"]["result"])
@@ -224,8 +239,7 @@ class RayCluster:
         """The cluster's alive actors, running tasks and placement groups: three lists, read at once,
         whatever the number of jobs. A list Ray cut short (more than LIST_LIMIT records, a node
         that did not answer) is named in `truncated`: what it misses cannot be told from nothing."""
-        with ThreadPoolExecutor(max_workers=len(_WORK_LISTS)) as pool:
-            listed = dict(zip(_WORK_LISTS, pool.map(self._listing, _WORK_LISTS), strict=True))
+        listed = dict(zip(_WORK_LISTS, self._each(self._listing, list(_WORK_LISTS)), strict=True))
         truncated = tuple(kind for kind, (_, complete) in listed.items() if not complete)
         # Thousands of records ask for a handful of distinct amounts: each made once (Resources is immutable).
         shapes: dict[tuple, Resources] = {}
@@ -306,9 +320,7 @@ class RayCluster:
         """The jobs Ray has of these submission ids (absent ones are left out), a few at a time."""
         if not submission_ids:
             return {}
-        with ThreadPoolExecutor(max_workers=min(LOOKUP_CONCURRENCY, len(submission_ids))) as pool:
-            found = pool.map(self.job, submission_ids)
-            return {job.submission_id: job for job in found if job is not None}
+        return {job.submission_id: job for job in self._each(self.job, submission_ids) if job is not None}
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job (SIGTERM, then SIGKILL after Ray's grace period). True if it was
@@ -334,6 +346,17 @@ class RayCluster:
         return body if isinstance(body, str) else body.get("logs", "")
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    def _each(self, call: Callable[[str], T], items: list[str]) -> list[T]:
+        """`call` of each item, at once in the pool's threads, in order. When one raises, those not
+        started are dropped and those started are waited for, as a pool of the call's own would."""
+        futures = [self._pool.submit(call, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
+            wait(futures)
 
     def _call(self, what: str, method: str, path: str, *, handle: Callable[[_HttpError], T] | None = None,
               params: dict | None = None, json: Any = None, decoder: msgspec.json.Decoder | None = None,
@@ -392,15 +415,28 @@ class RayCluster:
 
 def selected(nodes: list[RayNode], label_selector: dict[str, str], use_head_node: bool) -> list[RayNode]:
     """The nodes a group places on: those carrying every label of its selector, the head only if it may."""
-    return [node for node in nodes if (use_head_node or not node.is_head)
-            and all(node.labels.get(k) == v for k, v in label_selector.items())]
+    wanted = label_selector.items()
+    # A subset of items, compared in C: a group's thousands of nodes are looked at each tick.
+    return [node for node in nodes if (use_head_node or not node.is_head) and wanted <= node.labels.items()]
 
 
 def _schedulable(resources: dict[str, float]) -> dict[str, float]:
     """A node's resources without those no job asks for: its `node:<ip>` marker (nodes on one
     machine share it) and the object store."""
-    return {name: float(amount) for name, amount in resources.items()
+    return {name: amount for name, amount in resources.items()
             if not name.startswith("node:") and name != "object_store_memory"}
+
+
+def _free(resources: dict[str, float], used: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """What is free of a node's `resources` by its `usage` (a resource the usage does not name: all of it)."""
+    free = {}
+    for name, amount in resources.items():
+        pair = used.get(_camel(name))
+        free[name] = amount if pair is None else pair[1] - pair[0]
+    return free
+
+
+_BY_ID = attrgetter("id")
 
 
 @cache
@@ -504,9 +540,40 @@ class _Answer(TypedDict, Generic[R], total=False):
     data: _Data[R]
 
 
+class _Node(msgspec.Struct):
+    """What the tick reads of a node in the state API's list: of a thousand nodes' answer, msgspec
+    makes no objects of the rest (bench/clusters.py)."""
+
+    node_id: str
+    is_head_node: bool
+    resources_total: dict[str, float] | None = None
+    labels: dict[str, Any] | None = None
+
+
+class _Report(TypedDict, total=False):
+    usageByNode: dict[str, dict[str, tuple[float, float]]] | None
+
+
+class _ClusterStatus(TypedDict, total=False):
+    loadMetricsReport: _Report | None
+
+
+class _StatusData(TypedDict, total=False):
+    clusterStatus: _ClusterStatus | None
+
+
+class _Status(TypedDict, total=False):
+    """What the tick reads of the cluster status: each node's usage, without the autoscaler's
+    report beside it (its list of every node again, its text)."""
+
+    data: _StatusData | None
+
+
 # Any JSON, as dicts and lists: msgspec reads a thousand nodes' answer in a third of json's time,
 # which a group of ten clusters pays ten times a tick (bench/clusters.py).
 _JSON = msgspec.json.Decoder()
+_NODES = msgspec.json.Decoder(_Answer[_Node])
+_STATUS = msgspec.json.Decoder(_Status)
 _LISTS: dict[str, msgspec.json.Decoder[Any]] = {
     "actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
     "placement_groups": msgspec.json.Decoder(_Answer[_PlacementGroup])}
