@@ -540,7 +540,7 @@ class _Answer(TypedDict, Generic[R], total=False):
     data: _Data[R]
 
 
-class _Node(msgspec.Struct):
+class _StateNode(msgspec.Struct):
     """What the tick reads of a node in the state API's list: of a thousand nodes' answer, msgspec
     makes no objects of the rest (bench/clusters.py)."""
 
@@ -572,7 +572,7 @@ class _Status(TypedDict, total=False):
 # Any JSON, as dicts and lists: msgspec reads a thousand nodes' answer in a third of json's time,
 # which a group of ten clusters pays ten times a tick (bench/clusters.py).
 _JSON = msgspec.json.Decoder()
-_NODES = msgspec.json.Decoder(_Answer[_Node])
+_NODES = msgspec.json.Decoder(_Answer[_StateNode])
 _STATUS = msgspec.json.Decoder(_Status)
 _LISTS: dict[str, msgspec.json.Decoder[Any]] = {
     "actors": msgspec.json.Decoder(_Answer[_Work]), "tasks": msgspec.json.Decoder(_Answer[_Work]),
