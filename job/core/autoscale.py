@@ -296,12 +296,15 @@ def demand(snapshot: Snapshot, plan: Plan, types: list[NodeType], group_labels: 
     for placement in plan.placements:
         job = pending[placement["job"]]
         hold(job, [placement["node"], *placement.get("bundle_nodes", ())], request(job)[1])
-    asked = _ask(snapshot, [pending[ident] for ident in waiting], bins, request, limits, counts)
+    clusters = sorted({labels[CLUSTER_LABEL] for labels in [*(node.labels for node in snapshot.nodes),
+                                                            *(node_type.labels for node_type in types)]
+                       if CLUSTER_LABEL in labels})
+    asked = _ask(snapshot, [pending[ident] for ident in waiting], bins, request, limits, counts, clusters)
     return counts.bundles() if asked else []
 
 
 def _ask(snapshot: Snapshot, waiting: list[Pending], bins: _Bins, request: _Requests, limits: _Limits,
-         counts: _Counts) -> int:
+         counts: _Counts, clusters: list[str]) -> int:
     """The waiting jobs counted into the demand, in order, each where the bins find it room: how
     many of them the demand's cluster (`counts`) is asked for."""
     asked = 0
@@ -314,7 +317,11 @@ def _ask(snapshot: Snapshot, waiting: list[Pending], bins: _Bins, request: _Requ
         # whole job out of the demand, and gives back what the others took.
         parts = request.parts(job)
         apart = job.bundle_strategy == "STRICT_SPREAD"
-        where = bins.take_all(parts, selector, apart)
+        where = None
+        for within in _one_cluster(selector, clusters) if len(parts) > 1 else (selector,):
+            where = bins.take_all(parts, within, apart)
+            if where is not None:
+                break
         if where is None:
             full.add((need, selector))
             continue
@@ -347,6 +354,14 @@ class _Counts:
         return sorted(({"resources": need.amounts(), "label_selector": dict(selector), "count": n}
                        for (need, selector), n in self.by_shape.items()),
                       key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def _one_cluster(selector: tuple[tuple[str, str], ...], clusters: list[str]) -> list[tuple[tuple[str, str], ...]]:
+    """Where a gang's parts may be taken in a group over several clusters: within one cluster,
+    each in turn (the planner never splits a gang across clusters, nor may the demand ask so)."""
+    if len(clusters) < 2 or any(key == CLUSTER_LABEL for key, _ in selector):
+        return [selector]
+    return [tuple(sorted((*selector, (CLUSTER_LABEL, name)))) for name in clusters]
 
 
 def _elsewhere(selector: tuple[tuple[str, str], ...], snapshot: Snapshot) -> tuple[tuple[str, str], ...]:

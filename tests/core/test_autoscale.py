@@ -398,6 +398,21 @@ def test_each_cluster_is_asked_for_what_its_nodes_and_node_types_would_hold():
     assert shapes(autoscale.demand(snap, decided, [EAST_CPU, WEST_GPU], {})) == {**shapes(east), **shapes(west)}
 
 
+def test_a_gang_is_asked_of_one_cluster_whole():
+    # e1 (east) has room for one bundle; west's type comes first in the list: taken part by part,
+    # the gang's second bundle would go to a west node, and neither cluster could run it.
+    west_cpu = NodeType(name="west-cpu", resources={"CPU": 4}, labels={"ray.io/cluster": "west"}, max=2)
+    snap = snapshot(nodes=[{"id": "e1", "resources": {"CPU": 2}, "labels": {"ray.io/cluster": "east"}}],
+                    pending=[{"id": "gang", "resources": {}, "bundles": [{"CPU": 2}, {"CPU": 2}],
+                              "bundle_strategy": "PACK"}])
+    decided = plan(snap)
+    types = [west_cpu, EAST_CPU]
+    autoscale.scale_up(snap, decided, types, {})
+    east = autoscale.demand(snap, decided, types, {}, "east")
+    assert shapes(east) == {((("CPU", 2.0),), ()): 2}
+    assert autoscale.demand(snap, decided, types, {}, "west") == []
+
+
 def test_a_cluster_no_waiting_job_goes_to_is_asked_for_nothing():
     snap = snapshot(nodes=[{"id": "e1", "resources": {"CPU": 2}, "labels": {"ray.io/cluster": "east"}}],
                     running=[{"id": "r", "user": "bob", "node": "e1", "resources": {"CPU": 2}}],
