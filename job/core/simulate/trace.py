@@ -10,7 +10,7 @@ Two formats:
   (`2xCPU:2;GPU:1,CPU:4`: three bundles); with them the driver may ask for nothing (`CPU:0`). A first
   line starting with `submit_time` is a header: it names the columns, in any order, and may leave out
   all but the first four. Blank lines and lines starting with `#` are skipped.
-  A pipeline: `id` names a job (default: its line's number among the jobs, `1`, `2`, ...); `after`
+  A pipeline: `id` names a job (default: its number among the trace's jobs, `1`, `2`, ...); `after`
   waits for jobs named on lines above, as `submit --after` writes it (`prep`, `prep:any`,
   `train,prep:fail`); `array` makes one job per index, in `submit --array`'s syntax (`0-9%2`: ten
   tasks, at most two running at once), each named `ID_INDEX`, and `after` naming the array waits for
