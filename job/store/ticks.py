@@ -19,7 +19,9 @@ COLUMNS = tuple(name for name, _ in _COLUMNS)
 
 def record(conn: DictConnection, rows: list[dict]) -> None:
     """One row per group ticked (each a dict of COLUMNS; steps: name -> seconds), and each group's
-    totals per outcome and per step ('' for the whole tick) raised by it."""
+    totals per outcome and per step ('' for the whole tick) raised by it. A successful tick's nodes
+    replace those of the group's earlier ticks, whose lists are emptied (sql/0030): only the last
+    is read."""
     if not rows:
         return
     names = ", ".join(COLUMNS)
@@ -28,7 +30,11 @@ def record(conn: DictConnection, rows: list[dict]) -> None:
     conn.execute(
         f"""WITH tick AS (
                 INSERT INTO ticks ({names}) SELECT * FROM unnest({arrays})
-                RETURNING group_name, outcome, seconds, steps, at)
+                RETURNING id, group_name, outcome, seconds, steps, at, nodes),
+            emptied AS (
+                UPDATE ticks SET nodes = '[]' FROM tick
+                WHERE tick.outcome = 'ticked' AND ticks.group_name = tick.group_name
+                  AND ticks.nodes <> '[]' AND ticks.id < tick.id)
             INSERT INTO tick_totals AS t (group_name, outcome, step, ticks, seconds, last_at)
             SELECT group_name, outcome, '', 1, seconds, at FROM tick
             UNION ALL

@@ -189,6 +189,11 @@ def test_a_tick_records_its_summary_and_the_figures_of_each_placement(queue, dat
     tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
     queue.execute("SELECT pg_advisory_unlock(%s, hashtext('main'))", (groups.TICK_LOCK_CLASS,))
     assert [r["outcome"] for r in queue.execute("SELECT outcome FROM ticks ORDER BY id")] == ["ticked", "skipped"]
+    # A third, successful: the nodes stay on the group's last successful tick alone (sql/0030).
+    tick.run_tick(TickConfig(database_url=database_url, submit_concurrency=2, ray_timeout_s=5.0))
+    rows = queue.execute("SELECT outcome, nodes FROM ticks ORDER BY id").fetchall()
+    assert [(r["outcome"], [node["id"] for node in r["nodes"]]) for r in rows] == [
+        ("ticked", []), ("skipped", []), ("ticked", ["node-a", "node-b"])]
     assert_counted(queue)
 
 
