@@ -130,8 +130,11 @@ def again(snapshot: Snapshot, decided: Plan, kept: Mapping[str, str], bundle_nod
 def held_by_caps(snapshot: Snapshot, decided: Plan, full_nodes: list[Node]) -> set[str]:
     """The jobs the plan found Unschedulable that a node of the clusters left out for their driver
     caps (`full_nodes`) could hold: they wait for a driver to end there (DriverLimit), not for ever."""
+    if not full_nodes:
+        return set()
+    # Only then a pass over the plan's waiting records: a million of them at a million pending.
     unschedulable = {record["job"] for record in decided.waiting if record["reason"] == "Unschedulable"}
-    if not unschedulable or not full_nodes:
+    if not unschedulable:
         return set()
     # Whether a node could ever hold the job: its totals, empty, as the planner judges Unschedulable.
     empty = [node.model_copy(update={"outside": {}, "held": []}) for node in full_nodes]
