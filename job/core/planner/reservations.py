@@ -27,6 +27,17 @@ from job.core.resources import Resources
 End = tuple[float, str, dict[str, int]]
 
 
+
+def ends_before(job: Pending, reservation: Reservation, now: datetime | None) -> bool:
+    """Whether the job will end before the reservation's start, so that it may use the room held
+    (backfill): its max runtime is known and short enough. A start is known only at a known now
+    (expected_start); without one nothing ends before it."""
+    start = reservation.start
+    if start is None or now is None:
+        return False
+    runtime = job.max_runtime_s
+    return runtime is not None and (start - now).total_seconds() >= runtime
+
 class Ends:
     """Per node id, the jobs expected to end there, the soonest first (`get`, as a dict's): the
     running jobs by their expected end, and those placed so far in this plan by their max runtime

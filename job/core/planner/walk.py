@@ -22,7 +22,7 @@ from job.core.planner.entries import ID, JOB, NOT_BEFORE, SHAPE, USER, Entry
 from job.core.planner.gang import first_fit, on_empty, place
 from job.core.planner.picture import Gang, NodeState, Reservation, Shape, UserState, add_to
 from job.core.planner.preemption import Decision, Preemptor
-from job.core.planner.reservations import Ends, RunningEnds, expected_start, held_room, soonest
+from job.core.planner.reservations import Ends, RunningEnds, ends_before, expected_start, held_room, soonest
 from job.core.planner.rules import POLICIES, PREEMPTIONS
 from job.core.planner.selectors import Selector
 from job.core.planner.snapshot import Pending, Reason, Running, Snapshot
@@ -308,15 +308,9 @@ class Walk:
         """A job that fits no node's free resources, on the room a head-of-line reservation holds:
         True once placed there (it ends before that reservation's start), else the reservation it
         would delay, or None when no reserved node has room for it."""
-        kept_off = runtime = None
-        # A start is known only at a known now (reservations.expected_start).
-        now = self.now
+        kept_off = None
         for reservation, node, room in self._rooms(shape):
-            start = reservation.start
-            # Without a start nothing ends before it: the job itself is not read.
-            if start is not None:
-                runtime = runtime or job.max_runtime_s
-            if runtime is None or start is None or now is None or (start - now).total_seconds() < runtime:
+            if not ends_before(job, reservation, self.now):
                 kept_off = kept_off or reservation
                 continue
             for name, amount in shape.items:
@@ -341,13 +335,6 @@ class Walk:
         self.rooms[shape] = found
         return found
 
-    def _ends_before(self, job: Pending, reservation: Reservation) -> bool:
-        """Whether the job will end before the reservation's start: its max runtime is known and
-        short enough."""
-        runtime, start, now = job.max_runtime_s, reservation.start, self.now
-        # A start is known only at a known now (reservations.expected_start).
-        return runtime is not None and start is not None and now is not None and (start - now).total_seconds() >= runtime
-
     def _backfill_gang(self, job: Pending, shape: Shape, gang: Gang, user: UserState) -> Reservation | bool | None:
         """A job with bundles (`gang`, its shape's), as `_backfill` does a plain one: placed whole
         (first fit, in node order) on the nodes' free resources and the room held by the
@@ -357,7 +344,7 @@ class Walk:
         rooms: dict[NodeState, list[dict[str, int]]] = {}
         delayed = []
         for reservation in self.heads:
-            if self._ends_before(job, reservation):
+            if ends_before(job, reservation, self.now):
                 for node, room in reservation.held.items():
                     rooms.setdefault(node, []).append(room)
             else:
