@@ -21,6 +21,7 @@ from typing import Any
 from job.core.forecast import Estimate, among, forecast
 from job.core.jobs import ActiveJob
 from job.core.planner import Plan, Snapshot
+from job.core.states import RUNNING
 from job.core.units import LATEST_TIME
 
 # How many pending jobs of a group get an estimate, and how many recent finished jobs it rests on.
@@ -89,6 +90,23 @@ class RunTimes:
             return RunTime(self.group, GROUP)
         return RunTime(None, "no max runtime and no recent finished job in the group")
 
+
+
+def expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
+    """When a placed job is expected to end, what a reservation for the head of the line counts on
+    (docs/planner.md, "Reservations and backfill"): its start plus its max runtime where set, else
+    its run time as `run_times` estimate it; none when neither is known. A job not started yet
+    counts from when Ray accepted it (not sent yet: now), not from each tick's now: while Ray was
+    slow to start drivers, an end that moved with the clock moved the reservation's start with it,
+    and each backfilled job let the next one in, so the reserved job never started."""
+    seconds = job.max_runtime_s
+    if seconds is None and run_times is not None:
+        seconds = run_times.of(job.user_name, job.resources, None, job.bundles).seconds
+    if seconds is None:
+        return {}
+    started = (job.started_at if job.state == RUNNING and job.started_at is not None
+               else job.accepted_at or now)
+    return {"expected_end": started + timedelta(seconds=seconds)}
 
 def explain(estimates: list[Estimate], running: Mapping[str, RunTime], pending: Mapping[str, RunTime],
             placed: int) -> dict[str, Stored]:

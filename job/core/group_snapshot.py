@@ -14,7 +14,7 @@ import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from job.core import states
-from job.core.estimates import RunTimes
+from job.core.estimates import RunTimes, expected_end
 from job.core.group import GroupConfig
 from job.core.job_row import stored_problem
 from job.core.jobs import ActiveJob
@@ -22,7 +22,7 @@ from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
 from job.core.planner.snapshot import Bundles, BundleStrategy, Pending, PlannedReservation, ReservationKind, ResourceMap
-from job.core.reconcile import STOP_REASONS
+from job.core.reconcile import STOP_REASONS, runtime_end
 from job.core.resources import Resources, accumulate, to_units
 from job.core.states import RAY_RUNNING
 
@@ -358,7 +358,7 @@ def build_snapshot(group: GroupConfig, now: datetime, nodes: list, active: list[
         "running": [{"id": str(j.id), "user": j.user_name, "node": j.node, "resources": j.resources,
                      **({"class": j.priority_class} if j.priority_class in classes else {}),
                      "started_at": j.started_at if j.state == states.RUNNING else None,
-                     "stopping": _stopping(j), **_held_bundles(j), **_expected_end(j, now, run_times),
+                     "stopping": _stopping(j), **_held_bundles(j), **expected_end(j, now, run_times),
                      **({"uses": Resources.total(uses[j.id].observed.values()).amounts()} if j.id in uses else {})}
                     for j in active if j.node],
         "users": {u.name: {"shares": u.shares, "usage": u.usage, "max_running": u.max_running,
@@ -377,23 +377,6 @@ def _held_bundles(job: ActiveJob) -> dict:
     if not (job.bundles and job.bundle_nodes):
         return {}
     return {"bundles": job.bundles, "bundle_strategy": job.bundle_strategy or "PACK", "bundle_nodes": job.bundle_nodes}
-
-
-def _expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
-    """When a placed job is expected to end, what a reservation for the head of the line counts on
-    (docs/planner.md, "Reservations and backfill"): its start plus its max runtime where set, else
-    the tick's estimate of its run time (core/estimates.py); none when neither is known. A job not
-    started yet counts from when Ray accepted it (not sent yet: now), not from each tick's now:
-    while Ray was slow to start drivers, an end that moved with the clock moved the reservation's
-    start with it, and each backfilled job let the next one in, so the reserved job never started."""
-    seconds = job.max_runtime_s
-    if seconds is None and run_times is not None:
-        seconds = run_times.of(job.user_name, job.resources, None, job.bundles).seconds
-    if seconds is None:
-        return {}
-    started = (job.started_at if job.state == states.RUNNING and job.started_at is not None
-               else job.accepted_at or now)
-    return {"expected_end": started + timedelta(seconds=seconds)}
 
 
 def _stopping(job: ActiveJob) -> bool:
@@ -443,6 +426,5 @@ def due_at(pending: list[PendingRow], active: list[ActiveJob], now: datetime) ->
     not_before passing, a running job's max_runtime ending. The loop wakes then, not up to its
     timer's period later."""
     times = [row.not_before for row in pending if row.not_before is not None and row.not_before > now]
-    times += [job.started_at + timedelta(seconds=job.max_runtime_s) for job in active
-              if job.started_at is not None and job.max_runtime_s is not None and job.state == states.RUNNING]
+    times += [end for job in active if job.state == states.RUNNING and (end := runtime_end(job, job.started_at))]
     return min((at for at in times if at > now), default=None)

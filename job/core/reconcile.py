@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from job.core.jobs import ActiveJob
@@ -219,6 +219,14 @@ def _finished(job: ActiveJob, ray_job: Any, fields: dict[str, Any], now: datetim
     return Finish(fields)
 
 
+def runtime_end(job: ActiveJob, started_at: datetime | None) -> datetime | None:
+    """When a job started at `started_at` has run its max runtime (None: it has none, or has not
+    started): past it the tick stops the job, and the loop wakes for it then (group_snapshot.due_at)."""
+    if started_at is None or job.max_runtime_s is None:
+        return None
+    return started_at + timedelta(seconds=job.max_runtime_s)
+
+
 def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse | None) -> tuple[str, str] | None:
     """Why a job that goes on must stop, and the message: a cancel, a preemption, its max runtime,
     its over-use."""
@@ -226,8 +234,7 @@ def _stop(job: ActiveJob, fields: dict[str, Any], now: datetime, over: OverUse |
         return Reason.CANCELLED, "stop requested by `cancel`"
     if job.preempted_at is not None:
         return Reason.PREEMPTED, f"being stopped to make room for job {job.preempted_by}"
-    if (fields["state"] == RUNNING and job.max_runtime_s is not None
-            and (now - fields["started_at"]).total_seconds() > job.max_runtime_s):
+    if fields["state"] == RUNNING and (end := runtime_end(job, fields["started_at"])) is not None and now > end:
         return Reason.RUNTIME_LIMIT, f"ran longer than its max runtime of {job.max_runtime_s:g} s"
     if job.reason == Reason.OVER_USE:
         # Asked already: its reason and message stay while it stops, though its work, stopping
