@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from job.core.group import GroupConfig
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 GIB = 2**30

@@ -13,7 +13,8 @@ from operator import attrgetter
 from job.core import dependencies
 from job.core.dependencies import NEVER, READY, After
 from job.core.estimates import FIRST, WaitingOn
-from job.core.group_snapshot import MadeJobs, PendingRow
+from job.core.group_snapshot import MadeJobs
+from job.core.job import PendingRow
 from job.core.states import FINISHED, Reason
 
 _AFTER = attrgetter("after")

@@ -19,7 +19,7 @@ from itertools import chain, islice
 from typing import Any
 
 from job.core.forecast import Estimate, among, forecast
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.planner import Plan, Snapshot
 from job.core.states import RUNNING
 from job.core.units import LATEST_TIME
@@ -164,7 +164,7 @@ class WaitingOn:
 
     @classmethod
     def of_row(cls, row: Any, waits_for: list[str]) -> WaitingOn:
-        """Of a pending row as the tick reads it (group_snapshot.PendingRow: its request is JSON text)."""
+        """Of a pending row as the tick reads it (job.PendingRow: its request is JSON text)."""
         return cls(waits_for, row.user_name, json.loads(row.resources), row.max_runtime_s,
                    json.loads(row.bundles) if row.bundles else None)
 

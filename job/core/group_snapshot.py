@@ -16,8 +16,8 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.estimates import RunTimes, expected_end
 from job.core.group import GroupConfig
+from job.core.job import ActiveJob, PendingRow
 from job.core.job_row import stored_problem
-from job.core.jobs import ActiveJob
 from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
 from job.core.planner import Plan, Snapshot
@@ -27,46 +27,6 @@ from job.core.resources import Resources, accumulate, to_units
 from job.core.states import RAY_RUNNING
 
 _T = TypeVar("_T")
-
-
-class PendingRow(NamedTuple):
-    """A pending job as the tick reads it. The request and labels stay JSON text: with 100k jobs,
-    decoding a jsonb and building a dict per row would cost more than the rest of the read, and
-    the few distinct requests are decoded once each here."""
-
-    id: int
-    user_name: str
-    resources: str
-    node_labels: str
-    priority: int
-    submitted_at: datetime
-    not_before: datetime | None
-    reason: str | None
-    message: str | None
-    priority_class: str | None = None
-    # The node it holds room on since it preempted, and since when; a gang that preempted across
-    # nodes, the node of each bundle too (JSON text).
-    reserved_node: str | None = None
-    reserved_at: datetime | None = None
-    max_runtime_s: float | None = None
-    # The estimate stored by the last tick (core/estimates.py).
-    queue_position: int | None = None
-    estimated_start_at: datetime | None = None
-    estimate_basis: str | None = None
-    # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
-    bundles: str | None = None
-    bundle_strategy: BundleStrategy | None = None
-    # Its reservation's kind ("preemption", "head"), its bundles' nodes and its expected start
-    # (`Held`), and since when it has waited for resources (None: not yet).
-    reserved_kind: ReservationKind | None = None
-    reserved_bundle_nodes: list[str] | None = None
-    reserved_start: datetime | None = None
-    waiting_since: datetime | None = None
-    # The jobs it waits for, as JSON text (None for most jobs; core/dependents.py).
-    after: str | None = None
-    # Of an array's task: the array, and its throttle (core/arrays.py `throttle`, before the plan).
-    array_id: int | None = None
-    array_throttle: int | None = None
 
 
 class Held(NamedTuple):

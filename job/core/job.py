@@ -1,13 +1,15 @@
 """A job, declared once: `Job`, a row of the `jobs` table as people read it (`show`, `jobs --json`,
-the gateway), and `FIELDS`, each column with what it is called and how it is given where a person
-or a program meets it.
+the gateway); `FIELDS`, each column with what it is called and how it is given where a person or a
+program meets it; and the tick's typed rows of it (`ActiveJob`, `PendingRow`, `Intent`, `Victim`,
+`Moved`), each the columns one of its statements reads.
 
 Everything that takes or shows a job's fields by name loops over FIELDS: `job.api.submit`'s
 keywords, JobSpec's fields and checks (core/specs.py), the `submit` command's options
-(cli/jobs.py), the gateway's `queue.*` metadata keys (gateway/translate.py) and the keys of
-`jobs --json` and `show`, in this order. A new field needs its migration, its column in Job, its row
-here, and its use. The tick reads typed projections of its own (core/jobs.py, group_snapshot.py);
-nothing here imports pydantic, so that a listing does not (tests/cli/test_start_imports.py).
+(cli/jobs.py), the gateway's `queue.*` metadata keys (gateway/translate.py), the keys of
+`jobs --json` and `show`, in this order, and the planner's job made of a pending row
+(core/group_snapshot.py). A new field needs its migration, its column in Job, its row here, its
+column in the tick's rows that read it, and its use. Nothing here imports pydantic, so that a
+listing does not (tests/cli/test_start_imports.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, NamedTuple, get_origin, get_type_hints
+
+from job.core.states import State
+
+if TYPE_CHECKING:
+    from job.core.planner.snapshot import BundleStrategy, ReservationKind
 
 # JobSpec's default for a field a submit must give.
 REQUIRED: Any = ...
@@ -241,3 +248,139 @@ ARRAY_COLUMNS = ("array_id", "array_index", "array_throttle")
 SHOWN: tuple[JobField, ...] = tuple(field for field in FIELDS if field.shown)
 STORED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.stored)
 COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
+
+# The tick's rows: a job as the tick's statements read it, one typed row per statement's columns
+# (store/tick_jobs.py and scheduler/pending.py build them): the names are the columns', the ids the
+# table's ints.
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveJob:
+    """One of our jobs Ray knows of, or is about to (SUBMITTING, SUBMITTED, RUNNING)."""
+
+    id: int
+    user_name: str
+    state: State
+    resources: dict[str, float]
+    node: str | None
+    attempt: int
+    submission_id: str | None
+    ray_status: str | None = None
+    ray_message: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    max_runtime_s: float | None = None
+    cancel_requested_at: datetime | None = None
+    requeues: int = 0
+    accepted_at: datetime | None = None
+    priority_class: str | None = None
+    preempted_at: datetime | None = None
+    preempted_by: int | None = None
+    # Whether Ray builds something for it before the driver starts (env_vars alone: no).
+    builds_runtime_env: bool = False
+    # Its bundles and the node planned for each (None: its driver alone); held there until it ends.
+    bundles: list[dict[str, float]] | None = None
+    bundle_strategy: str | None = None
+    bundle_nodes: list[str] | None = None
+    # Its use as the last tick observed it (core/observed.py `record`), None before any.
+    observed: dict[str, Any] | None = None
+    # The array it is a task of (None: none), whose throttle counts it.
+    array_id: int | None = None
+    # The cluster of its group it was placed in (None: the first).
+    cluster: str | None = None
+
+
+
+class PendingRow(NamedTuple):
+    """A pending job as the tick reads it. The request and labels stay JSON text: with 100k jobs,
+    decoding a jsonb and building a dict per row would cost more than the rest of the read, and
+    the few distinct requests are decoded once each here."""
+
+    id: int
+    user_name: str
+    resources: str
+    node_labels: str
+    priority: int
+    submitted_at: datetime
+    not_before: datetime | None
+    reason: str | None
+    message: str | None
+    priority_class: str | None = None
+    # The node it holds room on since it preempted, and since when; a gang that preempted across
+    # nodes, the node of each bundle too (JSON text).
+    reserved_node: str | None = None
+    reserved_at: datetime | None = None
+    max_runtime_s: float | None = None
+    # The estimate stored by the last tick (core/estimates.py).
+    queue_position: int | None = None
+    estimated_start_at: datetime | None = None
+    estimate_basis: str | None = None
+    # Its bundles as JSON text (None for most jobs, which cost nothing more), and their strategy.
+    bundles: str | None = None
+    bundle_strategy: BundleStrategy | None = None
+    # Its reservation's kind ("preemption", "head"), its bundles' nodes and its expected start
+    # (`Held`), and since when it has waited for resources (None: not yet).
+    reserved_kind: ReservationKind | None = None
+    reserved_bundle_nodes: list[str] | None = None
+    reserved_start: datetime | None = None
+    waiting_since: datetime | None = None
+    # The jobs it waits for, as JSON text (None for most jobs; core/dependents.py).
+    after: str | None = None
+    # Of an array's task: the array, and its throttle (core/arrays.py `throttle`, before the plan).
+    array_id: int | None = None
+    array_throttle: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What the submit step sends to Ray for a SUBMITTING job."""
+
+    id: int
+    user_name: str
+    group_name: str
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    metadata: dict[str, Any]
+    resources: dict[str, float]
+    node: str
+    attempt: int
+    submission_id: str
+    priority_class: str | None
+    # What the job learns of its footprint: its bundles, their strategy and planned nodes.
+    bundles: list[dict[str, float]] | None = None
+    bundle_strategy: str | None = None
+    bundle_nodes: list[str] | None = None
+    # Of an array's task: the array's id and its index (JOB_ARRAY_ID, JOB_ARRAY_INDEX).
+    array_id: int | None = None
+    array_index: int | None = None
+    # The cluster of its node.
+    cluster: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A running job the commit marked to stop for `preempted_by`."""
+
+    id: int
+    user_name: str
+    priority_class: str | None
+    node: str | None
+    started_at: datetime | None
+    submission_id: str
+    preempted_by: int
+    cluster: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """A job a tick's write moved, with what its log line says: its state after the write, and its
+    count of requeues or preemptions for the writes that add one."""
+
+    id: int
+    user_name: str
+    state: State | None = None
+    requeues: int | None = None
+    preemptions: int | None = None

@@ -17,7 +17,7 @@ from job.core.units import MAX_DURATION_S
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-    from job.core.jobs import ActiveJob
+    from job.core.job import ActiveJob
 
 
 @cache
@@ -98,7 +98,7 @@ def usable(active: list[ActiveJob]) -> tuple[list[ActiveJob], dict[int, str]]:
 
 @cache
 def _cleared() -> dict[str, Any]:
-    from job.core.jobs import ActiveJob
+    from job.core.job import ActiveJob
 
     held = {field.name for field in fields(ActiveJob)}
     return {field.column: None if field.optional else {} for field in STORED if field.column in held}

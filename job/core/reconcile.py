@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.resources import Resources, describe, to_units
 from job.core.states import FAILED, FINISHED_IN_RAY, RAY_PENDING, RAY_RUNNING, RUNNING, STOPPED, SUBMITTED, SUBMITTING, Reason
 from job.core.units import format_duration

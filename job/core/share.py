@@ -32,7 +32,7 @@ from typing import Any
 from job.core.accounts import entitlements as tree_entitlements
 from job.core.accounts import walk
 from job.core.group import GroupConfig
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.members import Member
 from job.core.planner.picture import user_score
 from job.core.planner.rules import POLICIES, memory

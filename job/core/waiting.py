@@ -1,5 +1,4 @@
 """Which waiting reasons a tick writes: those that changed, bounded per tick."""
-
 from __future__ import annotations
 
 from collections import Counter
@@ -7,7 +6,7 @@ from collections.abc import Iterable
 from itertools import compress
 from operator import attrgetter, itemgetter
 
-from job.core.group_snapshot import PendingRow
+from job.core.job import PendingRow
 
 # A burst of submissions gets its first reasons over a few ticks rather than in one huge write.
 NEW_REASONS_PER_TICK = 5_000

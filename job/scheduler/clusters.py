@@ -19,7 +19,7 @@ from job.core.errors import ClusterNotReady, JobError, Unavailable
 from job.core.group import GroupConfig
 from job.core.group_defaults import DRIVER_MEMORY_BYTES
 from job.core.group_snapshot import running_of
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.observed import ClusterWork
 from job.core.specs import ClusterSpec
 from job.core.states import FINISHED_IN_RAY, Reason

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from job.core.group_snapshot import MadeJobs, PendingRow
+from job.core.group_snapshot import MadeJobs
+from job.core.job import PendingRow
 from job.core.waiting import Compared
 from job.store import DictConnection, tick_jobs
 

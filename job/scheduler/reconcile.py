@@ -12,7 +12,7 @@ from job.core import states
 from job.core.clusters import UNANSWERED
 from job.core.group import GroupConfig
 from job.core.group_snapshot import held_parts
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.members import Member
 from job.core.observed import Observed as ObservedUse
 from job.core.reconcile import Reconciled, over_use, reconcile_all, start_check

@@ -11,7 +11,7 @@ from job.adapters.ray_cluster import RayCluster, RaySubmitRefused
 from job.core import states
 from job.core.errors import JobError, Unavailable
 from job.core.group import GroupConfig
-from job.core.jobs import Intent
+from job.core.job import Intent
 from job.core.specs import RESERVED_METADATA_PREFIX as PREFIX
 
 

@@ -23,9 +23,9 @@ from job.core.driver_caps import within_caps, without_full
 from job.core.errors import ClusterNotReady, JobError, NotFound
 from job.core.estimates import RECENT, RunTimes, estimate, throttled_arrays
 from job.core.group import GroupConfig
-from job.core.group_snapshot import RELEASING, Decisions, PendingRow, build_snapshot, due_at, reservation_changes, running_of
+from job.core.group_snapshot import RELEASING, Decisions, build_snapshot, due_at, reservation_changes, running_of
+from job.core.job import ActiveJob, Intent, PendingRow, Victim
 from job.core.job_row import usable
-from job.core.jobs import ActiveJob, Intent, Victim
 from job.core.members import Member
 from job.core.observed import ClusterWork, observe, record
 from job.core.planner import Plan, plan

@@ -13,8 +13,8 @@ from psycopg.types.json import Jsonb
 
 from job.core import states
 from job.core.estimates import Finished
-from job.core.group_snapshot import WAITS_FOR_RESOURCES, Held, PendingRow
-from job.core.jobs import ActiveJob, Intent, Moved, Victim
+from job.core.group_snapshot import WAITS_FOR_RESOURCES, Held
+from job.core.job import ActiveJob, Intent, Moved, PendingRow, Victim
 from job.core.states import Reason
 from job.store import DictConnection, one
 

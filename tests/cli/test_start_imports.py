@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-# The models of a submit or a group (pydantic's), the planner, and the tick's typed rows: none of
+# The models of a submit or a group (pydantic's) and the planner: none of
 # them is for printing rows as they are stored.
-NOT_FOR_A_LISTING = ("job.core.specs", "job.core.planner", "job.core.runtime_env", "job.api", "job.core.jobs")
+NOT_FOR_A_LISTING = ("job.core.specs", "job.core.planner", "job.core.runtime_env", "job.api")
 LIBRARIES = ("pydantic", "psycopg", "ray", "requests", "structlog")
 
 # Run the command as `python -m job` does (or import the modules given), then list the loaded

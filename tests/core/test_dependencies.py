@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from job.core import states
 from job.core.dependencies import NEVER, READY, WAITING, After, When, judge, judge_all, parse
 from job.core.dependents import split, waited_for
-from job.core.group_snapshot import MadeJobs, PendingRow
+from job.core.group_snapshot import MadeJobs
+from job.core.job import PendingRow
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

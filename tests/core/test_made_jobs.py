@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from snapshot_helpers import GROUP, NOW, node
 
 from job.core.group import GroupConfig
-from job.core.group_snapshot import MadeJobs, PendingRow, build_snapshot
+from job.core.group_snapshot import MadeJobs, build_snapshot
+from job.core.job import PendingRow
 
 CLASSES = GroupConfig(**{**GROUP.options(), "priority_classes": [{"name": "low", "value": 0}, {"name": "high", "value": 10}],
                          "default_class": "low", "start_timeout_s": 300})

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob
 from job.core.reconcile import (
     INFRA_REASONS,
     RAY_FAULTS,

@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from job.core.group import GroupConfig
-from job.core.group_snapshot import PendingRow
-from job.core.jobs import ActiveJob
+from job.core.job import ActiveJob, PendingRow
 from job.core.members import Member
 from job.core.planner.picture import UserState
 from job.core.share import entitlements, group_shares, normalized, placement_figures, policy_score, totals_of

@@ -1,5 +1,4 @@
 """Which waiting reasons a tick writes (core/waiting.py), from the plan's waiting records."""
-
 from datetime import UTC, datetime
 
 import pytest
@@ -7,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job.core import waiting
-from job.core.group_snapshot import PendingRow
+from job.core.job import PendingRow
 from job.core.waiting import Compared, counted, waiting_changes
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

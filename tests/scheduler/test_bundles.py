@@ -13,7 +13,8 @@ from msgspec import UNSET
 from snapshot_helpers import GROUP, NOW, job, node
 
 from job.core.errors import BadInput
-from job.core.group_snapshot import Decisions, Held, PendingRow, build_snapshot, held_parts
+from job.core.group_snapshot import Decisions, Held, build_snapshot, held_parts
+from job.core.job import PendingRow
 from job.core.planner import plan
 from job.core.specs import JobSpec, validated
 from job.scheduler.submit import bundles_json
