@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 from job.cli.options import OPTIONS, add_options, format_node_type, option_fields, read_fields
 from job.cli.output import format_resources, iso, print_fields, print_json, print_table
@@ -66,11 +68,14 @@ def _changed_clusters(clusters: list, added: list[str], removed: list[str]) -> l
 
 
 def _clusters(spec: GroupSpec) -> str:
-    return _clusters_text(spec.model_dump()["clusters"])
+    return ",".join(f"{c.name}={c.address}" + (" (removing)" if c.removing else "") for c in spec.clusters)
 
 
-def _clusters_text(clusters: list[dict]) -> str:
-    return ",".join(f"{c['name']}={c['address']}" + (" (removing)" if c.get("removing") else "") for c in clusters)
+def _cluster_names(clusters: list[Any]) -> str:
+    """The clusters' names; clusters written past the CLI without a name each, as stored."""
+    if all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in clusters):
+        return ",".join(c["name"] for c in clusters)
+    return f"invalid: {json.dumps(clusters)[:120]}"
 
 
 def _group_json(group: GroupConfig) -> dict:
@@ -97,7 +102,8 @@ def show(args: argparse.Namespace) -> int:
     group["max_resources_per_user"] = format_resources(group["max_resources_per_user"])
     group["priority_classes"] = ", ".join(f"{c['name']}={c['value']}" + ("" if c["preemptible"] else ":non-preemptible")
                                           for c in group["priority_classes"])
-    group["clusters"] = _clusters_text(group["clusters"])
+    # As checked: a cluster stored without its name (past `group set`) is named from its address.
+    group["clusters"] = _clusters(GroupSpec.model_validate(stored.options()))
     group["node_types"] = " ".join(format_node_type(NodeType.model_validate(t)) for t in group["node_types"]) or None
     print_fields(group)
     return 0
@@ -110,7 +116,7 @@ def list_groups(args: argparse.Namespace) -> int:
         print_json([{**_group_json(GroupConfig.from_row(row)), "pending": row["pending"], "active": row["active"]}
                     for row in rows])
         return 0
-    print_table([{**row, "clusters": ",".join(c["name"] for c in row["clusters"])} for row in rows],
+    print_table([{**row, "clusters": _cluster_names(row["clusters"])} for row in rows],
                 ["name", "clusters", "policy", "selector", "pending", "active"])
     return 0
 

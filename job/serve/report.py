@@ -69,5 +69,6 @@ def read_report(conn: DictConnection, group: str | None = None, *, totals: bool 
     arrays = sorted({row["array_id"] for row in head if row["array_id"] is not None})
     return Report(chosen, by_group, counts,
                   reports.tick_totals(conn) if totals else [], reports.event_totals(conn) if totals else [],
-                  head, teams, Counter((row["group_name"], row["cluster"]) for row in active),
+                  # A group's clusters written past the CLI may name none: its jobs' cluster is ''.
+                  head, teams, Counter((row["group_name"], row["cluster"] or "") for row in active),
                   job_rows.array_summaries(conn, arrays) if arrays else {})

@@ -252,3 +252,19 @@ def test_a_job_asking_lots_of_cpu_is_read_with_its_problem_and_failed_by_the_tic
     with psycopg.connect(url, row_factory=dict_row) as conn:
         row = conn.execute("SELECT state, reason, message FROM jobs WHERE id = %s", (pending,)).fetchone()
     assert (row["state"], row["reason"]) == ("FAILED", "InvalidJob") and "resources.CPU" in row["message"], row
+
+
+@pytest.mark.parametrize("clusters", [[None], [{"address": "http://127.0.0.1:1"}], [{"name": 7}], ["east"]])
+def test_a_group_with_malformed_clusters_is_listed_and_fails_alone(world, baseline, clusters, capsys):
+    """Found by the test above: `group list` read each cluster's name, and a list holding a null
+    ended it in a traceback."""
+    url, ids = world
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("UPDATE resource_groups SET clusters = %s WHERE name = 'bad'", (Jsonb(clusters),))
+    read = _reads(capsys, ids)
+    line = next(line for line in read["group list"].splitlines() if line.startswith("bad "))
+    assert "invalid" in line, read["group list"]
+    assert 'job_cluster_active_jobs{cluster="c",group="good"} 1.0' in read["metrics"]
+    results = _tick(url)
+    assert results["good"].status == "ticked", results["good"]
+    assert _good_rows(url) == baseline
