@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import msgspec
 from psycopg.types.json import Jsonb
 
 from job.store import DictConnection, one
@@ -15,6 +16,9 @@ _COLUMNS = (("group_name", "text"), ("outcome", "text"), ("cause", "text"), ("se
             ("finished", "int"), ("waiting", "jsonb"), ("reasons_written", "int"), ("statements", "int"),
             ("nodes", "jsonb"))
 COLUMNS = tuple(name for name, _ in _COLUMNS)
+# A tick's nodes, each with its resources and free amounts, are about 300 bytes of JSON a node:
+# msgspec writes 10,000 of them in a fifth of json.dumps's time.
+_text = msgspec.json.encode
 
 
 def record(conn: DictConnection, rows: list[dict]) -> None:
@@ -25,12 +29,15 @@ def record(conn: DictConnection, rows: list[dict]) -> None:
     if not rows:
         return
     names = ", ".join(COLUMNS)
-    arrays = ", ".join(f"%s::{sql_type}[]" for _, sql_type in _COLUMNS)
-    values = [[Jsonb(row[name]) if sql_type == "jsonb" else row[name] for row in rows] for name, sql_type in _COLUMNS]
+    # The JSON columns go in binary: as text, psycopg would escape every quote of their array's
+    # literal, some 800,000 a tick of 10,000 nodes (0.7 s of CPU).
+    arrays = ", ".join(f"%{'b' if sql_type == 'jsonb' else 's'}::{sql_type}[]" for _, sql_type in _COLUMNS)
+    values = [[Jsonb(row[name], dumps=_text) if sql_type == "jsonb" else row[name] for row in rows]
+              for name, sql_type in _COLUMNS]
     conn.execute(
         f"""WITH tick AS (
                 INSERT INTO ticks ({names}) SELECT * FROM unnest({arrays})
-                RETURNING id, group_name, outcome, seconds, steps, at, nodes),
+                RETURNING id, group_name, outcome, seconds, steps, at),
             emptied AS (
                 UPDATE ticks SET nodes = '[]' FROM tick
                 WHERE tick.outcome = 'ticked' AND ticks.group_name = tick.group_name
