@@ -16,21 +16,18 @@ PostgreSQL: JOB_DATABASE_URL's server, else an embedded one.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
-from tick import fresh_database, size
+from tick import fresh_database, postgres_server, size
 
 from job import log
 from job.adapters.ray_cluster import RayJob, RayNode
-from job.devtools.local_postgres import start_embedded
 from job.scheduler import clusters as tick_clusters
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
@@ -78,12 +75,8 @@ def main() -> int:
     parser.add_argument("--ticks", type=int, default=6)
     args = parser.parse_args()
     log.configure("text", "WARNING")
-    server_url = os.environ.get("JOB_DATABASE_URL")
-    embedded = None
-    if not server_url:
-        server_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="benchpg")) / "data")
     pending = size(args.pending)
-    try:
+    with postgres_server() as server_url:
         urls = {}
         for label, triggers in (("triggers on", True), ("triggers off", False)):
             urls[label] = fresh_database(server_url, f"bench_events_{'on' if triggers else 'off'}")
@@ -98,9 +91,6 @@ def main() -> int:
                 results[label].append(result)
         with psycopg.connect(urls["triggers on"]) as conn:
             events = conn.execute("SELECT count(*) FROM job_events").fetchone()[0]
-    finally:
-        if embedded is not None:
-            embedded.cleanup()
     print(f"{pending:,} pending jobs of {USERS:,} users; {args.ticks} ticks each way, alternating; "
           f"{events:,} events written in all")
     steps = ["observe", "reconcile", "plan", "commit", "submit"]

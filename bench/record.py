@@ -14,10 +14,8 @@ PostgreSQL: JOB_DATABASE_URL's server, else an embedded one.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,9 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from psycopg.types.json import Jsonb
-from tick import fresh_database, size
+from tick import fresh_database, postgres_server, size
 
-from job.devtools.local_postgres import start_embedded
 from job.scheduler.report import GroupResult
 from job.scheduler.ticks import record_ticks
 
@@ -77,16 +74,9 @@ def main() -> int:
     parser.add_argument("--nodes", default="10k")
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
-    server_url = os.environ.get("JOB_DATABASE_URL")
-    embedded = None
-    if not server_url:
-        server_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="benchpg")) / "data")
     count = size(args.nodes)
-    try:
+    with postgres_server() as server_url:
         figures = measure(fresh_database(server_url, "bench_record"), count, args.repeat)
-    finally:
-        if embedded is not None:
-            embedded.cleanup()
     (wall, cpu), (wall_none, cpu_none) = figures["nodes"], figures["none"]
     per_1k = (cpu - cpu_none) * 1000 / (count / 1000)
     print(f"record with {count:,} nodes: wall {wall * 1000:.1f} ms, CPU {cpu * 1000:.1f} ms")

@@ -22,7 +22,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -30,9 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
-from tick import fresh_database, size
+from tick import fresh_database, postgres_server, size
 
-from job.devtools.local_postgres import start_embedded
 from job.scheduler.report import GroupResult
 from job.scheduler.ticks import tick_row
 from job.serve.server import Source
@@ -132,23 +130,16 @@ def main() -> int:
     parser.add_argument("--history", default="100k", help="finished jobs in each database")
     parser.add_argument("--requests", type=int, default=10)
     args = parser.parse_args()
-    server_url = os.environ.get("JOB_DATABASE_URL")
-    embedded = None
-    if not server_url:
-        server_url, embedded = start_embedded(Path(tempfile.mkdtemp(prefix="benchpg")) / "data")
     cases = {"10 jobs": (10, 10), f"{size(args.pending):,} pending, {size(args.users):,} users":
              (size(args.pending), size(args.users))}
     results = {}
-    try:
+    with postgres_server() as server_url:
         for label, (pending, users) in cases.items():
             url = fresh_database(server_url, f"bench_serve_{pending}")
             started = time.monotonic()
             fill(url, pending, users, size(args.history))
             print(f"{label}: built in {time.monotonic() - started:.1f} s", flush=True)
             results[label] = {**measure(url, args.requests), "statements": statements(url)}
-    finally:
-        if embedded is not None:
-            embedded.cleanup()
     base = next(iter(results.values()))
     print(f"\nmedian of {args.requests} requests (min-max), through HTTP, every request reading PostgreSQL:")
     for label, result in results.items():

@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -79,6 +80,20 @@ def size(text: str) -> int:
         if text.endswith(suffix):
             return int(float(text[:-1]) * factor)
     return int(text)
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """JOB_DATABASE_URL's server, else an embedded one for the time of the block: its URL."""
+    server_url = os.environ.get("JOB_DATABASE_URL")
+    if server_url:
+        yield server_url
+        return
+    server_url, server = start_embedded(Path(tempfile.mkdtemp(prefix="jobbench-pg")) / "data")
+    try:
+        yield server_url
+    finally:
+        server.cleanup()
 
 
 def fresh_database(server_url: str, name: str) -> str:
@@ -461,10 +476,7 @@ def main() -> int:
     args = parser.parse_args()
     log.configure(level="WARNING")
     with ExitStack() as stack:
-        server_url = os.environ.get("JOB_DATABASE_URL")
-        if not server_url:
-            server_url, server = start_embedded(Path(tempfile.mkdtemp(prefix="jobbench-pg")) / "data")
-            stack.callback(server.cleanup)
+        server_url = stack.enter_context(postgres_server())
         address, gcs_address = os.environ.get("RAY_ADDRESS"), os.environ.get("RAY_GCS_ADDRESS")
         if not address:
             from job.devtools.local_ray import LocalRayCluster, NodeSpec
