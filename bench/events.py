@@ -28,6 +28,7 @@ from tick import fresh_database, postgres_server, size
 
 from job import log
 from job.adapters.ray_cluster import RayJob, RayNode
+from job.core.observed import ClusterWork
 from job.scheduler import clusters as tick_clusters
 from job.scheduler import tick
 from job.scheduler.config import TickConfig
@@ -53,6 +54,10 @@ class MemoryRay:
 
     def stop(self, submission_id: str) -> bool:
         return True
+
+    def work(self) -> ClusterWork:
+        """Nothing but the drivers: no actor, task or placement group of theirs."""
+        return ClusterWork()
 
 
 def fill(url: str, pending: int, triggers: bool) -> None:
