@@ -91,7 +91,6 @@ class RunTimes:
         return RunTime(None, "no max runtime and no recent finished job in the group")
 
 
-
 def expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> dict:
     """When a placed job is expected to end, what a reservation for the head of the line counts on
     (docs/planner.md, "Reservations and backfill"): its start plus its max runtime where set, else
@@ -107,6 +106,7 @@ def expected_end(job: ActiveJob, now: datetime, run_times: RunTimes | None) -> d
     started = (job.started_at if job.state == RUNNING and job.started_at is not None
                else job.accepted_at or now)
     return {"expected_end": started + timedelta(seconds=seconds)}
+
 
 def explain(estimates: list[Estimate], running: Mapping[str, RunTime], pending: Mapping[str, RunTime],
             placed: int) -> dict[str, Stored]:

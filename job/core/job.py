@@ -249,6 +249,7 @@ SHOWN: tuple[JobField, ...] = tuple(field for field in FIELDS if field.shown)
 STORED: tuple[JobField, ...] = tuple(field for field in FIELDS if field.stored)
 COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
 
+
 # The tick's rows: a job as the tick's statements read it, one typed row per statement's columns
 # (store/tick_jobs.py and scheduler/pending.py build them): the names are the columns', the ids the
 # table's ints.
@@ -293,11 +294,10 @@ class ActiveJob:
     cluster: str | None = None
 
 
-
 class PendingRow(NamedTuple):
     """A pending job as the tick reads it. The request and labels stay JSON text: with 100k jobs,
     decoding a jsonb and building a dict per row would cost more than the rest of the read, and
-    the few distinct requests are decoded once each here."""
+    the few distinct requests are decoded once each (core/group_snapshot.py)."""
 
     id: int
     user_name: str

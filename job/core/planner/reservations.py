@@ -27,7 +27,6 @@ from job.core.resources import Resources
 End = tuple[float, str, dict[str, int]]
 
 
-
 def ends_before(job: Pending, reservation: Reservation, now: datetime | None) -> bool:
     """Whether the job will end before the reservation's start, so that it may use the room held
     (backfill): its max runtime is known and short enough. A start is known only at a known now
@@ -37,6 +36,7 @@ def ends_before(job: Pending, reservation: Reservation, now: datetime | None) ->
         return False
     runtime = job.max_runtime_s
     return runtime is not None and (start - now).total_seconds() >= runtime
+
 
 class Ends:
     """Per node id, the jobs expected to end there, the soonest first (`get`, as a dict's): the
