@@ -5,12 +5,13 @@ clusters (scheduler/clusters.py) and writes what is decided here."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TypeVar
 
 import msgspec
 
+from job.core.estimates import Room, Rooms, WaitingOn
 from job.core.group_snapshot import Decisions
 from job.core.planner import Plan, Snapshot, plan
 from job.core.planner.snapshot import Node, Running
@@ -144,3 +145,27 @@ def held_by_caps(snapshot: Snapshot, decided: Plan, full_nodes: list[Node]) -> s
         accounts={}, state={}, reservations=[])
     judged = plan(alone, worded=False)
     return unschedulable - {record["job"] for record in judged.waiting if record["reason"] == "Unschedulable"}
+
+
+def driver_rooms(decided: Plan, held: Mapping[int, str], placements: list[tuple[int, str]], active: Mapping[str, str],
+                 cluster_of_node: Mapping[str, str], caps: Mapping[str, int], wait: Callable[[int], WaitingOn]) -> Rooms:
+    """What the jobs the caps held back (`held`) wait for, for their estimates: a room per cluster
+    at its cap after this tick, held by our drivers there (`active`: job id -> cluster, and this
+    tick's `placements`); each held job in plan order, with the cluster the plan chose for it, or,
+    for one only a full cluster could hold, every full one (which of them could is not asked: the
+    first to free a driver counts). `wait`: a job id -> what its run time is read from."""
+    drivers: dict[str, list[str]] = {}
+    for active_job, its_cluster in active.items():
+        drivers.setdefault(its_cluster, []).append(active_job)
+    for job, node in placements:
+        if (placed_in := cluster_of_node.get(node)) is not None:
+            drivers.setdefault(placed_in, []).append(str(job))
+    rooms = {name: Room(cap, drivers.get(name, []), f"when a driver of ours in cluster {name} should end (its driver cap)")
+             for name, cap in caps.items() if len(drivers.get(name, ())) >= cap}
+    planned = {int(placement["job"]): cluster_of_node.get(placement["node"]) for placement in decided.placements
+               if int(placement["job"]) in held}
+    order = list(planned)
+    if len(order) < len(held):  # only then a pass over the plan's waiting records
+        order += [job for record in decided.waiting if (job := int(record["job"])) in held and job not in planned]
+    return Rooms(rooms, [(str(job), [cluster] if (cluster := planned.get(job)) is not None else list(rooms),
+                          wait(job)) for job in order])

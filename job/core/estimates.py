@@ -13,7 +13,7 @@ import heapq
 import json
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import chain, islice
 from typing import Any
@@ -170,23 +170,35 @@ class WaitingOn:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrottledArray:
-    """An array its throttle holds back: the jobs holding its room (its tasks running or given to
-    the planner), and its waiting tasks in the order they go, each with what its run time is read from."""
+class Room:
+    """Room for `size` jobs at once, held by the jobs `holding` (by id): an array's throttle, a
+    cluster's driver cap. `basis`: the basis of the estimate of a job that waits for it."""
 
-    array: int
-    room: int
+    size: int
     holding: list[str]
-    waiting: list[tuple[str, WaitingOn]]
+    basis: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rooms:
+    """Jobs held back for want of a room of their own (`Room`), and those rooms by name: the jobs
+    in the order they go, each with the rooms it may take and what its run time is read from."""
+
+    rooms: dict[str, Room] = field(default_factory=dict)
+    waiting: list[tuple[str, list[str], WaitingOn]] = field(default_factory=list)
+
+    def __add__(self, other: Rooms) -> Rooms:
+        return Rooms({**self.rooms, **other.rooms}, [*self.waiting, *other.waiting])
 
 
 def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending: list, recent: Iterable[Finished],
              first: int = FIRST, every_s: float = 5.0, held: Mapping[str, WaitingOn] | None = None,
-             throttled: Iterable[ThrottledArray] = ()) -> dict[int, Stored]:
+             rooms: Rooms = Rooms()) -> dict[int, Stored]:
     """The stored estimates a tick changes: the forecast of the first `first` jobs in plan order
     (`decided`, the plan of `snapshot`), from the active jobs and pending rows (PendingRow) read:
     only those with a stored estimate count (the tick gives those alone). A job `held` by its
-    dependencies starts no sooner than the expected end of each job it waits for (`after_ends`)."""
+    dependencies starts no sooner than the expected end of each job it waits for (`after_ends`),
+    one held back for want of a room (`rooms`) when the first of its rooms comes free (`room_ends`)."""
     known = RunTimes(recent)
     now = snapshot.now
     if now is None:  # as forecast says it, before the active jobs' ends are taken from it
@@ -207,56 +219,58 @@ def estimate(snapshot: Snapshot, decided: Plan, active: list[ActiveJob], pending
     before = {row.id: Stored(row.queue_position, row.estimated_start_at, row.estimate_basis) for row in pending
               if row.queue_position is not None or row.estimate_basis is not None}
     stored = explain(estimates, running, runs, len(decided.placements))
-    throttled = list(throttled)
-    if held or throttled:
+    if held or rooms.waiting:
         for estimate in estimates:
             head_run = runs.get(estimate.job)
             ends[estimate.job] = (None if estimate.start is None or head_run is None or head_run.seconds is None
                                   else estimate.start + timedelta(seconds=head_run.seconds))
-        for array in throttled:
-            stored.update(throttled_ends(array, ends, known))
+        stored.update(room_ends(rooms, ends, known))
         stored.update(after_ends(held or {}, ends, known))
     return changes(before, stored)
 
 
-def throttled_arrays(rows: Mapping[int, Any], held: Any, active: Iterable[ActiveJob]) -> list[ThrottledArray]:
+def throttled_arrays(rows: Mapping[int, Any], held: Any, active: Iterable[ActiveJob]) -> Rooms:
     """The arrays the throttle held back this tick (`held`: arrays.throttle's answer over the pending
-    rows, `rows` by id), with the jobs that hold their room: their tasks active, and those given to
-    the planner. Of their held tasks, the first FIRST get an estimate, as many as of the jobs in line."""
+    rows, `rows` by id), a room each, held by its tasks active and those given to the planner. Of
+    their held tasks, the first FIRST get an estimate, as many as of the jobs in line."""
+    rooms = Rooms()
     if not held.waiting:
-        return []
-    waiting: dict[tuple[str, int], list[tuple[str, WaitingOn]]] = {}
+        return rooms
+    keys: dict[tuple[str, int], str] = {}
     for record in held.waiting[:FIRST]:
         row = rows[int(record["job"])]
-        waiting.setdefault((row.user_name, row.array_id), []).append((record["job"], WaitingOn.of_row(row, [])))
-    holding: dict[tuple[str, int], list[str]] = {}
+        name = keys.setdefault((row.user_name, row.array_id), f"array {row.array_id}")
+        rooms.rooms.setdefault(name, Room(row.array_throttle, [],
+                                          f"when a task of array {row.array_id} should end (its throttle)"))
+        rooms.waiting.append((record["job"], [name], WaitingOn.of_row(row, [])))
     for job in chain(active, held.planned):
-        key = (job.user_name, job.array_id)
-        if key in waiting:
-            holding.setdefault(key, []).append(str(job.id))
-    return [ThrottledArray(array, rows[int(tasks[0][0])].array_throttle, holding.get((user, array), []), tasks)
-            for (user, array), tasks in waiting.items()]
+        if (holds := keys.get((job.user_name, job.array_id))) is not None:
+            rooms.rooms[holds].holding.append(str(job.id))
+    return rooms
 
 
-def throttled_ends(array: ThrottledArray, ends: dict[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
-    """The estimates of an array's tasks its throttle holds back: each takes, in its order, the
-    room of the first of the array's jobs expected to end (those holding its room, then those before
-    it here), and is expected to end after its own run time (written into `ends`, for what waits
-    for it). A room whose end is not known is never free: the tasks after it get no estimate."""
+def room_ends(rooms: Rooms, ends: dict[str, datetime | None], known: RunTimes) -> dict[str, Stored]:
+    """The estimates of the jobs waiting for a room: each, in its order, takes the first of its
+    rooms to come free, and is expected to end after its own run time (written into `ends`, for
+    what waits for it). A room comes free as a job holding it is expected to end (`ends`), once as
+    many as hold it past its size (a cap lowered since) have ended; one whose end is not known never
+    frees it, and the jobs that find no room coming free get no estimate."""
+    frees: dict[str, list[datetime]] = {}
+    for name, room in rooms.rooms.items():
+        found = sorted(end for job in room.holding if (end := ends.get(job)) is not None)
+        frees[name] = found[max(len(room.holding) - room.size, 0):]  # sorted, so a heap
     stored: dict[str, Stored] = {}
-    frees = sorted(end for job in array.holding if (end := ends.get(job)) is not None)
-    # The rooms held by a job of unknown end never come free.
-    frees = frees[:array.room] if len(frees) >= array.room else frees
-    heapq.heapify(frees)
-    for job, wait in array.waiting:
-        if not frees:
-            break
-        start = heapq.heappop(frees)
+    for job, names, wait in rooms.waiting:
+        free = [(heap[0], name) for name in names if (heap := frees.get(name))]
+        if not free:
+            continue
+        start, name = min(free)
+        heapq.heappop(frees[name])
+        stored[job] = Stored(None, start, rooms.rooms[name].basis)
         run = known.of(wait.user, wait.resources, wait.max_runtime_s, wait.bundles)
-        stored[job] = Stored(None, start, f"when a task of array {array.array} should end (its throttle)")
         if run.seconds is not None:
             end = ends[job] = start + timedelta(seconds=run.seconds)
-            heapq.heappush(frees, end)
+            heapq.heappush(frees[name], end)
     return stored
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -19,9 +20,9 @@ from job.core import collection
 from job.core.arrays import throttle
 from job.core.clusters import UNANSWERED, Unanswered
 from job.core.dependents import Dependents, held_of, named, split, waited_for
-from job.core.driver_caps import within_caps, without_full
+from job.core.driver_caps import driver_rooms, within_caps, without_full
 from job.core.errors import ClusterNotReady, JobError, NotFound
-from job.core.estimates import RECENT, RunTimes, estimate, throttled_arrays
+from job.core.estimates import RECENT, RunTimes, WaitingOn, estimate, throttled_arrays
 from job.core.group import GroupConfig
 from job.core.group_snapshot import RELEASING, Decisions, build_snapshot, due_at, reservation_changes, running_of
 from job.core.job import ActiveJob, Intent, PendingRow, Victim
@@ -276,22 +277,20 @@ class _GroupTick:
         if not dry_run:  # what only the commit writes
             # The placed jobs' rows, not a pass over 100,000.
             rows = self.pending.by_id(self.name)
+            rooms = throttled_arrays(rows, held, done.active)
+            if capped_off:  # they wait for a driver of ours in a full cluster to end
+                rooms += driver_rooms(decided, capped_off, decisions.placements,
+                                      {str(job.id): cluster_name(self.group, job) for job in done.active},
+                                      cluster_of_node, settled.caps, lambda job: WaitingOn.of_row(rows[job], []))
             step = replace(step, estimates=estimate(snapshot, decided, done.active, self.pending.carrying(self.name),
                                                     recent, held=held_of(rows, after_of, dependents, found),
-                                                    throttled=throttled_arrays(rows, held, done.active)),
+                                                    rooms=rooms),
                            figures=placement_figures(self.group, done.members, done.active, seen.totals,
                                                      decisions.placements, [rows[job] for job, _ in decisions.placements],
                                                      snapshot.accounts, decisions.bundle_nodes))
         self.steps.done("plan")
         self.result.running = len(done.active)
-        self.result.waiting = counted(said)
-        if only_full:
-            self.result.waiting[Reason.UNSCHEDULABLE] -= only_full
-            self.result.waiting += Counter()  # drops the reasons counted down to none
-        if dependents.held:
-            self.result.waiting[Reason.DEPENDENCY] = dependents.held
-        if capped_off:
-            self.result.waiting[Reason.DRIVER_LIMIT] = len(capped_off)
+        self.result.waiting = _waiting(said, only_full, dependents.held, len(capped_off))
         return step
 
     def commit(self, step: PlanStep, done: Reconciliation, now: datetime) -> tuple[list[Intent], list[Victim]]:
@@ -389,3 +388,18 @@ class _GroupTick:
                           attempt=intent.attempt, policy=self.group.policy, selector=self.group.selector,
                           shares=user.shares if user else None, usage=round(user.usage if user else 0, 3),
                           **({"bundle_nodes": ",".join(intent.bundle_nodes)} if intent.bundle_nodes else {}))
+
+
+def _waiting(said: Iterable[tuple[str, str, list[dict]]], only_full: int, held: int, capped: int) -> Counter:
+    """The waiting jobs a tick reports by reason: what the plan said, with those only a full
+    cluster could hold counted as capped (DriverLimit) and not Unschedulable, and those their
+    dependencies hold."""
+    waiting = counted(said)
+    if only_full:
+        waiting[Reason.UNSCHEDULABLE] -= only_full
+        waiting += Counter()  # drops the reasons counted down to none
+    if held:
+        waiting[Reason.DEPENDENCY] = held
+    if capped:
+        waiting[Reason.DRIVER_LIMIT] = capped
+    return waiting

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job.core.clusters import CLUSTER_LABEL, Unanswered, judge, with_requeued, with_stopped
-from job.core.driver_caps import capped, default_cap, drivers_left, held_by_caps, replaced
+from job.core.driver_caps import capped, default_cap, driver_rooms, drivers_left, held_by_caps, replaced
 from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.specs import ClusterSpec, GroupSpec, validated
@@ -159,6 +159,28 @@ def test_a_job_no_cluster_has_a_driver_left_for_waits_saying_so():
     decisions, held = replaced(snapshot, plan(snapshot), CLUSTER_OF, {"east": 1, "west": 1}, {"east": 1, "west": 1})
     assert [CLUSTER_OF[node] for _, node in decisions.placements] == ["east", "west"]
     assert list(held) == [3] and "runs its most drivers of ours at once (1" in held[3]
+
+
+def test_a_job_held_by_a_cap_waits_for_a_driver_of_the_cluster_the_plan_chose():
+    snapshot = two_clusters([{"id": str(n), "user": "a", "resources": {"CPU": 1}} for n in range(1, 5)])
+    decided = plan(snapshot)
+    decisions, held = replaced(snapshot, decided, CLUSTER_OF, {"east": 2, "west": 1}, {"east": 1, "west": 1})
+    assert sorted(held) == [3, 4]
+    # Job 100 runs in east already; the plan chose east for 3 and 4 (the selector packs).
+    rooms = driver_rooms(decided, held, decisions.placements, {"100": "east"}, CLUSTER_OF, {"east": 2, "west": 1},
+                         lambda job: job)  # type: ignore[arg-type, return-value]
+    assert {name: (room.size, sorted(room.holding)) for name, room in rooms.rooms.items()} == {
+        "east": (2, ["1", "100"]), "west": (1, ["2"])}
+    assert rooms.waiting == [("3", ["east"], 3), ("4", ["east"], 4)]
+    assert rooms.rooms["east"].basis == "when a driver of ours in cluster east should end (its driver cap)"
+
+
+def test_a_job_only_a_full_cluster_could_hold_waits_for_a_driver_of_any_full_one():
+    decided = plan(two_clusters([{"id": "7", "user": "a", "resources": {"CPU": 1}}]))
+    unplanned = decided.model_copy(update={"placements": [], "waiting": [{"job": "7", "reason": "Unschedulable"}]})
+    rooms = driver_rooms(unplanned, {7: "every cluster ..."}, [], {"1": "east", "2": "west"}, CLUSTER_OF,
+                         {"east": 1, "west": 1, "north": 3}, lambda job: job)  # type: ignore[arg-type, return-value]
+    assert list(rooms.rooms) == ["east", "west"] and rooms.waiting == [("7", ["east", "west"], 7)]
 
 
 def test_a_second_plan_takes_no_node_the_first_reserved():

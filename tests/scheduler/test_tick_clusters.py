@@ -127,6 +127,21 @@ def test_a_cluster_takes_at_most_its_drivers(database_url, conn, monkeypatch, tw
     assert tick_once(database_url, monkeypatch, two).placed == 0
 
 
+def test_a_job_a_cap_holds_back_is_estimated_to_start_when_a_driver_there_should_end(database_url, conn, monkeypatch, two):
+    conn.execute("UPDATE resource_groups SET max_drivers = 1")
+    for _ in range(3):
+        submit(user="alice", group="main", entrypoint="sleep 60", resources={"CPU": 0.5}, max_runtime=600)
+    before = datetime.now(UTC)
+    result = tick_once(database_url, monkeypatch, two)
+    assert result.placed == 2 and result.waiting["DriverLimit"] == 1
+    [held] = [row for row in rows(conn).values() if row["state"] == "PENDING"]
+    assert held["reason"] == "DriverLimit" and held["queue_position"] is None
+    # Each cluster's driver, placed now, runs at most 10 minutes: the estimate, to the minute.
+    assert before + timedelta(minutes=9) <= held["estimated_start_at"] <= datetime.now(UTC) + timedelta(minutes=11)
+    assert held["estimate_basis"] in {f"when a driver of ours in cluster {cluster} should end (its driver cap)"
+                                      for cluster in ("east", "west")}
+
+
 def test_the_default_cap_comes_from_the_head_s_memory(database_url, conn, monkeypatch, two):
     two[EAST].head_memory = 250e6  # two drivers
     two[WEST].head_memory = 120e6  # one
