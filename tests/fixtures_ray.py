@@ -96,13 +96,16 @@ IDLE_TIMEOUT_S = 240
 
 def _holders(cluster: RayCluster) -> str:
     """What holds resources, as Ray lists it: the alive actors and running tasks that ask for any,
-    by job and name (a job's supervisor actor is named after its submission id)."""
+    by job and name (a job's supervisor actor is named after its submission id), and the placement
+    groups not removed."""
     try:
         work = cluster.work()
     except Unavailable as exc:
         return f"holders not listed: {exc}"
     held = [f"{kind} {item.name or '(unnamed)'} of job {item.job_id} on {(item.node or '?')[:12]}: {item.resources.amounts()}"
             for kind, items in (("actor", work.actors), ("task", work.tasks)) for item in items if item.resources]
+    held += [f"placement group {group.id[:12]} of job {group.creator_job_id} ({group.state}): {len(group.bundles)} bundles"
+             for group in work.placement_groups]
     return "holders: " + ("; ".join(held) if held else "none listed")
 
 
