@@ -206,3 +206,45 @@ def test_only_a_full_cluster_could_hold_it():
                              {"id": "2", "user": "a", "resources": {"CPU": 64}}])
     empty = snapshot.model_copy(update={"nodes": []})
     assert held_by_caps(empty, plan(empty), snapshot.nodes[:2]) == {"1"}
+
+
+_CLUSTERS = ("east", "west", "north")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_CLUSTERS), st.integers(1, 6)), min_size=1, max_size=6),
+       st.dictionaries(st.sampled_from(_CLUSTERS), st.tuples(st.integers(0, 3), st.integers(0, 3))),
+       st.lists(st.tuples(st.integers(1, 3), st.sampled_from([0, 0, 2, 3])), min_size=1, max_size=9),
+       st.sampled_from(["concentrated", "dispersed"]))
+def test_the_caps_are_kept_and_no_planned_job_is_lost_or_placed_twice(nodes, caps_left, jobs, selector):
+    named = {f"n{i}": node for i, node in enumerate(nodes)}
+    cluster_of = {node: cluster for node, (cluster, _) in named.items()}
+    pending = [{"id": str(n), "user": "a", "resources": {"CPU": cpus},
+                **({"bundles": [{"CPU": 1}] * gang, "bundle_strategy": "SPREAD"} if gang else {})}
+               for n, (cpus, gang) in enumerate(jobs, start=1)]
+    snapshot = Snapshot.model_validate({
+        "group": {"policy": "fifo", "selector": selector}, "now": NOW, "pending": pending,
+        "nodes": [{"id": node, "resources": {"CPU": cpus}, "labels": {CLUSTER_LABEL: cluster}}
+                  for node, (cluster, cpus) in named.items()]})
+    caps = {cluster: cap for cluster, (cap, _) in caps_left.items()}
+    left = {cluster: min(more, cap) for cluster, (cap, more) in caps_left.items()}
+    decided = plan(snapshot)
+    decisions, held = replaced(snapshot, decided, cluster_of, caps, left)
+    placed = [job for job, _ in decisions.placements]
+    # Each planned job is placed once, or held back saying why; nothing else is placed.
+    assert len(placed) == len(set(placed))
+    assert set(placed) | set(held) == {int(p["job"]) for p in decided.placements} and not set(placed) & set(held)
+    assert all("runs its most drivers of ours at once" in message for message in held.values())
+    # No capped cluster takes more drivers than it has left.
+    for cluster, more in left.items():
+        assert sum(cluster_of[node] == cluster for _, node in decisions.placements) <= more
+    # No node holds more than it has, drivers and bundles alike, and a gang stays in one cluster.
+    used = dict.fromkeys(named, 0)
+    for job, node in decisions.placements:
+        cpus, gang = jobs[job - 1]
+        used[node] += cpus
+        homes = decisions.bundle_nodes.get(job, [])
+        assert len(homes) == gang and {cluster_of[home] for home in homes} <= {cluster_of[node]}
+        for home in homes:
+            used[home] += 1
+    assert all(used[node] <= cpus for node, (_, cpus) in named.items())
