@@ -160,12 +160,14 @@ def driver_rooms(decided: Plan, held: Mapping[int, str], placements: list[tuple[
     for job, node in placements:
         if (placed_in := cluster_of_node.get(node)) is not None:
             drivers.setdefault(placed_in, []).append(str(job))
-    rooms = {name: Room(cap, drivers.get(name, []), f"when a driver of ours in cluster {name} should end (its driver cap)")
+    # Named apart from the arrays' rooms (estimates.throttled_arrays), which the tick adds.
+    rooms = {f"cluster {name}": Room(cap, drivers.get(name, []),
+                                     f"when a driver of ours in cluster {name} should end (its driver cap)")
              for name, cap in caps.items() if len(drivers.get(name, ())) >= cap}
     planned = {int(placement["job"]): cluster_of_node.get(placement["node"]) for placement in decided.placements
                if int(placement["job"]) in held}
     order = list(planned)
     if len(order) < len(held):  # only then a pass over the plan's waiting records
         order += [job for record in decided.waiting if (job := int(record["job"])) in held and job not in planned]
-    return Rooms(rooms, [(str(job), [cluster] if (cluster := planned.get(job)) is not None else list(rooms),
+    return Rooms(rooms, [(str(job), [f"cluster {cluster}"] if (cluster := planned.get(job)) is not None else list(rooms),
                           wait(job)) for job in order])

@@ -170,9 +170,9 @@ def test_a_job_held_by_a_cap_waits_for_a_driver_of_the_cluster_the_plan_chose():
     rooms = driver_rooms(decided, held, decisions.placements, {"100": "east"}, CLUSTER_OF, {"east": 2, "west": 1},
                          lambda job: job)  # type: ignore[arg-type, return-value]
     assert {name: (room.size, sorted(room.holding)) for name, room in rooms.rooms.items()} == {
-        "east": (2, ["1", "100"]), "west": (1, ["2"])}
-    assert rooms.waiting == [("3", ["east"], 3), ("4", ["east"], 4)]
-    assert rooms.rooms["east"].basis == "when a driver of ours in cluster east should end (its driver cap)"
+        "cluster east": (2, ["1", "100"]), "cluster west": (1, ["2"])}
+    assert rooms.waiting == [("3", ["cluster east"], 3), ("4", ["cluster east"], 4)]
+    assert rooms.rooms["cluster east"].basis == "when a driver of ours in cluster east should end (its driver cap)"
 
 
 def test_a_job_only_a_full_cluster_could_hold_waits_for_a_driver_of_any_full_one():
@@ -180,7 +180,8 @@ def test_a_job_only_a_full_cluster_could_hold_waits_for_a_driver_of_any_full_one
     unplanned = decided.model_copy(update={"placements": [], "waiting": [{"job": "7", "reason": "Unschedulable"}]})
     rooms = driver_rooms(unplanned, {7: "every cluster ..."}, [], {"1": "east", "2": "west"}, CLUSTER_OF,
                          {"east": 1, "west": 1, "north": 3}, lambda job: job)  # type: ignore[arg-type, return-value]
-    assert list(rooms.rooms) == ["east", "west"] and rooms.waiting == [("7", ["east", "west"], 7)]
+    assert list(rooms.rooms) == ["cluster east", "cluster west"]
+    assert rooms.waiting == [("7", ["cluster east", "cluster west"], 7)]
 
 
 def test_a_second_plan_takes_no_node_the_first_reserved():
