@@ -88,9 +88,10 @@ def ray_cluster(tmp_path_factory):
     assert not survivors, f"processes of the test Ray cluster left after stop(): {survivors}"
 
 
-# On a slow machine (2026-12-05, half the usual speed) the gateway's first Ray test waited 110 s for
-# 0.1 CPU that Ray still counted as held, with no actor or task listed, and 120 s once the machine
-# was busier: a wait on Ray's state, bounded so that a real leak still fails.
+# A job stopped while Ray builds its runtime env holds what its supervisor asked for until the
+# build ends, with no actor alive to list (PENDING_CREATION): seen for 30 s here and over two
+# minutes on a slow machine (tests/adapters/test_ray_adapter.py's pip environment, which now asks
+# for nothing). A wait on Ray's state, bounded so that a real leak still fails.
 IDLE_TIMEOUT_S = 240
 
 

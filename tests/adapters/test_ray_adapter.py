@@ -174,8 +174,11 @@ def test_a_job_naming_a_file_of_the_scheduler_reaches_ray_without_its_content(cl
     secret = tmp_path / "secret.txt"
     secret.write_text("password=hunter2-" + RUN)
     runtime_env = {"pip": [str(secret)], "env_vars": {"FILE": str(secret)}, "excludes": [str(secret)]}
+    # No CPU: Ray builds the pip environment after the stop below, 30 s here and over two minutes
+    # on a slow machine, and its supervisor, not alive yet (not listed), would hold what it asked
+    # for all along, keeping the next Ray test waiting for an idle cluster.
     assert cluster.submit(submission_id=sid("names-a-file"), entrypoint="true", node_id=ray_cluster.a_id,
-                          resources={"CPU": 0.1}, runtime_env=runtime_env, metadata={"file": str(secret)})
+                          resources={"CPU": 0}, runtime_env=runtime_env, metadata={"file": str(secret)})
     details = requests.get(f"{ray_cluster.address}/api/jobs/{sid('names-a-file')}", timeout=30).json()
     # Ray has the names as they were sent, and nothing of what the file holds.
     assert details["runtime_env"] == runtime_env and details["metadata"]["file"] == str(secret)
