@@ -183,7 +183,7 @@ FIELDS: tuple[JobField, ...] = (
     JobField("metadata", "metadata", spec="metadata", option="--metadata", read="pairs", metavar="K=V",
              help="passed to Ray as job metadata (repeatable)", check="metadata", default={}),
     JobField("priority", "priority", spec="priority", option="--priority", help="higher goes first within the user's jobs",
-             gateway="queue.priority", bounds=_PRIORITY_BOUNDS, default=0, planned=True),
+             gateway="queue.priority", check="whole number", bounds=_PRIORITY_BOUNDS, default=0, planned=True),
     # None: the group's default class. Its people's name is `class`, the column's `priority_class`.
     JobField("priority_class", "class", spec="priority_class", option="--class", metavar="NAME",
              help="a priority class of the group (default: the group's default class)", gateway="queue.class",

@@ -209,6 +209,12 @@ def _resources(value: Any, info: ValidationInfo) -> dict[str, float]:
     return parsed or {"CPU": 1.0}
 
 
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a whole number")
+    return value
+
+
 def _runtime_env(value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
     # Its size first: what is checked key by key is bounded.
     _bounded_json(value, MAX_RUNTIME_ENV_BYTES)
@@ -243,6 +249,8 @@ CHECKS: dict[str, tuple[Callable[[Any, ValidationInfo], Any] | None, Callable[[A
     "bundle strategy": (None, lambda value, info: check_bundle_strategy(value, info.data.get("bundles") is not None)),
     "resources": (_resources, None),
     "labels": (lambda value, info: parse_labels(_at_most(value, MAX_NODE_LABELS, "labels")), None),
+    # Not True for 1, which pydantic's lax int takes (as resources refuse it).
+    "whole number": (lambda value, info: _not_bool(value), None),
     "time": (_optional(parse_time), None),
     "duration": (_optional(parse_duration), None),
     "runtime_env": (None, _runtime_env),

@@ -34,6 +34,7 @@ for _ in range(5000):
     ({"runtime_env": {"extra": DEEP}}, "runtime_env: nested too deeply to store"),
     ({"metadata": {"a\nb": 1}}, "metadata.'a\\nb': Input should be a valid string"),
     ({"user": "al\x00ice"}, "user: 'al\\x00ice' is not a valid user name"),
+    ({"priority": True}, "priority: True is not a whole number"),
     ({"group": "g\x1b[2J" * 100_000}, "group: 'g\\x1b[2Jg\\x1b[2Jg\\x1b[2Jg\\x1b[2Jg\\x1... is not a valid group name"),
 ])
 def test_a_submission_out_of_bounds_is_refused_in_one_short_line(fields, message):
