@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -16,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 from job.core import states
 from job.core.estimates import RunTimes, expected_end
 from job.core.group import GroupConfig
-from job.core.job import ActiveJob, PendingRow
+from job.core.job import FIELDS, ActiveJob, PendingRow
 from job.core.job_row import stored_problem
 from job.core.members import AccountRow, Member
 from job.core.observed import Bundle, Observed, RunningJob
@@ -195,6 +196,16 @@ def _cached(cache: dict[str, _T | str], value: str, shape: TypeAdapter[_T], fiel
     return found
 
 
+# The planner's fields that a pending row gives as the planner's job takes them (job.FIELDS, each
+# `planned` one the row and the job name alike, less those read above it), and those of them whose
+# stored value is checked first.
+_READ_HERE = frozenset({"id", "resources", "node_labels", "priority_class", "bundles", "bundle_strategy", "waiting_since"})
+_AS_READ = tuple(field.column for field in FIELDS if field.planned and field.column not in _READ_HERE
+                 and field.column in PendingRow._fields and field.column in Pending.__struct_fields__)
+_CHECKED = tuple(field.column for field in FIELDS if field.column in _AS_READ and field.stored)
+_read = attrgetter(*_AS_READ)
+
+
 def _pending_job(row: PendingRow, group: GroupConfig, classes: frozenset[str], now: datetime,
                  requests: dict[str, dict[str, float] | str], labels: dict[str, dict[str, str] | str]) -> Pending | str:
     """The planner's job of one pending row, or why the row cannot be planned."""
@@ -218,13 +229,14 @@ def _pending_job(row: PendingRow, group: GroupConfig, classes: frozenset[str], n
             return (f"priority_class: {row.priority_class!r} is no longer a class of group {group.name!r} "
                     f"(its classes: {', '.join(sorted(classes))})")
         priority_class = row.priority_class
-    if row.max_runtime_s is not None and (problem := stored_problem("max_runtime_s", row.max_runtime_s)):
-        return problem
-    return Pending(id=str(row.id), user=row.user_name, resources=request, priority=row.priority,
-                   submitted_at=row.submitted_at, not_before=row.not_before, node_labels=label_map, priority_class=priority_class,
-                   bundles=bundles, bundle_strategy=strategy, max_runtime_s=row.max_runtime_s,
+    plain = dict(zip(_AS_READ, _read(row), strict=True))
+    for column in _CHECKED:
+        if plain[column] is not None and (problem := stored_problem(column, plain[column])):
+            return problem
+    return Pending(id=str(row.id), user=row.user_name, resources=request, node_labels=label_map,
+                   priority_class=priority_class, bundles=bundles, bundle_strategy=strategy,
                    # A job whose wait for resources has not begun before this tick begins it now.
-                   waiting_since=row.waiting_since or now)
+                   waiting_since=row.waiting_since or now, **plain)
 
 
 def _pending_jobs(group: GroupConfig, pending: list[PendingRow], now: datetime, made: MadeJobs | None = None
@@ -383,8 +395,8 @@ def reservation_changes(pending: list[PendingRow], after: dict[int, Held]) -> di
 
 def due_at(pending: list[PendingRow], active: list[ActiveJob], now: datetime) -> datetime | None:
     """The next instant a tick has something to do that no event announces: a pending job's
-    not_before passing, a running job's max_runtime ending. The loop wakes then, not up to its
-    timer's period later."""
+    not_before passing, a running job reaching its run time limit (reconcile.runtime_end). The loop
+    wakes then, not up to its timer's period later."""
     times = [row.not_before for row in pending if row.not_before is not None and row.not_before > now]
     times += [end for job in active if job.state == states.RUNNING and (end := runtime_end(job, job.started_at))]
     return min((at for at in times if at > now), default=None)

@@ -24,6 +24,7 @@ from job.core.group_snapshot import (
     reservation_changes,
     running_of,
 )
+from job.core.job import FIELDS
 from job.core.observed import SUPERVISOR_PREFIX, ClusterWork, RunningJob, Work, observe
 from job.core.planner import plan
 from job.core.resources import Resources
@@ -336,3 +337,33 @@ def test_a_job_that_ended_in_this_tick_is_releasing_not_observed_twice():
     # Only its driver is in the books while Ray frees it; its actors show as outside until Ray drops them.
     assert {n.id: n.outside for n in snapshot.nodes} == {"a": {"CPU": 1}, "b": {"CPU": 2}}
     assert all(not n.held for n in snapshot.nodes) and snapshot.running == []
+
+
+def test_every_field_the_planner_reads_reaches_its_job_from_the_pending_row():
+    # Each `planned` field of the job's table, by column: its value in the row, and the planner's
+    # job's field and value. A field the table adds fails here until it is given.
+    given = {
+        "user_name": ("ann", "user", "ann"),
+        "resources": ('{"CPU": 2}', "resources", {"CPU": 2.0}),
+        "node_labels": ('{"zone": "a"}', "node_labels", {"zone": "a"}),
+        "bundles": ('[{"CPU": 1}]', "bundles", [{"CPU": 1.0}]),
+        "bundle_strategy": ("SPREAD", "bundle_strategy", "SPREAD"),
+        "priority": (7, "priority", 7),
+        "priority_class": ("high", "priority_class", "high"),
+        "submitted_at": (NOW - timedelta(hours=1), "submitted_at", NOW - timedelta(hours=1)),
+        "not_before": (NOW + timedelta(hours=1), "not_before", NOW + timedelta(hours=1)),
+        "max_runtime_s": (90.0, "max_runtime_s", 90.0),
+    }
+    assert set(given) == {field.column for field in FIELDS if field.planned}
+    snapshot, invalid = build_snapshot(CLASSES_GROUP, NOW, [], [], [row(1, **{c: v for c, (v, _, _) in given.items()})],
+                                       [], {})
+    assert invalid == {}
+    [pending] = snapshot.pending
+    assert {column: getattr(pending, name) for column, (_, name, _) in given.items()} == {
+        column: value for column, (_, _, value) in given.items()}
+
+
+def test_a_pending_row_whose_stored_max_runtime_is_out_of_bounds_is_not_planned_and_says_why():
+    snapshot, invalid = build_snapshot(GROUP, NOW, [], [], [row(1, max_runtime_s=-5.0), row(2, max_runtime_s=5.0)], [], {})
+    assert [job.id for job in snapshot.pending] == ["2"]
+    assert invalid == {1: "max_runtime_s: Input should be greater than 0 (stored: -5.0)"}
