@@ -29,7 +29,9 @@ GATEWAY_KEY = "queue.array"
 HELP = ("one job per index, in Slurm's syntax: 0-99, 1,3,5, 0-99:2 or a combination, and %%N for at most N "
         f"running at once, e.g. 0-99%%10 (at most {MAX_TASKS} tasks, indexes 0 to {MAX_INDEX}); prints the array's id")
 
-_ITEM = re.compile(r"([0-9]{1,7})(?:-([0-9]{1,7})(?::([0-9]{1,7}))?)?")
+_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?")
+# Digits past MAX_INDEX's: refused before int() reads them (a spec may hold 100,000 of them).
+_DIGITS = len(str(MAX_INDEX))
 _THROTTLE = re.compile(r"[0-9]{1,7}")
 
 
@@ -75,6 +77,10 @@ def _item(item: str, field: str) -> range:
         raise BadInput(f"{field}: {quoted(item)} is not an index or a range: use N, A-B or A-B:STEP, "
                        "comma-separated, e.g. 0-99%10 or 1,3,5")
     first_text, last_text, step_text = found.groups()
+    if len(first_text) > _DIGITS or len(last_text or "") > _DIGITS:
+        raise BadInput(f"{field}: {quoted(item)}: indexes go from 0 to {MAX_INDEX}")
+    if len(step_text or "") > _DIGITS:
+        raise BadInput(f"{field}: {quoted(item)}: a step goes from 1 to {MAX_INDEX}")
     first = int(first_text)
     last = first if last_text is None else int(last_text)
     step = 1 if step_text is None else int(step_text)
@@ -82,8 +88,8 @@ def _item(item: str, field: str) -> range:
         raise BadInput(f"{field}: {quoted(item)}: indexes go from 0 to {MAX_INDEX}")
     if last < first:
         raise BadInput(f"{field}: {quoted(item)}: a range goes up (A-B with A at most B)")
-    if step < 1:
-        raise BadInput(f"{field}: {quoted(item)}: a step is at least 1")
+    if not 1 <= step <= MAX_INDEX:
+        raise BadInput(f"{field}: {quoted(item)}: a step goes from 1 to {MAX_INDEX}")
     if (last - first) // step + 1 > MAX_TASKS:
         raise BadInput(f"{field}: at most {MAX_TASKS} tasks an array, {quoted(item)} alone makes "
                        f"{(last - first) // step + 1}")

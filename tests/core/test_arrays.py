@@ -42,8 +42,12 @@ def test_parse(text, indexes, limit):
     ("+3", "'+3' is not an index or a range"),
     ("٣", "'٣' is not an index or a range"),  # a digit of another script
     ("9-3", "a range goes up"),
-    ("0-9:0", "a step is at least 1"),
+    ("0-9:0", "a step goes from 1 to 1000000"),
+    ("5-5:1000001", "a step goes from 1 to 1000000"),
+    ("5-5:99999999999", "a step goes from 1 to 1000000"),
     ("1000001", "indexes go from 0 to 1000000"),
+    ("0-99999999", "'0-99999999': indexes go from 0 to 1000000"),
+    ("9" * 5000, "indexes go from 0 to 1000000"),
     ("0-10000", "at most 10000 tasks an array, '0-10000' alone makes 10001"),
     ("0-1000000", "alone makes 1000001"),
     ("0-1000000:100", "alone makes 10001"),
