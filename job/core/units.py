@@ -139,7 +139,7 @@ def parse_time(text: str | datetime) -> datetime:
     except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
         in_range = False
     if not in_range:
-        raise ValueError(f"{quoted(text)} is out of range: give a time before {LATEST_TIME:%Y-%m-%d} UTC")
+        raise ValueError(f"{quoted(text)} is out of range: give a time in year 1 to {LATEST_TIME.year - 1} in UTC")
     return moment
 
 

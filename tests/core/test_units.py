@@ -133,8 +133,9 @@ HUGE = 10**3999  # 4,000 digits: more than a float holds, fewer than int() refus
 
 
 @pytest.mark.parametrize("parse, text, message", [
-    (parse_time, "9999-12-31T23:59:59-14:00", "'9999-12-31T23:59:59-14:00' is out of range: give a time before 3000-01-01"),
-    (parse_time, "0001-01-01T00:00:00+14:00", "is out of range"),  # before year 1 in UTC
+    (parse_time, "9999-12-31T23:59:59-14:00", "'9999-12-31T23:59:59-14:00' is out of range: give a time in year 1 to 2999"),
+    # Before year 1 in UTC: the message named only the upper bound.
+    (parse_time, "0001-01-01T00:00:00+14:00", "is out of range: give a time in year 1 to 2999 in UTC"),
     (parse_time, "3000-01-01T00:00:00Z", "is out of range"),
     (parse_time, datetime(9999, 12, 31, tzinfo=timezone(-timedelta(hours=14))), "is out of range"),
     (parse_time, "2026-11-29T08:00:00\x00", "not a time: '2026-11-29T08:00:00\\x00'"),
