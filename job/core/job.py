@@ -90,6 +90,12 @@ class Job:
     cluster: str | None
 
 
+# The gateway's metadata keys for a job's options (`queue.priority`): the gateway takes them out
+# of the metadata, and a submit elsewhere refuses them (core/specs.py), where they would be
+# passed to Ray unread.
+GATEWAY_PREFIX = "queue."
+
+
 @dataclass(frozen=True, slots=True)
 class JobField:
     column: str
@@ -106,7 +112,7 @@ class JobField:
     read: str = "text"
     metavar: str | None = None
     help: str | None = None
-    # Its key in a Ray job's metadata at the gateway (gateway/translate.py).
+    # Its key in a Ray job's metadata at the gateway (gateway/translate.py), GATEWAY_PREFIX and a name.
     gateway: str | None = None
     # How JobSpec checks it (core/specs.py CHECKS: a name of a check, not of a field), the checks'
     # fields it reads (they come first), its bounds (pydantic's Field: ge, le, gt) and its default.

@@ -13,10 +13,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
-from job.core import dependencies, group_defaults
+from job.core import arrays, dependencies, group_defaults
 from job.core.clusters import CLUSTER_LABEL
 from job.core.errors import BadInput, key_named, quoted
-from job.core.job import INT32_MAX, SUBMITTED, JobField
+from job.core.job import GATEWAY_PREFIX, INT32_MAX, SUBMITTED, JobField
 from job.core.planner.snapshot import MAX_BUNDLES, BundleStrategy, Policy, Preemption, PriorityClass, SelectorName, describe_error
 from job.core.resources import Resources, describe
 from job.core.roles import reserved_role_problem
@@ -33,6 +33,9 @@ LABEL_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?")
 BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
 # Metadata keys the scheduler sets on every Ray job it submits.
 RESERVED_METADATA_PREFIX = "scheduler."
+# The gateway's metadata key -> the option it gives: its keyword and its `submit` option.
+_GATEWAY_KEYS = {**{field.gateway: (field.api_keyword, field.option) for field in SUBMITTED if field.gateway},
+                 arrays.GATEWAY_KEY: (arrays.KEYWORD, arrays.OPTION)}
 BUNDLE_STRATEGIES = get_args(BundleStrategy)
 
 
@@ -231,6 +234,11 @@ def _metadata(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
     for key in value:
         if key.startswith(RESERVED_METADATA_PREFIX):
             raise ValueError(f"{quoted(key)}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
+        if key.startswith(GATEWAY_PREFIX):
+            given = _GATEWAY_KEYS.get(key)
+            raise ValueError(f"{quoted(key)}: the gateway's key for {given[0]}: give {given[0]} itself ({given[1]})"
+                             if given else f"{quoted(key)}: keys starting with {GATEWAY_PREFIX!r} are the gateway's "
+                             f"({', '.join(_GATEWAY_KEYS)})")
     return _bounded_json(value, MAX_METADATA_BYTES)
 
 

@@ -19,17 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from job.core import arrays
 from job.core.errors import BadInput, key_named, quoted
-from job.core.job import SUBMITTED
+from job.core.job import GATEWAY_PREFIX, SUBMITTED
 
 if TYPE_CHECKING:
     from job.store.gateway import GatewayJob
 
-QUEUE_PREFIX = "queue."
 # Metadata key (past the prefix) -> the field it gives.
-QUEUE_FIELDS = {field.gateway.removeprefix(QUEUE_PREFIX): field for field in SUBMITTED if field.gateway}
+QUEUE_FIELDS = {field.gateway.removeprefix(GATEWAY_PREFIX): field for field in SUBMITTED if field.gateway}
 # And the one that gives no field but makes an array of the job (core/arrays.py).
-_ARRAY_KEY = arrays.GATEWAY_KEY.removeprefix(QUEUE_PREFIX)
-_QUEUE_KEYS = ", ".join(QUEUE_PREFIX + key for key in [*QUEUE_FIELDS, _ARRAY_KEY])
+_ARRAY_KEY = arrays.GATEWAY_KEY.removeprefix(GATEWAY_PREFIX)
+_QUEUE_KEYS = ", ".join(GATEWAY_PREFIX + key for key in [*QUEUE_FIELDS, _ARRAY_KEY])
 # Ray's built-in entrypoint resources, under the queue's names.
 _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
 _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
@@ -131,10 +130,10 @@ def _metadata(metadata: dict) -> dict[str, Any]:
     for key, value in metadata.items():
         if not isinstance(value, str):
             raise BadInput(f"metadata.{key_named(key)}: values must be strings, got {type(value).__name__}")
-        if not key.startswith(QUEUE_PREFIX):
+        if not key.startswith(GATEWAY_PREFIX):
             own[key] = value
             continue
-        name = key.removeprefix(QUEUE_PREFIX)
+        name = key.removeprefix(GATEWAY_PREFIX)
         if name == _ARRAY_KEY:
             options[arrays.KEYWORD] = value
             continue

@@ -189,6 +189,11 @@ BAD_INPUT = [
     ([*SUBMIT, "--max-runtime", "0s"], "max_runtime_s: Input should be greater than 0"),
     ([*SUBMIT, "--node-label", "bad key=x"], "not a valid label key"),
     ([*SUBMIT, "--metadata", "scheduler.job_id=7"], "set by the scheduler"),
+    # The gateway's keys, which only the gateway reads: elsewhere they were Ray's metadata, unread.
+    ([*SUBMIT, "--metadata", "queue.priority=5"],
+     "metadata: 'queue.priority': the gateway's key for priority: give priority itself (--priority)"),
+    ([*SUBMIT, "--metadata", "queue.array=0-3"], "metadata: 'queue.array': the gateway's key for array"),
+    ([*SUBMIT, "--metadata", "queue.nice=5"], "metadata: 'queue.nice': keys starting with 'queue.' are the gateway's"),
     (["submit", "--user", "carol", "--group", "gpu", "--entrypoint", "true"], "user: 'carol' does not exist"),
     (["submit", "--user", "alice", "--group", "cpu", "--entrypoint", "true"], "group: 'cpu' does not exist"),
     (["submit", "--user", "al ice", "--group", "gpu", "--entrypoint", "true"], "user: 'al ice' is not a valid user name"),
