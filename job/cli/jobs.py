@@ -192,14 +192,16 @@ def submit(args: argparse.Namespace) -> int:
 def cancel(args: argparse.Namespace) -> int:
     from job import api
 
-    ids = [job_id(text) for text in args.ids]
+    ids = list(dict.fromkeys(job_id(text) for text in args.ids))
     with database() as conn:
         tasks = job_rows.array_tasks(conn, ids)
         outcomes = api.cancel(ids, conn=conn)
         # A submitter sees only its own jobs: another user's job is not found either.
         own = job_rows.own_jobs_only(conn) if any(before is None for before, _ in outcomes.values()) else None
+    # Each job said once: a task of an array given is counted in the array's line.
+    counted = {task for array, found in tasks.items() for task in found if task != array}
     status = 0
-    for ident in ids:
+    for ident in (ident for ident in ids if ident not in counted):
         before, after = outcomes[ident]
         if ident in tasks:
             print(f"array {ident}: " + _cancelled([outcomes[task] for task in tasks[ident]]))

@@ -58,7 +58,8 @@ def test_an_array_from_submit_to_cancel(queue, conn, capsys):
         conn.execute("UPDATE jobs SET state = %s, submission_id = %s, attempt = 1, node = 'n', started_at = now(), "
                      "finished_at = CASE WHEN %s = 'SUCCEEDED' THEN now() END WHERE id = %s",
                      (state, f"s-{task}", state, task))
-    cancelled = run_cli(capsys, "cancel", str(array_id))
+    # Each job said once: the array named twice, and one of its tasks besides, make one line.
+    cancelled = run_cli(capsys, "cancel", str(array_id), str(array_id + 1), str(array_id))
     assert cancelled.status == 0
     assert cancelled.out.strip() == (f"array {array_id}: 4 cancelled, 1 cancel requested (the next tick stops them in "
                                      "Ray), 1 already ended")
