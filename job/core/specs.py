@@ -585,7 +585,7 @@ class GroupSpec(_Spec):
 
 class UserSpec(_Spec):
     name: str
-    shares: float = Field(default=1.0, gt=0, le=1e9)
+    shares: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
     max_running: int | None = Field(default=None, gt=0, le=INT32_MAX)
     max_resources: dict[str, float] | None = None
     # Its account (team); None: the root.
@@ -615,7 +615,7 @@ class AccountSpec(_Spec):
     name: str
     # None: a top account, child of the root.
     parent: str | None = None
-    shares: float = Field(default=1.0, gt=0, le=1e9)
+    shares: float = Field(default=1.0, gt=0, le=1e9, allow_inf_nan=False)
     max_running: int | None = Field(default=None, gt=0, le=INT32_MAX)
     max_resources: dict[str, float] | None = None
 

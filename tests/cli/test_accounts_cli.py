@@ -58,6 +58,7 @@ BAD_INPUT = [
     (["account", "add", "chem", "--parent", "nope"], "parent: account 'nope' does not exist"),
     (["account", "set", "bio", "--parent", "nope"], "parent: account 'nope' does not exist"),
     (["account", "add", "chem", "--shares", "0"], "shares: Input should be greater than 0"),
+    (["account", "add", "chem", "--shares", "inf"], "shares: Input should be a finite number"),
     (["account", "add", "chem", "--shares", "-1"], "shares: Input should be greater than 0"),
     (["account", "add", "chem", "--shares", "lots"], "shares: Input should be a valid number"),
     (["account", "add", "chem", "--max-running", "0"], "max_running: Input should be greater than 0"),

@@ -208,6 +208,7 @@ BAD_INPUT = [
     (["group", "add", "gpu", "--ray-address", "http://h:1"], "group 'gpu' already exists"),
     (["group", "set", "nope", "--policy", "fifo"], "group 'nope' does not exist"),
     (["user", "set", "bob", "--shares", "0"], "shares: Input should be greater than 0"),
+    (["user", "set", "bob", "--shares", "nan"], "shares: Input should be a finite number"),
     (["user", "set", "public"], "name: 'public' is reserved: a user's name is its database role's"),
     (["user", "set", "pg_monitor"], "name: 'pg_monitor' is reserved"),
     ([*SUBMIT, "--class", "urgent"], "class: 'urgent' is not a class of group 'gpu' (its classes: default)"),
