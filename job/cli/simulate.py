@@ -14,7 +14,7 @@ from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
 from job.cli.parsing import command, pairs, positive_duration
 from job.core.accounts import walk
-from job.core.errors import BadInput
+from job.core.errors import BadInput, quoted
 from job.core.planner.snapshot import Account, Group, User, check_tree
 from job.core.resources import Resources
 from job.core.simulate.cluster import parse_nodes, parse_nodes_json
@@ -62,9 +62,15 @@ def register(sub) -> None:
     add_options(p, PLANNER_OPTIONS)
 
 
+# The most jobs (or users) a generated trace has: a hundred times bench/simulate.py's.
+MAX_GENERATED = 10_000_000
+
+
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above zero")
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a whole number above zero")
+    if len(text) > len(str(MAX_GENERATED)) or int(text) > MAX_GENERATED:
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: at most {MAX_GENERATED}")
     return int(text)
 
 

@@ -113,6 +113,14 @@ def test_bad_input_is_refused_with_one_line(capsys, argv, message):
     assert (result.status, result.out, result.err) == (2, "", f"error: {message}\n")
 
 
+@pytest.mark.parametrize("value, says", [("99999999999", "'99999999999': at most 10000000"),
+                                         ("\u00b2", "'\u00b2' is not a whole number above zero")])
+def test_a_generated_trace_is_bounded_before_it_is_made(capsys, value, says):
+    with pytest.raises(SystemExit) as exited:
+        run_cli(capsys, "simulate", "--generate", value)
+    assert exited.value.code == 2 and capsys.readouterr().err.strip().endswith(f"argument --generate: {says}")
+
+
 def test_a_bad_trace_line_is_refused_with_its_line_and_field(tmp_path, capsys):
     trace = tmp_path / "t.csv"
     trace.write_text("0,alice,CPU:1,5\n3,bob,CPU:1,soon\n")

@@ -13,6 +13,8 @@ from job.core.simulate.trace import parse_resource_text
 
 _KIND = re.compile(r"\s*(?:(\d+)\s*[x*]\s*)?(\{[^{}]*\})\s*")
 _NODES = TypeAdapter(list[Node])
+# Ten times bench/clusters.py's 10,000: `100000000x{CPU:1}` ran out of time and memory, not nodes.
+MAX_NODES = 100_000
 
 
 def parse_nodes(text: str) -> list[Node]:
@@ -23,9 +25,13 @@ def parse_nodes(text: str) -> list[Node]:
         if match is None:
             raise BadInput("--nodes: expected COUNTx{NAME:AMOUNT,...}, e.g. 4x{CPU:32,GPU:8,memory:256GiB}; "
                            f"got {part.strip()!r}")
-        count = int(match.group(1) or 1)
+        digits = match.group(1) or "1"
+        # More digits than MAX_NODES has: too many, before int() reads them.
+        count = int(digits) if len(digits) <= len(str(MAX_NODES)) else MAX_NODES + 1
         if count < 1:
             raise BadInput(f"--nodes: at least one node of each kind, got {part.strip()!r}")
+        if len(nodes) + count > MAX_NODES:
+            raise BadInput(f"--nodes: at most {MAX_NODES} nodes in all")
         resources = parse_resource_text(match.group(2), "--nodes")
         for _ in range(count):
             nodes.append(Node(id=f"n{len(nodes) + 1:04d}", resources=resources))
@@ -41,6 +47,8 @@ def parse_nodes_json(text: str, source: str) -> list[Node]:
     ids = [node.id for node in nodes]
     if not nodes:
         raise BadInput(f"{source}: no nodes")
+    if len(nodes) > MAX_NODES:
+        raise BadInput(f"{source}: at most {MAX_NODES} nodes, got {len(nodes)}")
     if len(set(ids)) != len(ids):
         raise BadInput(f"{source}: a node id appears more than once")
     return nodes

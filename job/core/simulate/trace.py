@@ -25,6 +25,7 @@ Two formats:
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -34,7 +35,7 @@ from msgspec import UNSET
 
 from job.core.arrays import parse_array
 from job.core.dependencies import When
-from job.core.errors import BadInput
+from job.core.errors import BadInput, quoted
 from job.core.planner.snapshot import Pending
 from job.core.specs import check_bundle_strategy, check_bundles, expand_bundles, parse_resources
 from job.core.units import parse_duration, parse_pairs
@@ -134,7 +135,7 @@ def _bundle_strategy(text: str | None, bundles: tuple | None, where: str) -> str
         raise BadInput(f"{where}: {exc}") from None
 
 
-def _duration(text: str, where: str) -> float:
+def _duration(text: str | float, where: str) -> float:
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -260,23 +261,41 @@ def parse_swf(text: str, source: str = "trace") -> Trace:
         fields = stripped.split()
         if len(fields) != 18:
             raise BadInput(f"{where}: expected the 18 fields of the Standard Workload Format, got {len(fields)}")
-        values = {}
-        for index, name in _SWF_FIELDS.items():
-            try:
-                values[index] = float(fields[index - 1])
-            except ValueError:
-                raise BadInput(f"{where}: field {index} ({name}): not a number: {fields[index - 1]!r}") from None
-        submit, run, allocated, requested, limit, user = (values[i] for i in (2, 4, 5, 8, 9, 12))
-        if submit < 0:
-            raise BadInput(f"{where}: field 2 (submit time): must not be negative, got {fields[1]!r}")
-        processors = requested if requested > 0 else allocated
-        if run < 0 or processors <= 0:
+        job = _swf_job(fields, where)
+        if job is None:
             trace.skipped += 1
-            continue
-        trace.jobs.append(TraceJob.at(fields[0], f"u{int(user)}" if user >= 0 else "unknown", submit, {"CPU": processors},
-                                      run, max_runtime_s=limit if limit > 0 else None))
+        else:
+            trace.jobs.append(job)
     _unique_ids(trace, source)
     return trace
+
+
+def _swf_job(fields: list[str], where: str) -> TraceJob | None:
+    """The job of one SWF line, or None for one with no run time or no processors (skipped)."""
+    values = {}
+    for index, name in _SWF_FIELDS.items():
+        try:
+            values[index] = float(fields[index - 1])
+        except ValueError:
+            values[index] = math.nan
+        if not math.isfinite(values[index]):
+            raise BadInput(f"{where}: field {index} ({name}): not a number: {quoted(fields[index - 1])}")
+    submit, run, allocated, requested, limit, user = (values[i] for i in (2, 4, 5, 8, 9, 12))
+    if submit < 0:
+        raise BadInput(f"{where}: field 2 (submit time): must not be negative, got {fields[1]!r}")
+    processors = requested if requested > 0 else allocated
+    if run < 0 or processors <= 0:
+        return None
+    # Bounded as a CSV trace's times and resources are.
+    for index, seconds in ((2, submit), (4, run), (9, limit)):
+        if seconds > 0:
+            _duration(seconds, f"{where}: field {index} ({_SWF_FIELDS[index]})")
+    try:
+        cpus = parse_resources({"CPU": processors})
+    except ValueError as exc:
+        raise BadInput(f"{where}: field {8 if requested > 0 else 5} (processors): {exc}") from None
+    return TraceJob.at(fields[0], f"u{int(user)}" if user >= 0 else "unknown", submit, cpus, run,
+                       max_runtime_s=limit if limit > 0 else None)
 
 
 def _unique_ids(trace: Trace, source: str) -> None:
