@@ -280,6 +280,11 @@ def _with(path: list, value) -> str:
 INVALID = [
     ("negative amount", _with(["pending", 2, "resources", "CPU"], -1),
      "pending[2].resources.CPU: Input should be greater than or equal to 0"),
+    # More than Ray counts: a traceback in to_units before.
+    ("node amount past Ray's", _with(["nodes", 0, "resources", "CPU"], 1e308),
+     "nodes[0].resources.CPU: Input should be less than or equal to 922337203685477"),
+    ("job amount past Ray's", _with(["pending", 0, "resources", "CPU"], 1e16),
+     "pending[0].resources.CPU: Input should be less than or equal to 922337203685477"),
     ("amount as text", _with(["pending", 1, "resources", "CPU"], "4"),
      "pending[1].resources.CPU: Input should be a valid number"),
     ("unknown policy", _with(["group", "policy"], "random"),

@@ -53,11 +53,13 @@ from job.core import group_defaults
 from job.core.planner.rules import POLICY_NAMES, PREEMPTION_NAMES, PREEMPTIONS, SELECTOR_NAMES, SELECTORS
 from job.core.resources import to_units
 from job.core.states import PLANNER_REASONS
+from job.core.units import MAX_AMOUNT
 
 # msgspec has no allow_inf_nan: an upper bound refuses inf, and any bound refuses nan.
 _FINITE = sys.float_info.max
 Name = Annotated[str, Field(min_length=1), msgspec.Meta(min_length=1)]
-Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True), msgspec.Meta(ge=0, le=_FINITE)]
+# At most what Ray can count (units.MAX_AMOUNT): a node of 1e308 CPUs was a traceback in to_units.
+Amount = Annotated[float, Field(ge=0, le=MAX_AMOUNT, allow_inf_nan=False, strict=True), msgspec.Meta(ge=0, le=MAX_AMOUNT)]
 ResourceMap = dict[Name, Amount]
 if typing.TYPE_CHECKING:
     # Names read from registries as the module runs, which a type checker cannot: to it, text.
