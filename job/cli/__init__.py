@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Collection
 
@@ -58,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (`jobs | head`): the rest is nobody's. Python flushes stdout again as it
+        # exits, and would fail again there: it is pointed at nothing first. 141: a shell's SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         # psycopg is imported by the commands that reach the database only: an error of it is
         # possible only once it is.

@@ -5,6 +5,8 @@ or a job setting the queue's own variables, is refused in one line with nothing 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from cli_helpers import database_contents, run_cli
@@ -110,3 +112,14 @@ def test_the_api_refuses_as_the_cli(queue, conn, array, says):
     with pytest.raises(BadInput, match=says):
         api.submit(user="alice", group="gpu", entrypoint="true", array=array)
     assert database_contents(conn) == before
+
+
+def test_a_listing_cut_short_by_its_reader_ends_quietly(queue):
+    # 2,000 lines, more than a pipe holds: the command is still writing when `head` leaves.
+    array_id = api.submit(user="alice", group="gpu", entrypoint="true", array="0-1999")
+    listing = subprocess.Popen([sys.executable, "-m", "job", "jobs", "--array", str(array_id), "--limit", "2000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert listing.stdout is not None and listing.stdout.readline().startswith(b"ID ")
+    listing.stdout.close()
+    _, err = listing.communicate(timeout=60)
+    assert (listing.returncode, err) == (141, b"")
