@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from job.cli.parsing import pairs
-from job.core.errors import BadInput
+from job.core.errors import BadInput, quoted
+from job.core.job import INT32_MAX
 from job.core.planner.rules import POLICY_NAMES, PREEMPTIONS, SELECTOR_NAMES, listed
 from job.core.specs import NodeType
 from job.core.units import parse_pairs
@@ -20,8 +21,11 @@ def parse_class(text: str) -> dict[str, Any]:
     """`high=10` or `system=100:non-preemptible` as {name, value, preemptible}."""
     name, equals, rest = text.partition("=")
     value, colon, flag = rest.partition(":")
-    if not equals or not re.fullmatch(r"[+-]?\d{1,10}", value.strip()) or (colon and flag != "non-preemptible"):
-        raise ValueError(f"{text!r}: give NAME=VALUE or NAME=VALUE:non-preemptible, e.g. high=10")
+    if not equals or not re.fullmatch(r"[+-]?[0-9]+", value.strip()) or (colon and flag != "non-preemptible"):
+        raise ValueError(f"{quoted(text)}: give NAME=VALUE or NAME=VALUE:non-preemptible, e.g. high=10")
+    # Past an int32's digits: out of range, as GroupSpec says of a value it reads, before int() does.
+    if len(value.strip().lstrip("+-")) > len(str(INT32_MAX)):
+        raise ValueError(f"{quoted(text)}: the value is out of range (at most {INT32_MAX} either way)")
     return {"name": name.strip(), "value": int(value), "preemptible": not colon}
 
 

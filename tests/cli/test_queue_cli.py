@@ -215,6 +215,9 @@ BAD_INPUT = [
     ([*SUBMIT, "--class", "no such"], "class: 'no such' is not a valid class name"),
     (["group", "set", "gpu", "--priority-class", "low=0"], "default_class: 'default' is not one of the group's classes (low)"),
     (["group", "set", "gpu", "--priority-class", "low=zero"], "priority_classes: 'low=zero': give NAME=VALUE"),
+    # Eleven digits were 'give NAME=VALUE'; ten were out of range.
+    (["group", "set", "gpu", "--priority-class", "low=99999999999", "--default-class", "low"],
+     "priority_classes: 'low=99999999999': the value is out of range (at most 2147483647 either way)"),
     (["group", "set", "gpu", "--priority-class", "a=1", "--priority-class", "a=2", "--default-class", "a"],
      "priority_classes: class 'a' is given more than once"),
     (["group", "set", "gpu", "--priority-class", "a=1:never", "--default-class", "a"],
