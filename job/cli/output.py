@@ -42,6 +42,14 @@ def print_fields(fields: dict[str, Any]) -> None:
         print(f"{key + ':':<{width + 1}} {_cell(value)}")
 
 
+# What a tenant's text may hold (an entrypoint, metadata, Ray's message of its driver) and a
+# terminal obeys: control characters, and the marks that reorder a line. Shown escaped, so that a
+# listing cannot move the cursor, clear or recolour the screen of whoever reads it, or break a row.
+_ESCAPED = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]} | {
+    ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
+    **{code: f"\\u{code:04x}" for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}}
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
@@ -50,10 +58,12 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, dict):
-        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value) or "-"
-    return str(value)
+        text = ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    elif isinstance(value, list):
+        text = ",".join(str(v) for v in value) or "-"
+    else:
+        text = str(value)
+    return text.translate(_ESCAPED)
 
 
 def format_resources(resources: dict[str, float] | None) -> str:

@@ -52,6 +52,20 @@ def test_job_without_resources_asks_for_one_cpu(database_url, capsys):
     assert json.loads(run_cli(capsys, "show", str(job_id), "--json").out)["resources"] == {"CPU": 1}
 
 
+def test_a_tenant_s_control_characters_are_shown_escaped(database_url, capsys):
+    # An operator lists everyone's jobs: a job's text must not drive the operator's terminal.
+    setup_group_and_users(capsys)
+    text = "echo \x1b[31mred\nsecond \u202eline\x07"
+    job_id = run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", text,
+                     "--metadata", "k=\x1b[2J").out.strip()
+    shown = run_cli(capsys, "show", job_id).out
+    assert "entrypoint:          echo \\x1b[31mred\\nsecond \\u202eline\\x07\n" in shown
+    assert "metadata:            k=\\x1b[2J\n" in shown
+    listed = run_cli(capsys, "jobs").out
+    assert not any(character in shown + listed for character in "\x1b\x07\u202e")
+    assert json.loads(run_cli(capsys, "show", job_id, "--json").out)["entrypoint"] == text
+
+
 def test_python_function_validates_like_the_cli(database_url, conn, capsys):
     from job.api import submit
     from job.core.errors import BadInput
