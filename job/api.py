@@ -17,6 +17,7 @@ not found by `cancel`. What a role may not do at all raises PostgreSQL's `Insuff
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from typing import Any
 
 from job.core.arrays import KEYWORD as ARRAY
@@ -99,6 +100,8 @@ def cancel(ids: list[int], *, conn: DictConnection | None = None,
     an unchanged finished state for a finished job). An array's id cancels its tasks: each is
     then in the answer. An id that is not a positive whole number a bigint holds raises BadInput,
     before the database is asked."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise BadInput(f"ids: give a list of job ids, got {type(ids).__name__} {quoted(ids)}")
     for ident in ids:
         if isinstance(ident, bool) or not isinstance(ident, int) or not 0 < ident < 2**63:
             raise BadInput(f"ids: {quoted(ident)} is not a job id (a positive whole number)")

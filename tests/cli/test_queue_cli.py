@@ -84,6 +84,22 @@ def test_python_function_validates_like_the_cli(database_url, conn, capsys):
     assert conn.execute("SELECT count(*) AS n FROM jobs").fetchone()["n"] == 1
 
 
+@pytest.mark.parametrize("ids, message", [
+    ("17", "ids: give a list of job ids, got str '17'"),  # was read as the ids 1 and 7
+    (17, "ids: give a list of job ids, got int 17"),
+    ([True], "ids: True is not a job id (a positive whole number)"),
+    ([0], "ids: 0 is not a job id (a positive whole number)"),
+    ([2**63], "ids: 9223372036854775808 is not a job id (a positive whole number)"),
+])
+def test_the_python_cancel_refuses_what_is_not_a_list_of_ids_before_the_database(ids, message):
+    from job.api import cancel
+    from job.core.errors import BadInput
+
+    with pytest.raises(BadInput) as refused:
+        cancel(ids, database_url="postgresql://nobody@127.0.0.1:1/none")
+    assert str(refused.value) == message
+
+
 def test_cancel_of_running_job_is_a_request(database_url, conn, capsys):
     setup_group_and_users(capsys)
     job_id = int(run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", "sleep 9").out)
