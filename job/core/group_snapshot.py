@@ -197,9 +197,9 @@ def _cached(cache: dict[str, _T | str], value: str, shape: TypeAdapter[_T], fiel
 
 
 # The planner's fields that a pending row gives as the planner's job takes them (job.FIELDS, each
-# `planned` one the row and the job name alike, less those read above it), and those of them whose
-# stored value is checked first.
-_READ_HERE = frozenset({"id", "resources", "node_labels", "priority_class", "bundles", "bundle_strategy", "waiting_since"})
+# `planned` one the row and the job name alike, less those read by hand below: JSON texts and the
+# class), and those of them whose stored value is checked first.
+_READ_HERE = frozenset({"resources", "node_labels", "priority_class", "bundles", "bundle_strategy"})
 _AS_READ = tuple(field.column for field in FIELDS if field.planned and field.column not in _READ_HERE
                  and field.column in PendingRow._fields and field.column in Pending.__struct_fields__)
 _CHECKED = tuple(field.column for field in FIELDS if field.column in _AS_READ and field.stored)

@@ -13,7 +13,7 @@ from job.core.simulate.trace import parse_resource_text
 
 _KIND = re.compile(r"\s*(?:(\d+)\s*[x*]\s*)?(\{[^{}]*\})\s*")
 _NODES = TypeAdapter(list[Node])
-# Ten times bench/clusters.py's 10,000: `100000000x{CPU:1}` ran out of time and memory, not nodes.
+# Ten times bench/clusters.py's 10,000 nodes: `100000000x{CPU:1}` ran for minutes making them.
 MAX_NODES = 100_000
 
 
