@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from job.core.errors import BadInput
+from job.core.errors import BadInput, quoted
 
 
 class State(StrEnum):
@@ -202,5 +202,5 @@ WRITES = (COMMIT_INTENT, CANCEL_PENDING, REQUEST_CANCEL, FAIL_PENDING_TIMEOUT, F
 def known_states(names: list[str]) -> list[str]:
     unknown = [name for name in names if name not in STATES]
     if unknown:
-        raise BadInput(f"state: unknown {', '.join(unknown)} (one of {', '.join(STATES)})")
+        raise BadInput(f"state: unknown {', '.join(map(quoted, unknown))} (one of {', '.join(STATES)})")
     return names

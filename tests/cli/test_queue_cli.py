@@ -257,7 +257,10 @@ BAD_INPUT = [
     (["group", "set", "gpu", "--max-preemptions", "-1"], "max_preemptions: Input should be greater than or equal to 0"),
     (["group", "set", "gpu", "--overuse", "kill"], "overuse: Input should be 'allow' or 'stop'"),
     (["group", "set", "gpu", "--overuse-grace", "soon"], "overuse_grace_s: not a duration"),
-    (["jobs", "--state", "DONE"], "state: unknown DONE"),
+    (["jobs", "--state", "DONE"], "state: unknown 'DONE'"),
+    # Empty names were 'unknown , , ', and a name's control characters reached the terminal.
+    (["jobs", "--state", ",,"], "state: unknown '', '', '' (one of PENDING"),
+    (["jobs", "--state", "\x1b[2J"], "state: unknown '\\x1b[2J' (one of PENDING"),
     (["cancel", "abc"], "job id: 'abc' is not a job id"),
     (["show", "999"], "job 999 does not exist"),
 ]
