@@ -131,7 +131,7 @@ def test_nodes_as_text(text, expected):
     ("4{CPU:4}", "--nodes: expected COUNTx{NAME:AMOUNT,...}, e.g. 4x{CPU:32,GPU:8,memory:256GiB}; got '4{CPU:4}'"),
     ("0x{CPU:4}", "--nodes: at least one node of each kind, got '0x{CPU:4}'"),
     ("2x{CPU:lots}", "--nodes: CPU: not a number: 'lots'"),
-    # Refused before a node is made: `100000000x{CPU:1}` ran out of memory.
+    # Refused before a node is made: `100000000x{CPU:1}` ran for minutes making them.
     ("100000000x{CPU:1}", "--nodes: at most 100000 nodes in all"),
     ("9" * 5000 + "x{CPU:1}", "--nodes: at most 100000 nodes in all"),
     ("60000x{CPU:1} + 40001x{CPU:2}", "--nodes: at most 100000 nodes in all"),
