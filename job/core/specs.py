@@ -34,8 +34,8 @@ BUILTIN_RESOURCES = ("CPU", "GPU", "memory")
 # Metadata keys the scheduler sets on every Ray job it submits.
 RESERVED_METADATA_PREFIX = "scheduler."
 # The gateway's metadata key -> the option it gives: its keyword and its `submit` option.
-_GATEWAY_KEYS = {**{field.gateway: (field.api_keyword, field.option) for field in SUBMITTED if field.gateway},
-                 arrays.GATEWAY_KEY: (arrays.KEYWORD, arrays.OPTION)}
+GATEWAY_KEYS = {**{field.gateway: (field.api_keyword, field.option) for field in SUBMITTED if field.gateway},
+                arrays.GATEWAY_KEY: (arrays.KEYWORD, arrays.OPTION)}
 BUNDLE_STRATEGIES = get_args(BundleStrategy)
 
 
@@ -235,10 +235,10 @@ def _metadata(value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         if key.startswith(RESERVED_METADATA_PREFIX):
             raise ValueError(f"{quoted(key)}: keys starting with {RESERVED_METADATA_PREFIX!r} are set by the scheduler")
         if key.startswith(GATEWAY_PREFIX):
-            given = _GATEWAY_KEYS.get(key)
+            given = GATEWAY_KEYS.get(key)
             raise ValueError(f"{quoted(key)}: the gateway's key for {given[0]}: give {given[0]} itself ({given[1]})"
                              if given else f"{quoted(key)}: keys starting with {GATEWAY_PREFIX!r} are the gateway's "
-                             f"({', '.join(_GATEWAY_KEYS)})")
+                             f"({', '.join(GATEWAY_KEYS)})")
     return _bounded_json(value, MAX_METADATA_BYTES)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from job.core import arrays
 from job.core.errors import BadInput, key_named, quoted
 from job.core.job import GATEWAY_PREFIX, SUBMITTED
+from job.core.specs import GATEWAY_KEYS
 
 if TYPE_CHECKING:
     from job.store.gateway import GatewayJob
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 QUEUE_FIELDS = {field.gateway.removeprefix(GATEWAY_PREFIX): field for field in SUBMITTED if field.gateway}
 # And the one that gives no field but makes an array of the job (core/arrays.py).
 _ARRAY_KEY = arrays.GATEWAY_KEY.removeprefix(GATEWAY_PREFIX)
-_QUEUE_KEYS = ", ".join(GATEWAY_PREFIX + key for key in [*QUEUE_FIELDS, _ARRAY_KEY])
+_QUEUE_KEYS = ", ".join(GATEWAY_KEYS)
 # Ray's built-in entrypoint resources, under the queue's names.
 _BUILTIN = {"entrypoint_num_cpus": "CPU", "entrypoint_num_gpus": "GPU", "entrypoint_memory": "memory"}
 _FIELD_OF = {name: field for field, name in _BUILTIN.items()}
