@@ -9,12 +9,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TypeVar
 
-import msgspec
-
 from job.core.estimates import Room, Rooms, WaitingOn
 from job.core.group_snapshot import Decisions
 from job.core.planner import Plan, Snapshot, plan
-from job.core.planner.snapshot import Node, Running
+from job.core.planner.snapshot import Node, started
 
 # A job's id: the tick's int, or the planner's string.
 Job = TypeVar("Job", int, str)
@@ -118,10 +116,7 @@ def again(snapshot: Snapshot, decided: Plan, kept: Mapping[str, str], bundle_nod
     reserved = {node for held_room in decided.reservations or []
                 for node in (held_room["node"], *held_room.get("bundle_nodes", ()))}
     nodes = [node for node in snapshot.nodes if cluster_of_node.get(node.id) not in full and node.id not in reserved]
-    placed = [Running(id=job.id, user=job.user, node=kept[job.id], resources=job.resources, priority_class=job.priority_class,
-                      bundles=job.bundles, bundle_strategy=job.bundle_strategy,
-                      bundle_nodes=bundle_nodes.get(int(job.id), msgspec.UNSET))
-              for job in snapshot.pending if job.id in kept]
+    placed = [started(job, kept[job.id], bundle_nodes.get(int(job.id), ())) for job in snapshot.pending if job.id in kept]
     group = snapshot.group.model_copy(update={"preemption": "off", "max_reservations": 0})
     return Snapshot.model_construct(group=group, now=snapshot.now, nodes=nodes, running=[*snapshot.running, *placed],
                                     pending=[job for job in snapshot.pending if job.id in held], users=snapshot.users,

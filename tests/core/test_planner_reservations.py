@@ -9,12 +9,14 @@ from contextlib import contextmanager
 from datetime import timedelta
 from unittest.mock import patch
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from job.core.planner import Snapshot, plan
-from job.core.planner.snapshot import Group, Node
+from job.core.planner.reservations import may_backfill
+from job.core.planner.snapshot import Group, Node, Pending, started
 from job.core.simulate import engine
 from job.core.simulate.engine import EPOCH, simulate
 from job.core.simulate.metrics import summarise, windows
@@ -332,3 +334,22 @@ def test_in_simulation_the_wait_reserve_after_counts_begins_at_a_job_s_not_befor
     outcome = simulate(jobs, NODES[:1], Group(policy="fifo", selector="dispersed", reserve_after_s=300))
     starts = {record.job.id: record.start_s for record in outcome.records}
     assert starts == {"r": 0.0, "s": 700.0, "big": 2700.0}
+
+
+@pytest.mark.parametrize("started_at, max_runtime_s, expected_end", [
+    (None, 60.0, None),
+    (NOW, None, None),
+    (NOW, 90.0, NOW + timedelta(seconds=90)),
+])
+def test_a_started_job_ends_at_its_max_runtime_where_both_are_known(started_at, max_runtime_s, expected_end):
+    """What a reservation counts on of a job a plan placed: the simulation's and the driver caps'
+    running jobs are made the same way."""
+    job = Pending(id="7", user="ann", resources={"CPU": 1.0}, max_runtime_s=max_runtime_s,
+                  bundles=[{"GPU": 1.0}], bundle_strategy="SPREAD")
+    running = started(job, "n1", ["n2"], started_at, default_class="low")
+    assert (running.expected_end, running.started_at) == (expected_end, started_at)
+    assert (running.node, running.bundle_nodes) == ("n1", ["n2"])
+    assert (running.bundles, running.bundle_strategy) == ([{"GPU": 1.0}], "SPREAD")
+    assert running.priority_class == "low"
+    assert started(msgspec.structs.replace(job, priority_class="high"), "n1").priority_class == "high"
+    assert may_backfill(job) is (max_runtime_s is not None)

@@ -26,6 +26,17 @@ def test_csv_good_lines(text, expected):
     assert parse_csv(text, "t.csv").jobs == expected
 
 
+@pytest.mark.parametrize("run_s, max_runtime_s, runs_s, cut", [
+    (90.0, None, 90.0, False),
+    (90.0, 90.0, 90.0, False),
+    (90.0, 120.0, 90.0, False),
+    (90.0, 60.0, 60.0, True),
+])
+def test_a_replayed_job_runs_until_its_max_runtime_cuts_it(run_s, max_runtime_s, runs_s, cut):
+    job = TraceJob.at("1", "ann", 0.0, {"CPU": 1.0}, run_s, max_runtime_s=max_runtime_s)
+    assert (job.runs_s, job.cut) == (runs_s, cut)
+
+
 @pytest.mark.parametrize("text, message", [
     ("0,alice,CPU:1\n",
      "t.csv line 1: expected 4 to 7 fields (submit_time,user,resources,run_time,priority,class,max_runtime), got 3"),

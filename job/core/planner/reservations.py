@@ -27,6 +27,12 @@ from job.core.resources import Resources
 End = tuple[float, str, dict[str, int]]
 
 
+def may_backfill(job: Pending) -> bool:
+    """Whether the job may ever use the room a reservation holds (`ends_before`): only a job whose
+    max runtime is known."""
+    return job.max_runtime_s is not None
+
+
 def ends_before(job: Pending, reservation: Reservation, now: datetime | None) -> bool:
     """Whether the job will end before the reservation's start, so that it may use the room held
     (backfill): its max runtime is known and short enough. A start is known only at a known now

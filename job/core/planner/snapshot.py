@@ -26,7 +26,7 @@ import sys
 import typing
 from bisect import bisect_right
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import islice
 from operator import attrgetter, le, lt
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
@@ -260,6 +260,19 @@ else:
     Pending = _struct_of(PendingEntry, {"priority": 0})
 # The type each list of jobs is read as, by the TypedDict pydantic reads it as.
 _LISTS: dict[object, type[list[Running]] | type[list[Pending]]] = {RunningEntry: list[Running], PendingEntry: list[Pending]}
+
+
+def started(job: Pending, node: str, bundle_nodes: Sequence[str] = (), started_at: datetime | None = None,
+            default_class: str | msgspec.UnsetType = msgspec.UNSET) -> Running:
+    """The running job `job` becomes, placed on `node` and its bundles on `bundle_nodes`: what it
+    asks, its class (`default_class` where it names none), and, started at `started_at`, when its
+    max runtime ends it: what a reservation counts on."""
+    ends = (started_at + timedelta(seconds=job.max_runtime_s)
+            if started_at is not None and job.max_runtime_s is not None else None)
+    return Running(id=job.id, user=job.user, node=node, resources=job.resources,
+                   priority_class=job.priority_class or default_class, started_at=started_at,
+                   bundles=job.bundles, bundle_strategy=job.bundle_strategy,
+                   bundle_nodes=list(bundle_nodes) if bundle_nodes else msgspec.UNSET, expected_end=ends)
 
 
 def _fast_jobs(jobs: Any, kind: object) -> list[Running] | list[Pending] | None:

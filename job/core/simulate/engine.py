@@ -80,6 +80,7 @@ from job.core.planner import Plan, Snapshot, plan
 from job.core.planner import snapshot as planned
 from job.core.planner.carried import Carried
 from job.core.planner.picture import add_to
+from job.core.planner.reservations import may_backfill
 from job.core.planner.rules import POLICIES, PREEMPTIONS, SELECTORS
 from job.core.planner.snapshot import DEFAULT_USER, Account, Group, Node, User
 from job.core.resources import Resources, dominant_share, footprint
@@ -225,12 +226,6 @@ def _ready(record: JobRecord) -> float:
     return record.ready_s
 
 
-def _run_s(job: TraceJob) -> float:
-    """How long the job runs: its run time, stopped at its max runtime."""
-    limit = job.pending.max_runtime_s
-    return job.run_s if limit is None else min(job.run_s, limit)
-
-
 def simulate(jobs: list[TraceJob], nodes: list[Node], group: Group, users: dict[str, User] | None = None,
              every_s: float = 5.0, start: Start | None = None, accounts: dict[str, Account] | None = None,
              until_s: float | None = None) -> Outcome:
@@ -307,7 +302,7 @@ def _setting(jobs: list[TraceJob], group: Group, users: dict[str, User], every_s
         epoch=start.epoch if start is not None else EPOCH, start=start, gangs=gangs,
         half_life_s=group.half_life_s if policy.remembers_usage else 0.0,
         limited=limited, one_order=policy.keeps_global_order and not limits and not gangs,
-        backfills=any(job.pending.max_runtime_s is not None for job in jobs),
+        backfills=any(may_backfill(job.pending) for job in jobs),
         preempting=preempting, reserving=group.max_reservations > 0, exact=exact,
         exact_queue=group.strict_order or not policy.keeps_user_order or exact,
         every_node=SELECTORS[group.selector].positional or exact,
@@ -822,7 +817,7 @@ class _Simulation:
 
     def _start(self, record: JobRecord, placement: planned.Placement, now_s: float, touched: set[UserRecord]) -> None:
         self._dequeue(record)
-        self._run(record, placement["node"], now_s, now_s + _run_s(record.job), placement.get("bundle_nodes", ()))
+        self._run(record, placement["node"], now_s, now_s + record.job.runs_s, placement.get("bundle_nodes", ()))
         self._hold(record, 1, now_s, touched)
         self.outcome.events += 1
 
@@ -837,12 +832,7 @@ class _Simulation:
             heapq.heappush(self.events.ends, (end_s, self.events.started, record))
         job = record.job.pending
         started_at = None if start_s is None else self.setting.epoch + timedelta(seconds=start_s)
-        record.running = planned.Running(id=job.id, user=job.user, node=node, resources=job.resources,
-                                         priority_class=job.priority_class or self.setting.group.default_class,
-                                         started_at=started_at, **_gang(job),
-                                         bundle_nodes=list(bundle_nodes) if bundle_nodes else UNSET,
-                                         expected_end=started_at + timedelta(seconds=job.max_runtime_s)
-                                         if started_at is not None and job.max_runtime_s is not None else None)
+        record.running = planned.started(job, node, bundle_nodes, started_at, self.setting.group.default_class)
         record.number = self.events.started
         self.cluster.running[job.id] = record
         self.cluster.running_on.setdefault(node, {})[job.id] = record
@@ -881,8 +871,7 @@ class _Simulation:
         self._leave(record)
         add_to(self.books.user(record.job.user).wanted, record.need, -1)
         self.outcome.events += 1
-        limit = record.job.pending.max_runtime_s
-        record.state = states.STOPPED if limit is not None and record.job.run_s > limit else states.SUCCEEDED
+        record.state = states.STOPPED if record.job.cut else states.SUCCEEDED
         self._ended(record, now_s, touched)
 
     def _leave(self, record: JobRecord) -> None:

@@ -72,6 +72,17 @@ class TraceJob:
     def user(self) -> str:
         return self.pending.user
 
+    @property
+    def runs_s(self) -> float:
+        """How long a replay runs it: its run time, cut at its max runtime (`cut`)."""
+        limit = self.pending.max_runtime_s
+        return self.run_s if limit is None else min(self.run_s, limit)
+
+    @property
+    def cut(self) -> bool:
+        """Its max runtime ends it before its work is done: the tick stops it (STOPPED)."""
+        return self.runs_s < self.run_s
+
     @classmethod
     def at(cls, id: str, user: str, submit_s: float, resources: dict[str, float], run_s: float, priority: int = 0,
            priority_class: str | None = None, *, after: tuple[Dependency, ...] = (), array: str | None = None,
