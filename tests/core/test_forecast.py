@@ -10,6 +10,8 @@ import pytest
 
 from job.core.forecast import Estimate, among, forecast
 from job.core.planner import Snapshot, plan
+from job.core.simulate.engine import RunningAtStart, Start, simulate
+from job.core.simulate.trace import TraceJob
 from job.core.units import MAX_DURATION_S
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
@@ -171,3 +173,23 @@ GANG_CASES = {
 def test_the_forecast_counts_gangs_whole(pending, runs, expected):
     shot = gang_snapshot(pending)
     assert forecast(shot, {"r1": at(100)}, runs) == [Estimate(job, position, at(start)) for job, position, start in expected]
+
+
+
+@pytest.mark.parametrize("end_s, preemption, plans, start_s", [
+    # Nothing is to end: past reserve_after (240 s on), big could only reserve; no second plan.
+    (None, "off", 1, None),
+    # r1 ends at 900 s: plans at 0, at 240 s (big reserves n1), at 245 s, and at 900 s, where it starts.
+    (900.0, "off", 4, 900.0),
+    # Under preemption, time alone may make r1 a victim: every tick is planned, 0 to 240 s.
+    (None, "fairshare", 49, None),
+])
+def test_the_simulation_ends_when_no_job_can_start_again(end_s, preemption, plans, start_s):
+    """A forecast's simulation stops once no job can start again: over 10,000 nodes where nothing
+    is to end, a plan saved per tick (engine._upcoming)."""
+    shot = snapshot(running=[("r1", "a", "n1", 4)], pending=[("big", "b", 4, -60, {})], preemption=preemption,
+                    min_runtime_s=0)
+    outcome = simulate([TraceJob(shot.pending[0], 50.0)], shot.nodes, shot.group,
+                       start=Start(epoch=NOW, running=[RunningAtStart(shot.running[0], end_s)]))
+    big = next(record for record in outcome.records if record.job.id == "big")
+    assert (outcome.plans, big.start_s) == (plans, start_s)

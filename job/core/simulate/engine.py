@@ -32,7 +32,8 @@ are (their entries set aside from the carried picture, below), the rest compress
 gangs, whose parts span nodes), and of the pending jobs those it may place, as without
 reservations, with the reserving jobs (each goes to its own node alone: behind it in its user's
 queue of its shape, one more job may be placed). The
-tick at which a waiting job passes `reserve_after` is not skipped: time alone makes that change;
+tick at which a waiting job passes `reserve_after` is not skipped while an arrival or an end is
+to come: time alone makes that change;
 nor is the tick after a plan that changed the reservations (a reservation whose job started frees
 its slot for the next plan, and a new one changes what the next plan holds) or, with a slot free,
 started jobs (the users' order moves, and with it the first job to wait for resources), nor, under a policy
@@ -505,10 +506,13 @@ class _Simulation:
             upcoming.append(_ready(self.events.arrivals[self.next_arrival]))
         while self.events.reserve_at and (self.events.reserve_at[0] <= now or not self.pending_count):
             heapq.heappop(self.events.reserve_at)
-        if self.events.reserve_at:
-            upcoming.append(self.events.reserve_at[0])
         if self.events.ends:
             upcoming.append(self.events.ends[0][0])
+        # Passing reserve_after, a job may only reserve. With no arrival and no end to come, and no
+        # preemption or changed reservation to move the next plan, nothing frees room or asks for
+        # it: no job would start again, and a forecast of 10,000 nodes saves a plan.
+        if self.events.reserve_at and (upcoming or self.setting.preempting or self.replan):
+            upcoming.append(self.events.reserve_at[0])
         if not upcoming:
             return None
         if (self.setting.preempting or self.replan) and self.pending_count:
