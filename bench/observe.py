@@ -1,6 +1,5 @@
 """Benchmark of what the observe step reads of the cluster's work: `RayCluster.work()` (three state
-API lists over HTTP, parsed into records) and `core.observed.observe` (each job's use, ours and
-outside load per node).
+API lists over HTTP, parsed into records) and `core.observed.observe` (each job's use per node).
 
     python bench/observe.py                       # 100 and 10,000 alive actors and running tasks
     python bench/observe.py --sizes 100,1000,10000 --repeat 9
@@ -32,7 +31,6 @@ import statistics
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
@@ -48,13 +46,6 @@ JOBS = 100
 NODES = 100
 # The observe step of a group with 10,000 running actors and tasks (bench/README.md).
 BUDGET_S = 0.200
-
-
-@dataclass(frozen=True)
-class Node:
-    id: str
-    resources: dict[str, float]
-    free: dict[str, float]
 
 
 def node_id(i: int) -> str:
@@ -153,13 +144,12 @@ def measure(size: int, repeat: int) -> dict[str, float]:
 def _measure(cluster: RayCluster, size: int, repeat: int, sent: int) -> dict[str, float]:
     jobs = [RunningJob(id=i, user=f"user{i}", submission_id=submission_id(i), driver_job_id=job_id(i),
                        node=node_id(i % NODES), driver=Resources.of({"CPU": 0.5})) for i in range(JOBS)]
-    nodes = [Node(node_id(i), {"CPU": 10_000.0}, {"CPU": 100.0}) for i in range(NODES)]
     fetch, compute, cpu = [], [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
         work = cluster.work()
         read = time.perf_counter()
-        seen = observe(jobs, work, nodes)
+        seen = observe(jobs, work)
         fetch.append(read - start)
         compute.append(time.perf_counter() - read)
         cpu.append(time.process_time() - start_cpu)

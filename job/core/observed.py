@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from job.core.resources import Resources, accumulate, fits, to_units
+from job.core.resources import Resources, accumulate, fits
 
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 _DECLARED = "counting what each job declared, not what it uses"
@@ -115,19 +115,15 @@ class JobUse:
 
 @dataclass(frozen=True)
 class Observed:
-    """Per job its use; per node what is ours and what is held by work outside the queue.
-    `fallback` is the message to log when the declared footprints were counted instead."""
+    """Per job its use. `fallback` is the message to log when the declared footprints were counted
+    instead. What is left of a node is outside load (group_snapshot.outside_load)."""
 
     jobs: dict[int, JobUse]
-    ours: PerNode
-    outside: PerNode
     fallback: str | None = None
 
 
-def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> Observed:
-    """Each job's use and each node's split between ours and outside load. `nodes` carry `id`,
-    `resources` and `free` (Ray's amounts; `free` None where Ray did not say, left out of
-    `outside`)."""
+def observe(jobs: Iterable[RunningJob], work: ClusterWork) -> Observed:
+    """Each job's use."""
     jobs = list(jobs)
     if work.unavailable is not None:
         fallback = f"unavailable ({work.unavailable}): {_DECLARED}"
@@ -136,8 +132,7 @@ def observe(jobs: Iterable[RunningJob], work: ClusterWork, nodes: Iterable) -> O
     else:
         fallback = None
     uses = {job.id: _as_declared(job) for job in jobs} if fallback is not None else _observed_uses(jobs, work)
-    ours = _merged(use.held() for use in uses.values())
-    return Observed(uses, ours, _outside(nodes, ours), fallback)
+    return Observed(uses, fallback)
 
 
 def held_by(job: RunningJob, use: JobUse) -> str:
@@ -228,21 +223,6 @@ def _declared(job: RunningJob) -> PerNode:
 
 def _as_declared(job: RunningJob) -> JobUse:
     return JobUse(_declared(job), {}, _declared(job))
-
-
-def _outside(nodes: Iterable, ours: PerNode) -> PerNode:
-    """Per node: total, less what Ray reports free, less ours, per resource, never below zero.
-    Nodes with nothing outside, or where Ray did not say what is free, are left out."""
-    found = {}
-    for node in nodes:
-        if node.free is None:
-            continue
-        held = ours.get(node.id, Resources())
-        outside = Resources((name, max(to_units(total) - to_units(node.free.get(name, total)) - held.get(name), 0))
-                            for name, total in node.resources.items())
-        if outside:
-            found[node.id] = outside
-    return found
 
 
 def _per_node(parts: Iterable[tuple[str | None, Mapping[str, int]]]) -> PerNode:

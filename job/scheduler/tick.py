@@ -210,7 +210,7 @@ class _GroupTick:
         clusters = self.steps.ray(read_clusters, self.group, active, self.config.ray_timeout_s, silent)
         nodes, ray_jobs = clusters.nodes(), clusters.jobs()
         running = running_of(active, ray_jobs)
-        use = observe(running, clusters.work() if running else ClusterWork(), nodes)
+        use = observe(running, clusters.work() if running else ClusterWork())
         now = utcnow()
         if use.fallback is None:
             records = {job.id: record(use.jobs[job.id], job.observed, now) for job in active if job.id in use.jobs}

@@ -11,6 +11,9 @@ import uuid
 import pytest
 
 from job.adapters.ray_cluster import RayCluster
+from job.core import states
+from job.core.group_snapshot import outside_load
+from job.core.job import ActiveJob
 from job.core.observed import RunningJob, held_by, observe
 from job.core.resources import Resources
 
@@ -78,7 +81,8 @@ def test_a_job_is_seen_using_its_actors_and_placement_group_until_it_stops(ray_c
 
         def seen_whole():
             work = cluster.work()
-            seen = observe([job], work, cluster.nodes({}, use_head_node=True))
+            nodes = cluster.nodes({}, use_head_node=True)
+            seen = observe([job], work)
             use = seen.jobs[42]
             assert not work.truncated and seen.fallback is None
             assert (use.placement_groups, use.actors, use.tasks) == (1, 3, 0)
@@ -89,8 +93,11 @@ def test_a_job_is_seen_using_its_actors_and_placement_group_until_it_stops(ray_c
             # still building its runtime env holds its request while PENDING_CREATION, nodeless).
             held = held_per_node(cluster)
             assert all(resources.fits_in(held.get(node, {})) for node, resources in use.observed.items())
-            assert seen.outside == {node: left for node, resources in held.items()
-                                    if (left := resources - use.observed.get(node, Resources()))}
+            active = [ActiveJob(id=42, user_name="greedy", state=states.RUNNING, resources={"CPU": 0.5},
+                                node=ray_cluster.a_id, attempt=1, submission_id=submission_id)]
+            assert outside_load(nodes, active, (), seen) == {
+                node: left.amounts() for node, resources in held.items()
+                if (left := resources - use.observed.get(node, Resources()))}
             assert use.unclaimed == {}
             return work, use
 
@@ -105,7 +112,7 @@ def test_a_job_is_seen_using_its_actors_and_placement_group_until_it_stops(ray_c
         cluster.stop(submission_id)
 
     def gone():
-        use = observe([job], cluster.work(), []).jobs[42]
+        use = observe([job], cluster.work()).jobs[42]
         assert (use.observed, use.placement_groups, use.actors) == ({}, 0, 0)
         # Not running any more, its driver's request is only what the books would hold.
         assert use.unclaimed == {ray_cluster.a_id: Resources.of({"CPU": 0.5})}

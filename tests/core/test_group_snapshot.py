@@ -308,7 +308,7 @@ def greedy_use(active):
         Work("01000000", "a", Resources.of({"CPU": 0.5}), name=SUPERVISOR_PREFIX + "s1"),
         *(Work("04000000", node_id, Resources.of({"CPU": 1})) for node_id in ("a", "b", "b"))))
     running = running_of(active, {"s1": RayJob("RUNNING", "a", "04000000"), "s2": RayJob("PENDING", None)})
-    return running, observe(running, work, NODES_OF_GREEDY)
+    return running, observe(running, work)
 
 
 NODES_OF_GREEDY = [node("a", {"CPU": 2}, {"CPU": 0.5}), node("b", {"CPU": 2}, {"CPU": 0})]
