@@ -45,7 +45,7 @@ the few seconds a worker takes to start (STARTING_S)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -378,13 +378,32 @@ def start_check(timeout_s: float, nodes: list[Any], active: list[ActiveJob], ray
         if ray_job is not None and ray_job.status in held and node_id is not None:
             for name, amount in job.resources.items():
                 held[ray_job.status][node_id][name] += to_units(amount)
-    running, waiting = held[RAY_RUNNING], held[RAY_PENDING]
-    return StartCheck(timeout_s, {
-        node.id: NodeRoom(total={name: to_units(amount) for name, amount in node.resources.items()},
-                          free=None if node.free is None else {name: to_units(amount) for name, amount in node.free.items()},
-                          running=dict(running.get(node.id, {})), waiting=dict(waiting.get(node.id, {})))
-        for node in nodes
-    })
+    return StartCheck(timeout_s, _Rooms(nodes, held[RAY_RUNNING], held[RAY_PENDING]))
+
+
+class _Rooms(Mapping[str, NodeRoom]):
+    """The alive nodes by id, each made a NodeRoom as it is read: a tick reads those where Ray
+    holds a driver of ours PENDING, a few of 10,000, whose rooms made at once cost 45 ms."""
+
+    def __init__(self, nodes: list[Any], running: Mapping[str, Mapping[str, int]],
+                 waiting: Mapping[str, Mapping[str, int]]) -> None:
+        self._nodes = {node.id: node for node in nodes}
+        self._running, self._waiting = running, waiting
+
+    def __getitem__(self, node_id: str) -> NodeRoom:
+        node = self._nodes[node_id]
+        return NodeRoom(total={name: to_units(amount) for name, amount in node.resources.items()},
+                        free=None if node.free is None else {name: to_units(amount) for name, amount in node.free.items()},
+                        running=dict(self._running.get(node_id, {})), waiting=dict(self._waiting.get(node_id, {})))
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._nodes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
 
 
 def reconcile_all(active: list[ActiveJob], ray_jobs: dict[str, Any], now: datetime,

@@ -335,6 +335,7 @@ def test_start_check_counts_what_our_jobs_hold_and_wait_for_per_node():
     assert check.nodes["n1"] == NodeRoom(total={"CPU": 20000}, free={"CPU": 5000}, running={"CPU": 10000},
                                          waiting={"CPU": 5000})
     assert check.nodes["n2"] == NodeRoom(total={"CPU": 40000}, free=None, running={}, waiting={"CPU": 20000})
+    assert ("n2" in check.nodes, "n3" in check.nodes, list(check.nodes), len(check.nodes)) == (True, False, ["n1", "n2"], 2)
 
 
 def test_reconcile_all_stops_first_what_it_requeues_for_a_busy_node():
