@@ -315,7 +315,13 @@ class ClusterState:
 
     def __init__(self, nodes: list[Node], group: Group, exact: bool):
         self.nodes = nodes
-        self.node_totals = {node.id: Resources.of(node.resources) for node in nodes}
+        # Nodes of one kind share their totals: 10,000 nodes are of a few kinds.
+        kinds: dict[tuple, Resources] = {}
+        self.node_totals: dict[str, Resources] = {}
+        for node in nodes:
+            kind = tuple(node.resources.items())
+            total = kinds.get(kind)
+            self.node_totals[node.id] = total if total is not None else kinds.setdefault(kind, Resources.of(node.resources))
         self.totals: dict[str, int] = {}
         for total in self.node_totals.values():
             add_to(self.totals, total)
