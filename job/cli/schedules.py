@@ -61,7 +61,7 @@ def _read(args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(args.name, str) or not NAME.fullmatch(args.name):
         raise BadInput(f"name: {args.name!r} is not a valid schedule name: use 1 to 63 letters, digits, '.', '_' or "
                        "'-', starting with a letter or digit")
-    zone = args.timezone or "UTC"
+    zone = "UTC" if args.timezone is None else args.timezone
     try:
         parse_timezone(zone)
     except ValueError as exc:
@@ -86,6 +86,10 @@ def add(args: argparse.Namespace) -> int:
         # would run at once or never.
         raise BadInput("--after: a schedule's jobs cannot wait for other jobs (each slot would wait for the same ones); "
                        "use --concurrency forbid to keep a run from starting before the last one ended")
+    if args.not_before:
+        # Every slot's job would wait for the same time, and all of them start together then.
+        raise BadInput("--not-before: a schedule's jobs cannot all wait for one time (each slot's job would wait, "
+                       "and all start together then); add the schedule then, or pause it until then")
     from job import api  # pydantic's models, for `schedule add` only
 
     spec = api.job_spec(**submit_options(args))

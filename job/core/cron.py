@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -154,7 +155,11 @@ def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
 
 
 def parse_timezone(name: str) -> ZoneInfo:
-    """An IANA time zone (`Europe/Paris`, `UTC`); ValueError otherwise."""
+    """An IANA time zone (`Europe/Paris`, `UTC`); ValueError otherwise. Files of the zone data that
+    name no zone are refused: `localtime` is whatever zone the machine reading it is in, which the
+    command's and the tick's machines need not share."""
+    if name not in _zones():
+        raise ValueError(f"{name!r} is not a time zone (an IANA name such as 'Europe/Paris' or 'UTC')")
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -192,3 +197,9 @@ def latest(when: Cron | Every, after: datetime, now: datetime) -> datetime | Non
         if since == after:
             return None
     return None
+
+
+@cache
+def _zones() -> frozenset[str]:
+    # Read once per process: the zone data's directory is walked. It may hold `localtime`.
+    return frozenset(available_timezones()) - {"localtime"}

@@ -33,6 +33,11 @@ def group(conn):
     (("--every", "1m", "--cpus=-1"), "error: resources: CPU: must be finite and not negative"),
     (("--every", "1m", "--class", "nope"), "error: priority_class: 'nope' is not a class of group 'main'"),
     (("--every", "1m", "--after", "1"), "error: --after: a schedule's jobs cannot wait for other jobs"),
+    (("--every", "1m", "--not-before", "2030-01-01T00:00:00Z"), "error: --not-before: a schedule's jobs cannot all"),
+    (("--cron", "0 2 * * *", "--timezone", ""), "error: --timezone: '' is not a time zone"),
+    # The machine's own zone: the command's and the tick's machines need not share it.
+    (("--cron", "0 2 * * *", "--timezone", "localtime"), "error: --timezone: 'localtime' is not a time zone"),
+    (("--cron", "0 2 * * *", "--timezone", "posixrules"), "error: --timezone: 'posixrules' is not a time zone"),
 ])
 def test_refusals_name_the_option_and_write_nothing(group, conn, capsys, options, refusal):
     before = database_contents(conn)
