@@ -30,7 +30,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Crash-test aid: exit at once at this point of a tick, as a kill would.
     failpoint: Literal["after-intent", "after-preempt-intent", "after-stop", "after-submit"] | None = None
     submit_concurrency: Annotated[int, msgspec.Meta(ge=1, le=64)] = 8
-    ray_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    # Bounded: past 300 s a hung dashboard holds the group's lock as long; under 1 s a busy one
+    # answers too late, and a cluster that seems not to answer is taken for lost (its jobs run
+    # again elsewhere). `inf` failed every call to Ray (a socket takes no such timeout).
+    ray_timeout_s: Annotated[float, msgspec.Meta(ge=1, le=300)] = 10.0
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> Settings:
