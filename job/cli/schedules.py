@@ -81,18 +81,13 @@ def _read(args: argparse.Namespace) -> dict[str, Any]:
 
 def add(args: argparse.Namespace) -> int:
     own = _read(args)
-    if args.after:
-        # Every slot's job would wait for the same jobs, which end once: all slots but the first
-        # would run at once or never.
-        raise BadInput("--after: a schedule's jobs cannot wait for other jobs (each slot would wait for the same ones); "
-                       "use --concurrency forbid to keep a run from starting before the last one ended")
-    if args.not_before:
-        # Every slot's job would wait for the same time, and all of them start together then.
-        raise BadInput("--not-before: a schedule's jobs cannot all wait for one time (each slot's job would wait, "
-                       "and all start together then); add the schedule then, or pause it until then")
+    options = submit_options(args)
+    for field in SUBMITTED:
+        if field.unscheduled is not None and options[field.api_keyword]:
+            raise BadInput(f"{field.option}: {field.unscheduled}")
     from job import api  # pydantic's models, for `schedule add` only
 
-    spec = api.job_spec(**submit_options(args))
+    spec = api.job_spec(**options)
     with database() as conn:
         api.check_runtime_env(conn, spec)
         job_rows.check_class(conn, spec)

@@ -124,6 +124,9 @@ class JobField:
     stored: str | None = None
     # Whether the planner reads it: its snapshot job carries it (core/group_snapshot.py).
     planned: bool = False
+    # Why a schedule's template refuses it (cli/schedules.py; None: it takes it): every slot's job
+    # would get the same value.
+    unscheduled: str | None = None
 
     @property
     def submitted(self) -> bool:
@@ -209,7 +212,9 @@ FIELDS: tuple[JobField, ...] = (
     JobField("placed_at", "placed_at"),
     JobField("accepted_at", "accepted_at"),
     JobField("not_before", "not_before", spec="not_before", option="--not-before", metavar="TIME",
-             help="do not start before this time (ISO 8601)", gateway="queue.not_before", check="time", planned=True),
+             help="do not start before this time (ISO 8601)", gateway="queue.not_before", check="time", planned=True,
+             unscheduled="a schedule's jobs cannot all wait for one time (each slot's job would wait, and all start "
+                         "together then); add the schedule then, or pause it until then"),
     JobField("max_runtime_s", "max_runtime_s", spec="max_runtime_s", keyword="max_runtime", option="--max-runtime",
              metavar="DURATION", help="stop the job after this long, e.g. 2h", gateway="queue.max_runtime",
              check="duration", bounds=(("gt", 0),), stored="duration", planned=True),
@@ -217,7 +222,9 @@ FIELDS: tuple[JobField, ...] = (
     JobField("after", "after", spec="after", option="--after", read="list", metavar="ID[:ok|any|fail]",
              help="start only once job ID succeeded (:any once it ended, :fail once it failed); "
                   "repeatable or comma-separated, all must hold",
-             gateway="queue.after", check="dependencies", stored="after"),
+             gateway="queue.after", check="dependencies", stored="after",
+             unscheduled="a schedule's jobs cannot wait for other jobs (each slot would wait for the same ones); "
+                         "use --concurrency forbid to keep a run from starting before the last one ended"),
     JobField("started_at", "started_at"),
     JobField("finished_at", "finished_at"),
     JobField("cancel_requested_at", "cancel_requested_at"),
