@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -85,14 +85,30 @@ def bundles(items: list[str] | None, option: str) -> list[dict[str, str]] | None
         raise BadInput(f"{option}: {exc}") from None
 
 
+MIB = 2**20
+
+
+def read_input(name: str, limit: int, option: str | None = None) -> bytes:
+    """The bytes of the file `name` (`-`: standard input), at most `limit` of them: a larger file,
+    or one that never ends (`/dev/zero`), is refused, not read into memory whole. A refusal begins
+    with the file's name, or with `option` and what it could not read."""
+    refusal = f"{option}: cannot read {name}" if option else name
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(name, "rb") as file:
+                data = file.read(limit + 1)
+    except OSError as exc:
+        raise BadInput(f"{refusal}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise BadInput(f"{refusal}: larger than {limit // MIB} MiB")
+    return data
+
+
 def json_object(text: str, option: str) -> dict:
-    """A JSON object given inline or as @FILE."""
-    source = text
-    if text.startswith("@"):
-        try:
-            source = Path(text[1:]).read_text()
-        except OSError as exc:
-            raise BadInput(f"{option}: cannot read {text[1:]}: {exc.strerror}") from None
+    """A JSON object given inline or as @FILE (at most 1 MiB: what it may hold is less)."""
+    source: str | bytes = read_input(text[1:], MIB, option) if text.startswith("@") else text
     try:
         value = json.loads(source)
     except json.JSONDecodeError as exc:

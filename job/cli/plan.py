@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from job.cli.parsing import command
+from job.cli.parsing import MIB, command, read_input
 from job.core import collection
 from job.core.errors import BadInput
 from job.core.planner import Snapshot, plan
 from job.core.planner.snapshot import describe_error
+
+# A snapshot of 1,000,000 pending jobs, the planner's budget (bench/README.md), is about 150 MiB.
+MAX_SNAPSHOT_FILE = 1024 * MIB
 
 
 def register(sub) -> None:
@@ -21,10 +23,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        data = sys.stdin.read() if args.snapshot == "-" else Path(args.snapshot).read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{args.snapshot}: {exc.strerror or exc}") from None
+    data = read_input(args.snapshot, MAX_SNAPSHOT_FILE)
     # A million jobs validated and planned are millions of objects, none of them cyclic garbage.
     with collection.paused():
         try:

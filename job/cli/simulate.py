@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from job.cli.options import OPTIONS, add_options, option_fields, read_fields
 from job.cli.output import print_json, print_table
-from job.cli.parsing import command, pairs, positive_duration
+from job.cli.parsing import MIB, command, pairs, positive_duration, read_input
 from job.core.accounts import walk
 from job.core.errors import BadInput, quoted
 from job.core.planner.snapshot import Account, Group, User, check_tree
@@ -64,6 +62,10 @@ def register(sub) -> None:
 
 # The most jobs (or users) a generated trace has: a hundred times bench/simulate.py's.
 MAX_GENERATED = 10_000_000
+# The files read whole: a trace as long as the jobs generated at most (a CSV line or an SWF one is
+# about 100 bytes), the nodes as many as `parse_nodes_json` takes.
+MAX_TRACE_FILE = 1024 * MIB
+MAX_NODES_FILE = 64 * MIB
 
 
 def _positive(text: str) -> int:
@@ -223,10 +225,7 @@ def _group(fields: dict, where: str) -> Group:
 def _nodes(text: str) -> list:
     if text.startswith("@"):
         path = text[1:]
-        try:
-            return parse_nodes_json(Path(path).read_text(), path)
-        except OSError as exc:
-            raise BadInput(f"--nodes: cannot read {path}: {exc.strerror or exc}") from None
+        return parse_nodes_json(read_input(path, MAX_NODES_FILE, "--nodes"), path)
     return parse_nodes(text)
 
 
@@ -239,9 +238,9 @@ def _trace(args: argparse.Namespace, totals: dict[str, float]) -> Trace:
             raise BadInput(f"--load: must be above 0 and at most 100, got {args.load:g}")
         return Trace(jobs=generate(args.generate, args.seed, totals, users=args.users, load=args.load))
     try:
-        text = sys.stdin.read() if args.trace == "-" else Path(args.trace).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{args.trace}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_input(args.trace, MAX_TRACE_FILE).decode()
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{args.trace}: {exc}") from None
     kind = args.format or ("swf" if args.trace.lower().endswith(".swf") else "csv")
     trace = (parse_swf if kind == "swf" else parse_csv)(text, args.trace)
     if not trace.jobs:

@@ -194,6 +194,7 @@ BAD_INPUT = [
     ([*SUBMIT, "--runtime-env", "[1, 2]"], "--runtime-env: must be a JSON object"),
     ([*SUBMIT, "--runtime-env", "{not json"], "--runtime-env: not valid JSON"),
     ([*SUBMIT, "--runtime-env", "@/nonexistent/env.json"], "--runtime-env: cannot read /nonexistent/env.json"),
+    ([*SUBMIT, "--runtime-env", "@/dev/zero"], "--runtime-env: cannot read /dev/zero: larger than 1 MiB"),
     ([*SUBMIT, "--runtime-env", '{"working_dir": "."}'], "runtime_env: working_dir: '.' is not a remote URI"),
     ([*SUBMIT, "--runtime-env", '{"pip": "/proc/self/environ"}'], "runtime_env: pip: give a list of requirements"),
     ([*SUBMIT, "--runtime-env", '{"nsight": "default"}'], "runtime_env: nsight: not a runtime_env key"),

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from job.cli import simulate as simulate_cli
 from tests.cli_helpers import run_cli, run_process
 
 
@@ -103,6 +104,8 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     (["--generate", "10", "--half-life", "soon"], "options: half_life_s: not a duration: 'soon' (use e.g. 90s, 5m, 1h30m, 2d)"),
     (["--generate", "10", "--every", "0"], "--every: must be more than 0"),
     (["--generate", "10", "--nodes", "@missing.json"], "--nodes: cannot read missing.json: No such file or directory"),
+    # Never ending: refused at its bound, not read into memory whole.
+    (["--generate", "10", "--nodes", "@/dev/zero"], "--nodes: cannot read /dev/zero: larger than 64 MiB"),
     (["--generate", "10", "--load", "0"], "--load: must be above 0 and at most 100, got 0"),
     ([], "simulate: give a TRACE file or --generate N"),
     (["t.csv", "--generate", "10"], "simulate: give a TRACE file or --generate N, not both"),
@@ -111,6 +114,12 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
 def test_bad_input_is_refused_with_one_line(capsys, argv, message):
     result = run_cli(capsys, "simulate", *argv)
     assert (result.status, result.out, result.err) == (2, "", f"error: {message}\n")
+
+
+def test_a_trace_past_its_bound_is_refused_unread(capsys, monkeypatch):
+    monkeypatch.setattr(simulate_cli, "MAX_TRACE_FILE", 2**20)
+    result = run_cli(capsys, "simulate", "/dev/zero")
+    assert (result.status, result.out, result.err) == (2, "", "error: /dev/zero: larger than 1 MiB\n")
 
 
 @pytest.mark.parametrize("value, says", [("99999999999", "'99999999999': at most 10000000"),

@@ -13,6 +13,7 @@ import pytest
 from planner_helpers import GIB, at, run, snapshot
 
 from job.cli import main
+from job.cli import plan as plan_cli
 from job.core.planner import Snapshot, plan
 from job.core.resources import Resources, describe, dominant_share, format_amount, to_units
 
@@ -65,6 +66,11 @@ REASONS = [
     ("precedence: resource limit before resources", {"max_resources_per_user": {"CPU": 1}}, {}, [("r", "v", "n1", {"CPU": 8})],
      [("1", "u", {"CPU": 2})], [], {"1": "UserResourceLimit"}),
 ]
+
+
+def stdin(text: str) -> io.TextIOWrapper:
+    """Standard input holding `text`, with the bytes beneath it that `plan -` reads."""
+    return io.TextIOWrapper(io.BytesIO(text.encode()))
 
 
 @pytest.mark.parametrize("group, users, running, pending, placements, reasons", [c[1:] for c in REASONS],
@@ -225,7 +231,7 @@ def test_message_on_outside_load_stays_within_the_pool():
 def test_command_plans_around_outside_load(capsys, monkeypatch):
     document = snapshot("fifo", "dispersed", nodes={"a": {"CPU": 2}, "b": {"CPU": 2}}, outside={"a": {"CPU": 2}},
                         pending=[("1", "u", {"CPU": 1}), ("2", "u", {"CPU": 1}), ("3", "u", {"CPU": 1})])
-    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(document)))
+    monkeypatch.setattr(sys, "stdin", stdin(json.dumps(document)))
     assert main(["plan", "-"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["placements"] == [{"job": "1", "node": "b"}, {"job": "2", "node": "b"}]
@@ -262,7 +268,7 @@ def test_command_prints_the_plan(capsys, tmp_path):
 
 
 def test_command_reads_standard_input(capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", io.StringIO((EXAMPLES / "drf-small.json").read_text()))
+    monkeypatch.setattr(sys, "stdin", stdin((EXAMPLES / "drf-small.json").read_text()))
     assert main(["plan", "-"]) == 0
     assert len(json.loads(capsys.readouterr().out)["placements"]) == 3
 
@@ -313,12 +319,19 @@ INVALID = [
 
 @pytest.mark.parametrize("text, message", [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
 def test_invalid_snapshot_exits_2_naming_the_field(text, message, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    monkeypatch.setattr(sys, "stdin", stdin(text))
     assert main(["plan", "-"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(f"error: {message}")
     assert err.count("\n") == 1
+
+
+def test_a_snapshot_past_its_bound_is_refused_unread(capsys, monkeypatch):
+    # /dev/zero never ends: read whole, it would take the machine's memory.
+    monkeypatch.setattr(plan_cli, "MAX_SNAPSHOT_FILE", 2**20)
+    assert main(["plan", "/dev/zero"]) == 2
+    assert capsys.readouterr() == ("", "error: /dev/zero: larger than 1 MiB\n")
 
 
 def test_invalid_snapshot_exits_2_from_the_shell():

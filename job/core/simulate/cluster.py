@@ -38,7 +38,7 @@ def parse_nodes(text: str) -> list[Node]:
     return nodes
 
 
-def parse_nodes_json(text: str, source: str) -> list[Node]:
+def parse_nodes_json(text: str | bytes, source: str) -> list[Node]:
     """A JSON list of nodes as in the planner's snapshot (`id`, `resources`, optional `labels`)."""
     try:
         nodes = _NODES.validate_json(text)
