@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, overload
@@ -48,6 +49,18 @@ def print_fields(fields: dict[str, Any]) -> None:
 _ESCAPED = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]} | {
     ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
     **{code: f"\\u{code:04x}" for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}}
+
+
+# A driver's log keeps its line breaks, tabs, carriage returns (progress bars) and colours (SGR:
+# ESC [ numbers m); shown on a terminal, any other escape is shown escaped: another user's job could
+# otherwise move the cursor, retitle the window or set the clipboard (OSC 52) of whoever reads it.
+_LOG_ESCAPED = {code: shown for code, shown in _ESCAPED.items() if chr(code) not in "\n\t\r"}
+_SGR = re.compile(r"(\x1b\[[0-9;]*m)")
+
+
+def terminal_log(text: str) -> str:
+    """A log's text as a terminal may be given it: its colours kept, other control characters escaped."""
+    return "".join(part if index % 2 else part.translate(_LOG_ESCAPED) for index, part in enumerate(_SGR.split(text)))
 
 
 def _cell(value: Any) -> str:

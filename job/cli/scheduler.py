@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from job.adapters.ray_cluster import cluster_of
+from job.cli.output import terminal_log
 from job.cli.parsing import command, database, job_id, positive_duration
 from job.core.errors import NotFound
 from job.scheduler.config import TickConfig
@@ -58,5 +60,7 @@ def logs(args: argparse.Namespace) -> int:
         group = groups.get_group(conn, job.group_name)
     if job.submission_id is None:
         raise NotFound(f"job {job.id} has not been submitted to Ray yet ({job.state})")
-    print(cluster_of(group.cluster(job.cluster).address, settings().ray_timeout_s).logs(job.submission_id), end="")
+    text = cluster_of(group.cluster(job.cluster).address, settings().ray_timeout_s).logs(job.submission_id)
+    # Into a file or a pipe, the log as the job wrote it.
+    print(terminal_log(text) if sys.stdout.isatty() else text, end="")
     return 0

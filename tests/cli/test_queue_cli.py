@@ -4,9 +4,12 @@ refused with a message naming the field, exit status 2, and an unchanged databas
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from cli_helpers import database_contents, run_cli, run_process
+
+from job.cli import scheduler as scheduler_cli
 
 
 def setup_group_and_users(capsys):
@@ -64,6 +67,31 @@ def test_a_tenant_s_control_characters_are_shown_escaped(database_url, capsys):
     listed = run_cli(capsys, "jobs").out
     assert not any(character in shown + listed for character in "\x1b\x07\u202e")
     assert json.loads(run_cli(capsys, "show", job_id, "--json").out)["entrypoint"] == text
+
+
+@pytest.mark.parametrize("terminal, shown", [
+    # On a terminal: colours, line breaks, tabs and carriage returns kept; a clipboard write
+    # (OSC 52), a bell and a screen clear shown escaped.
+    (True, "\x1b[32mok\x1b[0m\t50%\r100%\n\\x1b]52;c;ZXZpbA==\\x07 \\x1b[2J\n"),
+    # Into a file or a pipe: as the job wrote it.
+    (False, "\x1b[32mok\x1b[0m\t50%\r100%\n\x1b]52;c;ZXZpbA==\x07 \x1b[2J\n"),
+])
+def test_another_user_s_log_cannot_drive_the_terminal(database_url, conn, capsys, monkeypatch, terminal, shown):
+    setup_group_and_users(capsys)
+    job_id = int(run_cli(capsys, "submit", "--user", "bob", "--group", "gpu", "--entrypoint", "true").out)
+    conn.execute("UPDATE jobs SET submission_id = 'q-1-1', state = 'RUNNING' WHERE id = %s", (job_id,))
+    conn.commit()
+    written = "\x1b[32mok\x1b[0m\t50%\r100%\n\x1b]52;c;ZXZpbA==\x07 \x1b[2J\n"
+
+    class Cluster:  # Ray's answer, as test_tick reads it from a real cluster
+        def logs(self, submission_id):
+            assert submission_id == "q-1-1"
+            return written
+
+    monkeypatch.setattr(scheduler_cli, "cluster_of", lambda address, timeout_s: Cluster())
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
+    result = run_cli(capsys, "logs", str(job_id))
+    assert (result.status, result.out, result.err) == (0, shown, "")
 
 
 def test_python_function_validates_like_the_cli(database_url, conn, capsys):
